@@ -1,0 +1,35 @@
+# `make demo` and `make test` create .venv when it is missing and install into it.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/pip install --disable-pip-version-check -q -c constraints.txt
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) torch==2.13.0
+	$(PIP) -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) -e '.[test,html]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/lightspeed time mlp
+
+test: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,48 @@
+"""`lightspeed roofline`: place FLOPs and bytes on a device's roofline."""
+
+from __future__ import annotations
+
+import typer
+
+from lightspeed.cli.common import HARDWARE_HELP, emit_json, show
+
+
+def roofline_command(
+    flops: float = typer.Option(..., "--flops", help="FLOPs of the work."),
+    bytes_moved: float = typer.Option(..., "--bytes", help="Bytes the work reads and writes."),
+    hardware: str | None = typer.Option(None, "--hardware", help=HARDWARE_HELP),
+    dtype: str = typer.Option("fp32", "--dtype", help="Precision whose peak applies."),
+    peak_flops: float | None = typer.Option(None, "--peak-flops", help="Peak FLOP/s."),
+    bandwidth: float | None = typer.Option(None, "--bandwidth", help="Bandwidth, bytes/s."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Intensity, ridge point, bound, attainable FLOP/s and speed-of-light time of some work.
+
+    Give the ceilings with --hardware ID [--dtype D], or with --peak-flops and --bandwidth.
+    """
+    from lightspeed.analysis.roofline import Ceilings, place
+    from lightspeed.dtypes import Precision
+    from lightspeed.errors import ConfigError
+    from lightspeed.hardware import resolve_hardware
+    from lightspeed.measure.device import Device
+    from lightspeed.report import json_report, terminal
+
+    explicit = peak_flops is not None or bandwidth is not None
+    if hardware is not None and explicit:
+        raise ConfigError("give either --hardware or --peak-flops with --bandwidth, not both.")
+    if hardware is None:
+        if peak_flops is None or bandwidth is None:
+            raise ConfigError(
+                "give the ceilings: --hardware ID (see `lightspeed hw list`), or both"
+                " --peak-flops FLOP/s and --bandwidth bytes/s."
+            )
+        hw = None
+        ceilings = Ceilings(peak_flops_per_s=peak_flops, bandwidth_bytes_per_s=bandwidth)
+    else:
+        hw = resolve_hardware(hardware, Device.CPU)
+        ceilings = Ceilings.of(hw, Precision.parse(dtype))
+    point = place(flops, bytes_moved, ceilings)
+    if as_json:
+        emit_json(json_report.roofline_doc(point, hw), None)
+    else:
+        show(terminal.roofline_summary(point, hw))

@@ -1,0 +1,68 @@
+"""Numeric precisions: the keys of hardware peaks and the `--dtype` of a workload."""
+
+from __future__ import annotations
+
+import enum
+
+import torch
+
+from lightspeed.errors import UnknownNameError, did_you_mean
+
+
+class Precision(str, enum.Enum):
+    """A math precision a device has a peak FLOP/s for.
+
+    `tf32` is fp32 storage computed on tensor cores with a 10-bit mantissa; `fp8` is
+    either of the e4m3 / e5m2 formats; `int8` counts integer operations as FLOPs.
+    """
+
+    FP64 = "fp64"
+    FP32 = "fp32"
+    TF32 = "tf32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8 = "int8"
+
+    @classmethod
+    def parse(cls, name: str, flag: str = "--dtype") -> Precision:
+        """The precision called `name` (case-insensitive), or an error naming `flag`."""
+        try:
+            return cls(name.lower())
+        except ValueError:
+            names = [p.value for p in cls]
+            raise UnknownNameError(
+                f"{flag} {name!r} is not a precision; choose one of {', '.join(names)}."
+                + did_you_mean(name.lower(), names)
+            ) from None
+
+
+# The precisions a whole training step can run in (`--dtype`): parameters, activations
+# and the batch's floating tensors are cast to it.
+STEP_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.FP16)
+
+_TORCH_DTYPE = {
+    Precision.FP64: torch.float64,
+    Precision.FP32: torch.float32,
+    Precision.TF32: torch.float32,
+    Precision.BF16: torch.bfloat16,
+    Precision.FP16: torch.float16,
+    Precision.FP8: torch.float8_e4m3fn,
+    Precision.INT8: torch.int8,
+}
+
+
+def torch_dtype(precision: Precision) -> torch.dtype:
+    """The torch storage dtype of `precision` (tf32 is stored as float32)."""
+    return _TORCH_DTYPE[precision]
+
+
+def step_precision(name: str) -> Precision:
+    """Parse a `--dtype` for a training step: one of fp32, bf16, fp16."""
+    precision = Precision.parse(name)
+    if precision not in STEP_PRECISIONS:
+        allowed = ", ".join(p.value for p in STEP_PRECISIONS)
+        raise UnknownNameError(
+            f"--dtype {name!r} cannot run a training step; choose one of {allowed}."
+        )
+    return precision

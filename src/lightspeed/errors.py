@@ -1,0 +1,61 @@
+"""The exceptions lightspeed raises on bad input or a failing workload.
+
+Every message says what is wrong and how to fix it, in one line: the CLI prints it
+as it is and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class LightspeedError(Exception):
+    """Base of every error lightspeed raises on purpose."""
+
+
+class ConfigError(LightspeedError, ValueError):
+    """An option or argument has a value lightspeed cannot use."""
+
+
+class UnknownNameError(ConfigError, KeyError):
+    """A name (hardware id, suite workload, dtype) is not one lightspeed knows."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class TargetError(LightspeedError):
+    """A `path/to/file.py:attr` target cannot be loaded as a Workload."""
+
+
+class WorkloadError(LightspeedError):
+    """The user's workload raised while lightspeed built or ran it."""
+
+
+class OutOfMemoryError(WorkloadError):
+    """The workload ran out of device memory."""
+
+
+class DeviceError(LightspeedError):
+    """The requested device is not available on this machine."""
+
+
+class CalibrationError(LightspeedError):
+    """Measuring the local device's ceilings failed or its cache is unreadable."""
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """A ' Did you mean …?' suffix naming the closest of `choices`, or '' if none is close.
+
+    Choices that contain what was typed come first (`a100` → the A100 entries), then
+    those that are spelled alike.
+    """
+    options = list(choices)
+    key = name.lower()
+    containing = [c for c in options if key and key in c.lower()]
+    alike = difflib.get_close_matches(key, options, n=3, cutoff=0.5)
+    close = list(dict.fromkeys(containing + alike))[:3]
+    if not close:
+        return ""
+    return " Did you mean " + " or ".join(repr(c) for c in close) + "?"

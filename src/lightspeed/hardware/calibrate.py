@@ -1,0 +1,238 @@
+"""Measure the local device's ceilings: best sustained matmul FLOP/s per precision, and
+STREAM-style memory bandwidth (copy and triad over arrays ≥ 4× the last-level cache).
+
+What a BLAS library reaches can sit far below the datasheet peak, so the usable
+ceiling of a CPU is the one measured here, with the library the workload uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import logging
+import math
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import torch
+
+from lightspeed.dtypes import Precision, torch_dtype
+from lightspeed.errors import CalibrationError
+from lightspeed.hardware.model import Calibration, DeviceKind, Hardware
+from lightspeed.measure.device import Device, device_name, require, synchronizer
+from lightspeed.measure.timer import TimerConfig, measure
+
+log = logging.getLogger(__name__)
+
+_FALLBACK_LLC_BYTES = 64 * 2**20
+_F64_BYTES = 8
+# STREAM's byte counts per element of float64 arrays: copy reads a and writes b;
+# triad (a = b + s·c) reads b and c and writes a, doing 2 FLOPs.
+COPY_BYTES_PER_ELEMENT = 2 * _F64_BYTES
+TRIAD_BYTES_PER_ELEMENT = 3 * _F64_BYTES
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CalibrationPlan:
+    """What to measure: n×n×n matmuls at `matmul_sizes` for each of `precisions`, each
+    size for `per_size_budget_s`; STREAM arrays of `stream_array_bytes` each, best of
+    `stream_repeats`. A precision stops growing once one matmul takes longer than
+    `per_size_budget_s`."""
+
+    precisions: tuple[Precision, ...]
+    matmul_sizes: tuple[int, ...]
+    per_size_budget_s: float
+    stream_array_bytes: int
+    stream_repeats: int
+
+
+def default_plan(device: Device) -> CalibrationPlan:
+    """The plan `lightspeed hw calibrate` uses: under a minute on a 2-core CPU."""
+    llc = last_level_cache_bytes(device)
+    if device is Device.CUDA:
+        return CalibrationPlan(
+            precisions=(
+                Precision.FP64,
+                Precision.FP32,
+                Precision.TF32,
+                Precision.BF16,
+                Precision.FP16,
+            ),
+            matmul_sizes=(1024, 2048, 4096, 8192),
+            per_size_budget_s=0.3,
+            stream_array_bytes=max(4 * llc, 512 * 2**20),
+            stream_repeats=20,
+        )
+    return CalibrationPlan(
+        precisions=(Precision.FP64, Precision.FP32, Precision.BF16, Precision.FP16),
+        matmul_sizes=(256, 512, 1024, 1536, 2048),
+        per_size_budget_s=0.3,
+        stream_array_bytes=max(4 * llc, 64 * 2**20),
+        stream_repeats=10,
+    )
+
+
+def last_level_cache_bytes(device: Device) -> int:
+    """Size of the largest cache in front of `device`'s memory, in bytes (a guess if unknown)."""
+    if device is Device.CUDA:
+        size = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0)
+        return int(size) or _FALLBACK_LLC_BYTES
+    sizes = []
+    for level_dir in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        with contextlib.suppress(OSError, ValueError):
+            sizes.append(_parse_cache_size((level_dir / "size").read_text()))
+    return max(sizes, default=_FALLBACK_LLC_BYTES)
+
+
+def _parse_cache_size(text: str) -> int:
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)\s*", text)
+    if not match:
+        raise ValueError(text)
+    scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2)]
+    return int(match.group(1)) * scale
+
+
+def calibrate(device: Device, plan: CalibrationPlan | None = None) -> Hardware:
+    """Measure `device` and return it as a Hardware with id `local`."""
+    torch_device = require(device)
+    plan = plan or default_plan(device)
+    started = time.perf_counter()
+    peaks: dict[Precision, float] = {}
+    best_sizes: dict[Precision, int] = {}
+    for precision in plan.precisions:
+        found = best_matmul(precision, device, plan)
+        if found is not None:
+            best_sizes[precision], peaks[precision] = found
+    if not peaks:
+        raise CalibrationError(f"no matmul precision ran on {device.value}; check the torch build.")
+    copy_bps, triad_bps = stream_bandwidth(device, plan.stream_array_bytes, plan.stream_repeats)
+    duration = time.perf_counter() - started
+    is_gpu = device is Device.CUDA
+    props = torch.cuda.get_device_properties(torch_device) if is_gpu else None
+    return Hardware(
+        id="local",
+        name=device_name(device),
+        kind=DeviceKind.GPU if is_gpu else DeviceKind.CPU,
+        peak_flops_per_s=peaks,
+        memory_bandwidth_bytes_per_s=max(copy_bps, triad_bps),
+        memory_bytes=props.total_memory if props else _physical_memory_bytes(),
+        sm_count=props.multi_processor_count if props else None,
+        sources={"*": "measured on this machine by `lightspeed hw calibrate`"},
+        calibration=Calibration(
+            method=(
+                f"fastest n×n×n matmul replicate over n in {list(plan.matmul_sizes)};"
+                f" STREAM copy/triad on float64 arrays of {plan.stream_array_bytes} B,"
+                f" best of {plan.stream_repeats}"
+            ),
+            library=math_library(device),
+            threads=torch.get_num_threads(),
+            torch_version=torch.__version__,
+            measured_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            best_matmul_size=best_sizes,
+            copy_bandwidth_bytes_per_s=copy_bps,
+            triad_bandwidth_bytes_per_s=triad_bps,
+            stream_array_bytes=plan.stream_array_bytes,
+            duration_s=duration,
+        ),
+    )
+
+
+def best_matmul(
+    precision: Precision, device: Device, plan: CalibrationPlan
+) -> tuple[int, float] | None:
+    """(size, FLOP/s) of the fastest matmul size for `precision`, or None if unsupported."""
+    best: tuple[int, float] | None = None
+    for n in plan.matmul_sizes:
+        try:
+            rate, one_call_s = matmul_rate(n, precision, device, plan.per_size_budget_s)
+        except (RuntimeError, TypeError) as exc:
+            log.info("%s matmul unsupported on %s: %s", precision.value, device.value, exc)
+            return best
+        log.debug("%s n=%d: %.3g FLOP/s", precision.value, n, rate)
+        if best is None or rate > best[1]:
+            best = (n, rate)
+        if one_call_s > plan.per_size_budget_s:
+            break
+    return best
+
+
+def matmul_rate(
+    n: int, precision: Precision, device: Device, budget_s: float
+) -> tuple[float, float]:
+    """(FLOP/s, seconds per call) of an n×n×n matmul: 2·n³ FLOPs over the fastest replicate.
+
+    The fastest replicate (each a block of ≥ 5 ms) is the best sustained rate: a
+    ceiling has to bound what the library can reach, not describe a typical call.
+    """
+    torch_device = require(device)
+    dtype = torch_dtype(precision)
+    a = torch.randn(n, n, device=torch_device).to(dtype)
+    b = torch.randn(n, n, device=torch_device).to(dtype)
+    c = torch.empty(n, n, device=torch_device, dtype=dtype)
+    with tf32_mode(device, enabled=precision is Precision.TF32):
+        m = measure(
+            lambda: torch.mm(a, b, out=c),
+            sync=synchronizer(device),
+            config=TimerConfig(warmup_steps=1, budget_s=budget_s, min_replicates=3),
+        )
+    return 2 * n**3 / m.min_s, m.median_s
+
+
+@contextlib.contextmanager
+def tf32_mode(device: Device, *, enabled: bool) -> Iterator[None]:
+    """Allow or forbid TF32 tensor-core math for fp32 matmuls; restores the setting on exit."""
+    if device is not Device.CUDA:
+        yield
+        return
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+
+
+def stream_bandwidth(device: Device, array_bytes: int, repeats: int) -> tuple[float, float]:
+    """(copy, triad) bandwidth in bytes/s: the best of `repeats` over float64 arrays."""
+    torch_device = require(device)
+    n = math.ceil(array_bytes / _F64_BYTES)
+    a = torch.full((n,), 1.0, dtype=torch.float64, device=torch_device)
+    b = torch.full((n,), 2.0, dtype=torch.float64, device=torch_device)
+    c = torch.full((n,), 0.5, dtype=torch.float64, device=torch_device)
+    sync = synchronizer(device)
+    copy_s = _best_time(lambda: b.copy_(a), sync, repeats)
+    triad_s = _best_time(lambda: torch.add(b, c, alpha=3.0, out=a), sync, repeats)
+    return COPY_BYTES_PER_ELEMENT * n / copy_s, TRIAD_BYTES_PER_ELEMENT * n / triad_s
+
+
+def _best_time(fn: Callable[[], object], sync: Callable[[], None], repeats: int) -> float:
+    fn()  # first touch and warm-up
+    best = math.inf
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def math_library(device: Device) -> str:
+    """The library torch's matmuls run on for `device` (BLAS on CPU, cuBLAS on CUDA)."""
+    if device is Device.CUDA:
+        return f"cuBLAS (CUDA {torch.version.cuda})"
+    match = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+    blas = match.group(1) if match else "unknown BLAS"
+    onednn = " + oneDNN" if torch.backends.mkldnn.is_available() else ""
+    return f"{blas}{onednn}"
+
+
+def _physical_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None

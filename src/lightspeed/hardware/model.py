@@ -1,0 +1,144 @@
+"""`Hardware`: a device's ceilings, as cited datasheet numbers or as measured locally."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from lightspeed.dtypes import Precision
+from lightspeed.errors import ConfigError, UnknownNameError
+
+
+class DeviceKind(str, enum.Enum):
+    """What a Hardware is: a CPU or a GPU (any accelerator that runs as one)."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Calibration:
+    """How a calibrated Hardware's ceilings were measured on this machine."""
+
+    method: str
+    library: str
+    threads: int
+    torch_version: str
+    measured_at: str
+    # The size (n of an n×n×n matmul) at which each precision's best rate was seen.
+    best_matmul_size: Mapping[Precision, int] = dataclasses.field(default_factory=dict)
+    copy_bandwidth_bytes_per_s: float | None = None
+    triad_bandwidth_bytes_per_s: float | None = None
+    stream_array_bytes: int | None = None
+    duration_s: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Hardware:
+    """The ceilings of one device.
+
+    `peak_flops_per_s` maps each supported precision to its dense peak in FLOP/s;
+    a precision that is absent is unsupported or unknown. Link bandwidths are the
+    datasheet's aggregate (both directions) figure in bytes/s. `sources` maps a field
+    name (or `peak_flops_per_s.<precision>`) to where its number comes from; `"*"`
+    covers every field not named. A measured device carries its `calibration`.
+    """
+
+    id: str
+    name: str
+    kind: DeviceKind
+    peak_flops_per_s: Mapping[Precision, float]
+    memory_bandwidth_bytes_per_s: float
+    memory_bytes: int | None = None
+    sm_count: int | None = None
+    gpu_link_bytes_per_s: float | None = None
+    host_link_bytes_per_s: float | None = None
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    calibration: Calibration | None = None
+
+    def __post_init__(self) -> None:
+        if self.memory_bandwidth_bytes_per_s <= 0:
+            raise ConfigError(f"hardware {self.id!r}: memory bandwidth must be positive.")
+        for precision, peak in self.peak_flops_per_s.items():
+            if peak <= 0:
+                raise ConfigError(f"hardware {self.id!r}: {precision.value} peak must be positive.")
+        # Freeze the mappings so a Hardware cannot change after it is made.
+        object.__setattr__(self, "peak_flops_per_s", MappingProxyType(dict(self.peak_flops_per_s)))
+        object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
+
+    def peak(self, precision: Precision) -> float:
+        """The dense peak of `precision` in FLOP/s, or an error naming those known."""
+        try:
+            return self.peak_flops_per_s[precision]
+        except KeyError:
+            known = ", ".join(p.value for p in self.peak_flops_per_s) or "none"
+            raise UnknownNameError(
+                f"{self.name} has no {precision.value} peak (known: {known}); pick another"
+                " --dtype or --hardware."
+            ) from None
+
+    def ridge_flops_per_byte(self, precision: Precision) -> float:
+        """Arithmetic intensity (FLOP/byte) above which `precision` math is compute bound."""
+        return self.peak(precision) / self.memory_bandwidth_bytes_per_s
+
+    def source_of(self, field: str) -> str | None:
+        """Where the number in `field` comes from, if cited."""
+        return self.sources.get(field, self.sources.get("*"))
+
+
+def hardware_to_dict(hw: Hardware) -> dict[str, Any]:
+    """A JSON-ready dict of `hw` (keys as `lightspeed hw show --json` prints them)."""
+    data: dict[str, Any] = {
+        "id": hw.id,
+        "name": hw.name,
+        "kind": hw.kind.value,
+        "peak_flops_per_s": {p.value: v for p, v in hw.peak_flops_per_s.items()},
+        "memory_bandwidth_bytes_per_s": hw.memory_bandwidth_bytes_per_s,
+        "memory_bytes": hw.memory_bytes,
+        "sm_count": hw.sm_count,
+        "gpu_link_bytes_per_s": hw.gpu_link_bytes_per_s,
+        "host_link_bytes_per_s": hw.host_link_bytes_per_s,
+        "sources": dict(hw.sources),
+        "calibration": None,
+    }
+    if hw.calibration is not None:
+        cal = dataclasses.asdict(hw.calibration)
+        cal["best_matmul_size"] = {p.value: n for p, n in hw.calibration.best_matmul_size.items()}
+        data["calibration"] = cal
+    return data
+
+
+def hardware_from_dict(data: Mapping[str, Any]) -> Hardware:
+    """The Hardware that `hardware_to_dict` wrote."""
+    cal_data = data.get("calibration")
+    calibration = None
+    if cal_data is not None:
+        cal = dict(cal_data)
+        cal["best_matmul_size"] = {
+            Precision(p): int(n) for p, n in cal.get("best_matmul_size", {}).items()
+        }
+        calibration = Calibration(**cal)
+    return Hardware(
+        id=str(data["id"]),
+        name=str(data["name"]),
+        kind=DeviceKind(data["kind"]),
+        peak_flops_per_s={Precision(p): float(v) for p, v in data["peak_flops_per_s"].items()},
+        memory_bandwidth_bytes_per_s=float(data["memory_bandwidth_bytes_per_s"]),
+        memory_bytes=_opt_int(data.get("memory_bytes")),
+        sm_count=_opt_int(data.get("sm_count")),
+        gpu_link_bytes_per_s=_opt_float(data.get("gpu_link_bytes_per_s")),
+        host_link_bytes_per_s=_opt_float(data.get("host_link_bytes_per_s")),
+        sources=dict(data.get("sources", {})),
+        calibration=calibration,
+    )
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)

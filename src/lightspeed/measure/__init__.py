@@ -1,0 +1,1 @@
+"""Everything that runs a workload to observe it: timing, op capture, memory."""

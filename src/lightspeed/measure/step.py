@@ -1,0 +1,173 @@
+"""Build a Workload into a runnable training step on a device, in a precision.
+
+Every call into the user's code (`model()`, `batch()`, `loss`, `optimizer`) is
+wrapped so that a failure becomes a `WorkloadError` naming the part that raised,
+and running out of device memory becomes an `OutOfMemoryError` that suggests a
+smaller batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import torch
+
+from lightspeed.dtypes import Precision, torch_dtype
+from lightspeed.errors import OutOfMemoryError, WorkloadError
+from lightspeed.measure.device import Device, require, synchronizer
+from lightspeed.workload import Workload
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepSettings:
+    """Where and how a workload's step runs: `--device`, `--dtype`."""
+
+    device: Device = Device.CPU
+    precision: Precision = Precision.FP32
+
+
+@dataclasses.dataclass
+class PreparedStep:
+    """A workload built on its device: model, optimizer and batch, ready to step."""
+
+    workload: Workload
+    settings: StepSettings
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    batch: Any
+    sync: Callable[[], None]
+    last_loss: torch.Tensor | None = None
+
+    def step(self) -> torch.Tensor:
+        """One training step; returns the loss (not synchronised)."""
+        with guard(self.workload, "the training step"):
+            self.optimizer.zero_grad(set_to_none=True)
+            loss = self.workload.loss(self.model, self.batch)
+            loss.backward()
+            self.optimizer.step()
+        self.last_loss = loss
+        return loss
+
+    @property
+    def parameter_count(self) -> int:
+        """Number of trainable parameter elements (shared tensors counted once)."""
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
+
+def prepare(workload: Workload, settings: StepSettings) -> PreparedStep:
+    """Build the model, optimizer and batch of `workload` on its device, and check one loss."""
+    device = require(settings.device)
+    dtype = torch_dtype(settings.precision)
+    name = workload.name
+    model = _call(workload, "model()", workload.model)
+    if not isinstance(model, torch.nn.Module):
+        raise WorkloadError(
+            f"workload {name!r}: model() returned a {type(model).__name__}, not a torch.nn.Module."
+        )
+    with guard(workload, "moving the model to the device"):
+        model = model.to(device=device, dtype=dtype)
+        model.train()
+    raw_batch = _call(
+        workload, f"batch({workload.batch_size})", workload.batch, workload.batch_size
+    )
+    with guard(workload, "moving the batch to the device"):
+        batch = to_device(raw_batch, device, dtype)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise WorkloadError(f"workload {name!r}: the model has no trainable parameters.")
+    optimizer = _call(workload, "optimizer(params)", workload.optimizer, params)
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise WorkloadError(
+            f"workload {name!r}: optimizer(params) returned a {type(optimizer).__name__},"
+            " not a torch.optim.Optimizer."
+        )
+    prepared = PreparedStep(
+        workload=workload,
+        settings=settings,
+        model=model,
+        optimizer=optimizer,
+        batch=batch,
+        sync=synchronizer(settings.device),
+    )
+    _check_loss(prepared)
+    return prepared
+
+
+def _check_loss(prepared: PreparedStep) -> None:
+    wl = prepared.workload
+    with guard(wl, "loss(model, batch)"):
+        loss = wl.loss(prepared.model, prepared.batch)
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        what = (
+            type(loss).__name__
+            if not isinstance(loss, torch.Tensor)
+            else f"shape {tuple(loss.shape)}"
+        )
+        raise WorkloadError(f"workload {wl.name!r}: loss must return a scalar tensor, got {what}.")
+    if not loss.requires_grad:
+        raise WorkloadError(
+            f"workload {wl.name!r}: the loss does not depend on any trainable parameter"
+            " (it has no grad_fn), so there is no backward pass to study."
+        )
+
+
+def to_device(batch: Any, device: torch.device, dtype: torch.dtype) -> Any:
+    """`batch` with every tensor on `device`; floating tensors cast to `dtype`.
+
+    Walks tuples, lists and dicts; other values pass through unchanged.
+    """
+    if isinstance(batch, torch.Tensor):
+        if batch.is_floating_point():
+            return batch.to(device=device, dtype=dtype)
+        return batch.to(device=device)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device, dtype) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        moved = [to_device(v, device, dtype) for v in batch]
+        if hasattr(batch, "_fields"):  # a namedtuple
+            return type(batch)(*moved)
+        return type(batch)(moved)
+    return batch
+
+
+def _call(workload: Workload, what: str, fn: Callable[..., T], *args: Any) -> T:
+    with guard(workload, what):
+        return fn(*args)
+
+
+@contextlib.contextmanager
+def guard(workload: Workload, what: str) -> Iterator[None]:
+    """Turn an exception from the user's code into a one-line WorkloadError."""
+    try:
+        yield
+    except (torch.OutOfMemoryError, MemoryError) as exc:
+        raise OutOfMemoryError(
+            f"workload {workload.name!r} ran out of device memory in {what} at batch size"
+            f" {workload.batch_size}; try a smaller --batch-size."
+        ) from exc
+    except WorkloadError:
+        raise
+    except RuntimeError as exc:
+        # The CPU allocator reports exhaustion as a plain RuntimeError.
+        if "can't allocate memory" in str(exc) or "not enough memory" in str(exc):
+            raise OutOfMemoryError(
+                f"workload {workload.name!r} ran out of memory in {what} at batch size"
+                f" {workload.batch_size}; try a smaller --batch-size."
+            ) from exc
+        raise _workload_error(workload, what, exc) from exc
+    except Exception as exc:
+        raise _workload_error(workload, what, exc) from exc
+
+
+def _workload_error(workload: Workload, what: str, exc: BaseException) -> WorkloadError:
+    text = str(exc).strip()
+    first_line = text.splitlines()[0] if text else ""
+    return WorkloadError(
+        f"workload {workload.name!r}: {what} raised {type(exc).__name__}: {first_line}"
+        " (rerun with --debug for the traceback)"
+    )

@@ -1,0 +1,72 @@
+"""Time a workload's training step: `time_workload` → `StepTiming`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lightspeed.dtypes import Precision
+from lightspeed.measure.device import Device
+from lightspeed.measure.step import PreparedStep, StepSettings, guard, prepare
+from lightspeed.measure.timer import Measurement, TimerConfig, measure
+from lightspeed.workload import Workload
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WorkloadInfo:
+    """What was run: the workload's name and shape, and where and how it ran."""
+
+    name: str
+    batch_size: int
+    device: Device
+    precision: Precision
+    parameter_count: int
+    tokens_per_sample: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepTiming:
+    """The measured time of one training step of a workload."""
+
+    workload: WorkloadInfo
+    measurement: Measurement
+
+    @property
+    def samples_per_s(self) -> float:
+        """Samples per second: all samples stepped over the total timed seconds."""
+        return self.measurement.per_second(self.workload.batch_size)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Tokens per second, where the workload says how many tokens a sample holds."""
+        if self.workload.tokens_per_sample is None:
+            return None
+        return self.samples_per_s * self.workload.tokens_per_sample
+
+
+def workload_info(prepared: PreparedStep) -> WorkloadInfo:
+    """The WorkloadInfo of a prepared step."""
+    wl = prepared.workload
+    return WorkloadInfo(
+        name=wl.name,
+        batch_size=wl.batch_size,
+        device=prepared.settings.device,
+        precision=prepared.settings.precision,
+        parameter_count=prepared.parameter_count,
+        tokens_per_sample=wl.tokens_per_sample,
+    )
+
+
+def time_step(prepared: PreparedStep, config: TimerConfig | None = None) -> StepTiming:
+    """Time the training step of an already prepared workload."""
+    with guard(prepared.workload, "the training step"):
+        measurement = measure(prepared.step, sync=prepared.sync, config=config)
+    return StepTiming(workload=workload_info(prepared), measurement=measurement)
+
+
+def time_workload(
+    workload: Workload,
+    settings: StepSettings | None = None,
+    config: TimerConfig | None = None,
+) -> StepTiming:
+    """Build `workload` and time its training step (seconds per step, samples/s)."""
+    return time_step(prepare(workload, settings or StepSettings()), config)

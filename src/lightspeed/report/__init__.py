@@ -1,0 +1,1 @@
+"""Rendering: terminal (rich), JSON. Reports never compute; they format what analysis returned."""

@@ -1,0 +1,57 @@
+"""Human-readable numbers with units: SI prefixes for rates and times, binary for sizes."""
+
+from __future__ import annotations
+
+import math
+
+_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def si(value: float, unit: str, digits: int = 3) -> str:
+    """`value` with an SI prefix: si(1.5e12, 'FLOP/s') == '1.50 TFLOP/s'."""
+    if value is None or not math.isfinite(value):
+        return "—" if value is None or math.isnan(value) else "∞"
+    for scale, prefix in _SI:
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}g} {prefix}{unit}".replace("e+", "e")
+    return f"{value:.{digits}g} {unit}"
+
+
+def flops_rate(flops_per_s: float) -> str:
+    return si(flops_per_s, "FLOP/s")
+
+
+def byte_rate(bytes_per_s: float) -> str:
+    return si(bytes_per_s, "B/s")
+
+
+def count(n: float, unit: str = "") -> str:
+    """A count with an SI prefix (FLOPs, parameters)."""
+    return si(n, unit).rstrip()
+
+
+def seconds(value_s: float) -> str:
+    """A duration in the most readable of s, ms, µs, ns."""
+    if value_s is None or not math.isfinite(value_s):
+        return "—"
+    magnitude = abs(value_s)
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if magnitude >= scale:
+            return f"{value_s / scale:.3g} {unit}"
+    return f"{value_s / 1e-9:.3g} ns"
+
+
+def size(n_bytes: float | None) -> str:
+    """A size in bytes with a binary prefix: size(85899345920) == '80 GiB'."""
+    if n_bytes is None:
+        return "—"
+    value = float(n_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.4g} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def percent(fraction: float) -> str:
+    return f"{100 * fraction:.1f}%"

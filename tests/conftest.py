@@ -1,0 +1,57 @@
+"""Shared fixtures: a private cache directory, and a calibrated CPU that needs no measuring."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from lightspeed.dtypes import Precision
+from lightspeed.hardware.cache import save_calibration
+from lightspeed.hardware.model import Calibration, DeviceKind, Hardware
+from lightspeed.measure.device import Device
+
+# Ceilings of a made-up CPU: round numbers so tests can check arithmetic on them.
+FAKE_CPU = Hardware(
+    id="local",
+    name="test CPU",
+    kind=DeviceKind.CPU,
+    peak_flops_per_s={Precision.FP32: 100e9, Precision.FP64: 50e9, Precision.BF16: 200e9},
+    memory_bandwidth_bytes_per_s=20e9,
+    memory_bytes=8 * 2**30,
+    sources={"*": "test fixture"},
+    calibration=Calibration(
+        method="fixture",
+        library="none",
+        threads=torch.get_num_threads(),
+        torch_version=torch.__version__,
+        measured_at="2026-01-01T00:00:00+00:00",
+        best_matmul_size={Precision.FP32: 1024},
+    ),
+)
+
+
+@pytest.fixture(autouse=True)
+def private_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Every test gets its own cache directory, never the user's."""
+    path = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("LIGHTSPEED_CACHE_DIR", str(path))
+    return path
+
+
+@pytest.fixture
+def calibrated_cpu(private_cache: Path) -> Iterator[Hardware]:
+    """A cached calibration of the local CPU, so `--hardware local` measures nothing."""
+    save_calibration(Device.CPU, FAKE_CPU)
+    yield FAKE_CPU
+
+
+def has_cuda() -> bool:
+    return torch.cuda.is_available()
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -1,0 +1,111 @@
+"""Calibration of the local CPU (a quick plan) and its per-machine cache."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+
+from lightspeed.dtypes import Precision
+from lightspeed.hardware.cache import (
+    calibration_path,
+    load_calibration,
+    machine_key,
+    save_calibration,
+)
+from lightspeed.hardware.calibrate import (
+    COPY_BYTES_PER_ELEMENT,
+    TRIAD_BYTES_PER_ELEMENT,
+    CalibrationPlan,
+    _parse_cache_size,
+    calibrate,
+    default_plan,
+    last_level_cache_bytes,
+)
+from lightspeed.hardware.model import DeviceKind, Hardware
+from lightspeed.hardware.resolve import resolve_hardware
+from lightspeed.measure.device import Device
+
+QUICK = CalibrationPlan(
+    precisions=(Precision.FP32, Precision.FP64),
+    matmul_sizes=(64, 128),
+    per_size_budget_s=0.05,
+    stream_array_bytes=8 * 2**20,
+    stream_repeats=2,
+)
+
+
+def test_quick_calibration_measures_each_precision() -> None:
+    hw = calibrate(Device.CPU, QUICK)
+    assert hw.id == "local" and hw.kind is DeviceKind.CPU
+    assert set(hw.peak_flops_per_s) == {Precision.FP32, Precision.FP64}
+    cal = hw.calibration
+    assert cal is not None
+    assert set(cal.best_matmul_size.values()) <= {64, 128}
+    assert cal.threads == torch.get_num_threads()
+    assert cal.torch_version == torch.__version__
+    assert cal.copy_bandwidth_bytes_per_s and cal.triad_bandwidth_bytes_per_s
+    # The ceiling is the better of the two STREAM kernels.
+    assert hw.memory_bandwidth_bytes_per_s == max(
+        cal.copy_bandwidth_bytes_per_s, cal.triad_bandwidth_bytes_per_s
+    )
+
+
+def test_stream_byte_counts() -> None:
+    # float64: copy reads 8 B and writes 8 B per element; triad reads 2 × 8 B and writes 8 B.
+    assert (COPY_BYTES_PER_ELEMENT, TRIAD_BYTES_PER_ELEMENT) == (16, 24)
+
+
+def test_default_plan_arrays_are_four_times_the_last_level_cache() -> None:
+    plan = default_plan(Device.CPU)
+    assert plan.stream_array_bytes >= 4 * last_level_cache_bytes(Device.CPU)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("32768K", 32 * 2**20), ("1M\n", 2**20), ("512", 512)]
+)
+def test_parse_cache_size(text: str, expected: int) -> None:
+    assert _parse_cache_size(text) == expected
+
+
+def test_cache_round_trip(calibrated_cpu: Hardware) -> None:
+    assert load_calibration(Device.CPU) == calibrated_cpu
+    assert resolve_hardware("local", Device.CPU) == calibrated_cpu
+    assert resolve_hardware(None, Device.CPU) == calibrated_cpu  # the CPU default is local
+
+
+def test_cache_is_keyed_by_thread_count() -> None:
+    before = machine_key(Device.CPU)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)
+    try:
+        assert machine_key(Device.CPU) != before
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_corrupt_cache_is_ignored_with_a_warning(
+    calibrated_cpu: Hardware, caplog: pytest.LogCaptureFixture
+) -> None:
+    path: Path = calibration_path(Device.CPU)
+    path.write_text("{not json")
+    with caplog.at_level(logging.WARNING):
+        assert load_calibration(Device.CPU) is None
+    assert "unreadable calibration cache" in caplog.text
+
+
+def test_old_schema_is_ignored(calibrated_cpu: Hardware) -> None:
+    path = calibration_path(Device.CPU)
+    data = json.loads(path.read_text())
+    data["schema_version"] = 0
+    path.write_text(json.dumps(data))
+    assert load_calibration(Device.CPU) is None
+
+
+def test_save_writes_a_versioned_file(private_cache: Path, calibrated_cpu: Hardware) -> None:
+    path = save_calibration(Device.CPU, calibrated_cpu)
+    assert path.is_relative_to(private_cache)
+    assert json.loads(path.read_text())["schema_version"] == 1

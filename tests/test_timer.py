@@ -1,0 +1,106 @@
+"""The timer, driven by a fake clock so every statistic is exact."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lightspeed.errors import ConfigError
+from lightspeed.measure.timer import Measurement, TimerConfig, measure, measurement_from_times
+
+
+class FakeClock:
+    """A clock that advances only when the timed function runs."""
+
+    def __init__(self, durations: list[float]) -> None:
+        self.now = 0.0
+        self.durations = list(durations)
+        self.calls = 0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def work(self) -> None:
+        self.now += self.durations[self.calls % len(self.durations)]
+        self.calls += 1
+
+
+def test_measure_keeps_every_replicate_and_blocks_short_calls() -> None:
+    clock = FakeClock([1e-3])  # 1 ms per call: blocks of 5 calls reach 5 ms
+    syncs: list[float] = []
+    m = measure(
+        clock.work,
+        sync=lambda: syncs.append(clock.now),
+        config=TimerConfig(warmup_steps=2, budget_s=0.1, min_replicates=3),
+        clock=clock,
+    )
+    assert m.steps_per_replicate == 5
+    assert m.warmup_steps == 2
+    assert all(t == pytest.approx(1e-3) for t in m.times_s)
+    # Warm-up 2 ms, then 5 ms blocks until the 0.1 s budget is spent: 98 ms / 5 ms → 20 blocks.
+    assert m.n == 20
+    assert clock.calls == 2 + 20 * 5
+    # Every block is bracketed by two syncs.
+    assert len(syncs) == 2 * (2 + 20)
+
+
+def test_min_replicates_beats_the_budget() -> None:
+    clock = FakeClock([1.0])  # each call exceeds the whole budget
+    m = measure(
+        clock.work,
+        sync=lambda: None,
+        config=TimerConfig(warmup_steps=1, budget_s=0.5, min_replicates=4),
+        clock=clock,
+    )
+    assert m.n == 4
+    assert m.steps_per_replicate == 1
+
+
+def test_statistics_are_exact() -> None:
+    m = measurement_from_times([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert m.median_s == 3.0
+    assert m.min_s == 1.0 and m.max_s == 5.0
+    assert m.iqr_s == pytest.approx(2.0)  # inclusive quartiles: 4.0 − 2.0
+    assert m.total_time_s == 15.0
+
+
+def test_throughput_is_total_over_total_not_mean_of_rates() -> None:
+    # Two steps of 1 s and 3 s with 10 samples each: 20 samples in 4 s = 5 samples/s.
+    # The mean of per-step rates would be (10 + 3.33) / 2 = 6.67: wrong.
+    m = measurement_from_times([1.0, 3.0])
+    assert m.per_second(10) == pytest.approx(5.0)
+
+
+def test_noise_warning_above_ten_percent() -> None:
+    steady = measurement_from_times([1.0, 1.01, 0.99, 1.0, 1.02])
+    noisy = measurement_from_times([1.0, 1.5, 0.7, 1.2, 0.9])
+    assert steady.warnings == ()
+    assert any("noisy" in w for w in noisy.warnings)
+    assert any("replicates" in w for w in measurement_from_times([1.0, 1.0]).warnings)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "flag"),
+    [
+        ({"warmup_steps": -1}, "--warmup"),
+        ({"budget_s": 0}, "--budget"),
+        ({"min_replicates": 0}, "--min-replicates"),
+    ],
+)
+def test_config_errors_name_the_flag(kwargs: dict[str, float], flag: str) -> None:
+    with pytest.raises(ConfigError, match=flag):
+        TimerConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_empty_measurement_is_refused() -> None:
+    with pytest.raises(ValueError):
+        Measurement(times_s=(), steps_per_replicate=1, warmup_steps=0)
+
+
+@given(st.lists(st.floats(min_value=1e-6, max_value=10.0), min_size=1, max_size=50))
+def test_order_statistics(times: list[float]) -> None:
+    m = measurement_from_times(times)
+    assert m.min_s <= m.median_s <= m.max_s
+    assert 0.0 <= m.iqr_s <= m.max_s - m.min_s + 1e-12
+    assert m.min_s <= m.mean_s <= m.max_s + 1e-12

@@ -1,0 +1,97 @@
+"""Workload: validation, targets from files and the suite, and errors from user code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from lightspeed import Workload
+from lightspeed.dtypes import Precision
+from lightspeed.errors import (
+    ConfigError,
+    OutOfMemoryError,
+    TargetError,
+    UnknownNameError,
+    WorkloadError,
+)
+from lightspeed.measure.step import StepSettings, prepare, to_device
+from lightspeed.workload import load_target
+
+DATA = Path(__file__).parent / "data" / "workloads.py"
+
+
+def target(attr: str) -> str:
+    return f"{DATA}:{attr}"
+
+
+def test_loads_a_workload_attribute_and_a_factory() -> None:
+    assert load_target(target("tiny")).name == "tiny"
+    assert load_target(target("make_tiny")).name == "tiny"
+
+
+def test_suite_name_and_unknown_name() -> None:
+    assert load_target("mlp").name == "mlp"
+    with pytest.raises(UnknownNameError, match="Did you mean 'mlp'"):
+        load_target("mlpp")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("nowhere/missing.py:tiny", "no such file"),
+        (f"{DATA}:nope", "has no attribute 'nope'"),
+        (f"{DATA}:not_a_workload", "is a int, not a lightspeed.Workload"),
+        (str(DATA), "names a file but no attribute"),
+    ],
+)
+def test_target_errors(spec: str, message: str) -> None:
+    with pytest.raises(TargetError, match=message):
+        load_target(spec)
+
+
+def test_user_code_errors_name_the_part_that_raised() -> None:
+    with pytest.raises(WorkloadError, match=r"model\(\) raised ValueError: no such layer size"):
+        prepare(load_target(target("broken_model")), StepSettings())
+    with pytest.raises(WorkloadError, match=r"loss\(model, batch\) raised KeyError"):
+        prepare(load_target(target("broken_loss")), StepSettings())
+    with pytest.raises(WorkloadError, match=r"scalar tensor, got shape \(2,\)"):
+        prepare(load_target(target("vector_loss")), StepSettings())
+
+
+def test_out_of_memory_suggests_a_smaller_batch() -> None:
+    with pytest.raises(OutOfMemoryError, match="try a smaller --batch-size"):
+        prepare(load_target(target("out_of_memory")), StepSettings())
+
+
+def test_batch_size_validation() -> None:
+    wl = load_target(target("tiny"))
+    assert wl.with_batch_size(7).batch_size == 7
+    with pytest.raises(ConfigError, match="--batch-size"):
+        wl.with_batch_size(0)
+
+
+def test_prepared_step_trains_in_the_requested_precision() -> None:
+    prepared = prepare(load_target(target("tiny")), StepSettings(precision=Precision.BF16))
+    assert all(p.dtype is torch.bfloat16 for p in prepared.model.parameters())
+    before = [p.detach().clone() for p in prepared.model.parameters()]
+    loss = prepared.step()
+    assert loss.dtype is torch.bfloat16
+    assert any(
+        not torch.equal(a, b) for a, b in zip(before, prepared.model.parameters(), strict=True)
+    )
+    assert prepared.parameter_count == 8 * 2 + 2
+
+
+def test_to_device_casts_only_floating_tensors() -> None:
+    batch = {"x": torch.ones(2, dtype=torch.float32), "ids": torch.arange(3), "meta": "keep"}
+    moved = to_device(batch, torch.device("cpu"), torch.float16)
+    assert moved["x"].dtype is torch.float16
+    assert moved["ids"].dtype is torch.int64
+    assert moved["meta"] == "keep"
+
+
+def test_workload_rejects_non_callables() -> None:
+    with pytest.raises(ConfigError, match="model must be callable"):
+        Workload(name="x", model=None, batch=lambda n: n, loss=lambda m, b: b)  # type: ignore[arg-type]
