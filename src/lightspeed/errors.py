@@ -45,6 +45,14 @@ class CalibrationError(LightspeedError):
     """Measuring the local device's ceilings failed or its cache is unreadable."""
 
 
+class ProfileIncomplete(LightspeedError):
+    """A profile stopped part-way; `partial` holds what was measured before the failure."""
+
+    def __init__(self, message: str, partial: object) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """A ' Did you mean …?' suffix naming the closest of `choices`, or '' if none is close.
 

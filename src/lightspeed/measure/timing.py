@@ -19,7 +19,7 @@ class WorkloadInfo:
     batch_size: int
     device: Device
     precision: Precision
-    parameter_count: int
+    parameter_count: int | None
     tokens_per_sample: int | None = None
 
 

@@ -124,7 +124,7 @@ def timing_report(timing: StepTiming, hardware: Hardware | None) -> RenderableTy
     grid.add_row(
         "workload",
         f"{wl.name}: batch {wl.batch_size}, {wl.precision.value} on {wl.device.value},"
-        f" {units.count(wl.parameter_count)} parameters",
+        f" {units.count(wl.parameter_count or 0)} parameters",
     )
     grid.add_row(
         "step time",

@@ -1,0 +1,142 @@
+"""Findings: what a profile says to look at, each with the numbers behind it."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+
+from lightspeed.analysis.roofline import Bound
+from lightspeed.analysis.step_roofline import OpAnalysis, StepTotals
+from lightspeed.dtypes import Precision
+from lightspeed.hardware.model import DeviceKind, Hardware
+from lightspeed.measure.profile_facts import Profile
+from lightspeed.measure.records import OpRecord
+
+# Tensor cores take fp16/bf16 matmul dimensions in multiples of 8 elements (16 bytes),
+# tf32 in multiples of 4 (NVIDIA Deep Learning Performance guide, "Matrix
+# Multiplication Background", tensor core requirements).
+TENSOR_CORE_MULTIPLE = {Precision.FP16: 8, Precision.BF16: 8, Precision.TF32: 4, Precision.FP8: 16}
+# Fraction of the step above which overhead-bound ops or unattributed time are reported.
+REPORT_FRACTION = 0.2
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One observation: a `kind` (stable id), a one-line `message`, and its `evidence`."""
+
+    kind: str
+    message: str
+    evidence: Mapping[str, float | int | str]
+
+
+def matmul_dims(op: OpRecord) -> dict[str, int] | None:
+    """The M, K, N (or channel) dimensions of a forward matmul or convolution, if it is one."""
+    shapes = op.input_shapes
+    name = op.name.removeprefix("aten::")
+    if name in ("mm", "addmm", "bmm", "baddbmm"):
+        a, b = shapes[-2], shapes[-1]
+        if len(a) < 2 or len(b) < 2:
+            return None
+        return {"M": a[-2], "K": a[-1], "N": b[-1]}
+    if name in ("convolution", "_convolution", "mkldnn_convolution", "cudnn_convolution"):
+        x, w = shapes[0], shapes[1]
+        if len(x) < 3 or len(w) < 3:
+            return None
+        return {"C_in": x[1], "C_out": w[0]}
+    return None
+
+
+def tensor_core_findings(
+    analyses: Sequence[OpAnalysis], hardware: Hardware, step_precision: Precision
+) -> list[Finding]:
+    """Matmul and conv ops whose dimensions keep them off a GPU's tensor cores."""
+    if hardware.kind is not DeviceKind.GPU:
+        return []
+    precision = step_precision
+    if precision is Precision.FP32 and Precision.TF32 in hardware.peak_flops_per_s:
+        precision = Precision.TF32
+    multiple = TENSOR_CORE_MULTIPLE.get(precision)
+    if multiple is None:
+        return []
+    found: dict[tuple[str, str, tuple[tuple[int, ...], ...]], Finding] = {}
+    for a in analyses:
+        dims = matmul_dims(a.op)
+        if dims is None:
+            continue
+        bad = {k: v for k, v in dims.items() if v % multiple}
+        key = (a.op.module, a.op.name, a.op.input_shapes)
+        if not bad or key in found:
+            continue
+        padded = {k: math.ceil(v / multiple) * multiple for k, v in dims.items()}
+        shape = "×".join(f"{k}={v}" for k, v in dims.items())
+        fixed = "×".join(f"{k}={v}" for k, v in padded.items())
+        found[key] = Finding(
+            kind="tensor-core-ineligible",
+            message=(
+                f"{a.op.name} in {a.op.module or 'the model root'} has {shape}; {precision.value}"
+                f" tensor cores need multiples of {multiple}: pad to {fixed}"
+            ),
+            evidence={
+                "module": a.op.module,
+                "op": a.op.name,
+                "shape": shape,
+                "padded_shape": fixed,
+                "multiple": multiple,
+                "time_s": a.time_s if a.time_s is not None else float("nan"),
+            },
+        )
+    return list(found.values())
+
+
+def step_findings(
+    profile: Profile, analyses: Sequence[OpAnalysis], totals: StepTotals
+) -> list[Finding]:
+    """Findings about the whole step: overhead-bound ops, unattributed time, low efficiency."""
+    findings: list[Finding] = []
+    step = totals.step_time_s
+    if not step:
+        return findings
+    overhead = [a for a in analyses if a.bound is Bound.OVERHEAD]
+    overhead_s = sum(a.time_s or 0.0 for a in overhead)
+    measured_s = sum(a.time_s or 0.0 for a in analyses)
+    if measured_s and overhead_s / measured_s > REPORT_FRACTION:
+        findings.append(
+            Finding(
+                kind="overhead-bound-ops",
+                message=(
+                    f"{len(overhead)} ops spend {100 * overhead_s / measured_s:.0f}% of op time on"
+                    " fixed per-op cost: a larger batch, fused ops or torch.compile cut it"
+                ),
+                evidence={"ops": len(overhead), "time_s": overhead_s, "op_time_s": measured_s},
+            )
+        )
+    if profile.unattributed_s and profile.profiled_step_s:
+        fraction = profile.unattributed_s / profile.profiled_step_s
+        if fraction > REPORT_FRACTION:
+            findings.append(
+                Finding(
+                    kind="unattributed-time",
+                    message=(
+                        f"{100 * fraction:.0f}% of the profiled step ran outside any captured op"
+                        " (Python, autograd engine, framework overhead)"
+                    ),
+                    evidence={
+                        "unattributed_s": profile.unattributed_s,
+                        "profiled_step_s": profile.profiled_step_s,
+                    },
+                )
+            )
+    if totals.efficiency is not None:
+        findings.append(
+            Finding(
+                kind="speed-of-light",
+                message=(
+                    f"the step runs at {100 * totals.efficiency:.1f}% of the speed of light on"
+                    f" {profile.hardware.name}: at most {1 / max(totals.efficiency, 1e-12):.1f}×"
+                    " faster with perfect kernels and no overhead"
+                ),
+                evidence={"sol_time_s": totals.sol_time_s, "step_time_s": step},
+            )
+        )
+    return findings

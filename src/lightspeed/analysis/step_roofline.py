@@ -1,0 +1,219 @@
+"""The speed-of-light analysis of a Profile: every op on the roofline, and the step's totals.
+
+Which peak applies to an op: matmul-class ops (those with MACs) run on the matrix
+units at the precision of their inputs; every other op runs on the vector units, so
+the fp32 peak applies whatever its dtype. Those ops are almost always memory bound,
+where the choice does not change their speed of light.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from lightspeed.analysis.roofline import Bound, Ceilings, RooflinePoint, place
+from lightspeed.dtypes import Precision
+from lightspeed.hardware.model import Hardware
+from lightspeed.measure.profile_facts import Profile
+from lightspeed.measure.records import OpRecord, Phase
+
+# An op measured shorter than this that reaches less than half its speed of light is
+# held back by the fixed cost of dispatching and launching it (eager PyTorch spends a
+# few µs per op on the CPU side, a GPU kernel launch about 5 µs), not by the roofs.
+OVERHEAD_TIME_S = 10e-6
+OVERHEAD_EFFICIENCY = 0.5
+
+_TORCH_PRECISION = {
+    "float64": Precision.FP64,
+    "float32": Precision.FP32,
+    "bfloat16": Precision.BF16,
+    "float16": Precision.FP16,
+    "float8_e4m3fn": Precision.FP8,
+    "float8_e5m2": Precision.FP8,
+    "int8": Precision.INT8,
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OpAnalysis:
+    """One op placed on the roofline; `time_s` is its measured time (None if unmeasured)."""
+
+    op: OpRecord
+    precision: Precision
+    point: RooflinePoint | None  # None for an op that computes and moves nothing
+
+    @property
+    def sol_time_s(self) -> float:
+        return 0.0 if self.point is None else self.point.sol_time_s
+
+    @property
+    def time_s(self) -> float | None:
+        return self.op.time_s
+
+    @property
+    def efficiency(self) -> float | None:
+        """SoL time / measured time; None when either is unknown or zero."""
+        if self.time_s is None or self.time_s <= 0 or self.point is None:
+            return None
+        return self.sol_time_s / self.time_s
+
+    @property
+    def headroom_s(self) -> float | None:
+        return None if self.time_s is None else self.time_s - self.sol_time_s
+
+    @property
+    def bound(self) -> Bound | None:
+        if self.point is None:
+            return None
+        eff = self.efficiency
+        time_s = self.time_s
+        if (
+            time_s is not None
+            and time_s < OVERHEAD_TIME_S
+            and eff is not None
+            and eff < OVERHEAD_EFFICIENCY
+        ):
+            return Bound.OVERHEAD
+        return self.point.bound
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Aggregate:
+    """Sums over a group of ops (a phase, a module subtree, the step)."""
+
+    flops: int = 0
+    bytes: int = 0
+    sol_time_s: float = 0.0
+    time_s: float = 0.0  # sum of measured op times (unmeasured ops add nothing)
+    op_count: int = 0
+
+    def __add__(self, other: Aggregate) -> Aggregate:
+        return Aggregate(
+            flops=self.flops + other.flops,
+            bytes=self.bytes + other.bytes,
+            sol_time_s=self.sol_time_s + other.sol_time_s,
+            time_s=self.time_s + other.time_s,
+            op_count=self.op_count + other.op_count,
+        )
+
+    @classmethod
+    def of(cls, a: OpAnalysis) -> Aggregate:
+        return cls(
+            flops=a.op.flops,
+            bytes=a.op.bytes,
+            sol_time_s=a.sol_time_s,
+            time_s=a.time_s or 0.0,
+            op_count=1,
+        )
+
+
+def op_precision(op: OpRecord, hardware: Hardware) -> Precision:
+    """The precision whose peak bounds `op` on `hardware` (see the module docstring)."""
+    if op.macs is not None and op.input_dtypes:
+        precision = _TORCH_PRECISION.get(op.input_dtypes[-1], Precision.FP32)
+        if precision in hardware.peak_flops_per_s:
+            return precision
+    return (
+        Precision.FP32
+        if Precision.FP32 in hardware.peak_flops_per_s
+        else next(iter(hardware.peak_flops_per_s))
+    )
+
+
+def analyse_op(op: OpRecord, hardware: Hardware) -> OpAnalysis:
+    """Place one op on `hardware`'s roofline."""
+    precision = op_precision(op, hardware)
+    point = None
+    if op.flops or op.bytes:
+        point = place(op.flops, op.bytes, Ceilings.of(hardware, precision))
+    return OpAnalysis(op=op, precision=precision, point=point)
+
+
+def analyse_ops(profile: Profile) -> list[OpAnalysis]:
+    """Every op of `profile` on its hardware's roofline, in dispatch order."""
+    return [analyse_op(op, profile.hardware) for op in profile.ops]
+
+
+def by_phase(analyses: Iterable[OpAnalysis]) -> dict[Phase, Aggregate]:
+    """Totals per phase, in step order."""
+    totals: dict[Phase, Aggregate] = {}
+    for a in analyses:
+        totals[a.op.phase] = totals.get(a.op.phase, Aggregate()) + Aggregate.of(a)
+    return {phase: totals[phase] for phase in Phase if phase in totals}
+
+
+def by_module(analyses: Iterable[OpAnalysis]) -> dict[str, Aggregate]:
+    """Totals per module path, each including its submodules ("" is the whole model)."""
+    totals: dict[str, Aggregate] = defaultdict(Aggregate)
+    for a in analyses:
+        for path in module_ancestors(a.op.module):
+            totals[path] = totals[path] + Aggregate.of(a)
+    return dict(totals)
+
+
+def module_ancestors(module: str) -> list[str]:
+    """ "a.b.c" → ["", "a", "a.b", "a.b.c"]; "" → [""]."""
+    if not module:
+        return [""]
+    parts = module.split(".")
+    return [""] + [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def top_headroom(analyses: Sequence[OpAnalysis], n: int) -> list[OpAnalysis]:
+    """The `n` measured ops with the most headroom: where to look first."""
+    measured = [a for a in analyses if a.headroom_s is not None]
+    return sorted(measured, key=lambda a: a.headroom_s or 0.0, reverse=True)[:n]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepTotals:
+    """The step against the speed of light.
+
+    efficiency = SoL / step time. achieved = FLOPs / step time. MFU counts the model's
+    forward and backward FLOPs; HFU every FLOP executed (recomputation, optimizer), both
+    over the step time at the peak of the step's precision.
+    """
+
+    flops: int
+    bytes: int
+    sol_time_s: float
+    step_time_s: float | None
+    model_flops: int
+    peak_flops_per_s: float
+
+    @property
+    def efficiency(self) -> float | None:
+        return None if not self.step_time_s else self.sol_time_s / self.step_time_s
+
+    @property
+    def achieved_flops_per_s(self) -> float | None:
+        return None if not self.step_time_s else self.flops / self.step_time_s
+
+    @property
+    def mfu(self) -> float | None:
+        if not self.step_time_s:
+            return None
+        return self.model_flops / (self.step_time_s * self.peak_flops_per_s)
+
+    @property
+    def hfu(self) -> float | None:
+        if not self.step_time_s:
+            return None
+        return self.flops / (self.step_time_s * self.peak_flops_per_s)
+
+
+def step_totals(profile: Profile, analyses: Sequence[OpAnalysis]) -> StepTotals:
+    """The totals of `profile`'s step."""
+    model_phases = (Phase.FORWARD, Phase.BACKWARD)
+    precision = profile.workload.precision
+    hw = profile.hardware
+    peak = hw.peak(precision) if precision in hw.peak_flops_per_s else hw.peak(Precision.FP32)
+    return StepTotals(
+        flops=sum(a.op.flops for a in analyses),
+        bytes=sum(a.op.bytes for a in analyses),
+        sol_time_s=sum(a.sol_time_s for a in analyses),
+        step_time_s=profile.step_time_s,
+        model_flops=sum(a.op.flops for a in analyses if a.op.phase in model_phases),
+        peak_flops_per_s=peak,
+    )

@@ -1,0 +1,140 @@
+"""Capture every aten op of one training step: name, module, phase, shapes, FLOPs, bytes.
+
+A `TorchDispatchMode` sees each op below autograd (after composite ops such as
+`linear` decompose into `t` + `addmm`), which is the level at which kernels run and
+costs are defined. torch's `ModuleTracker` says which module an op runs in, in the
+forward and in the backward. The phase comes from which part of the step is running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.module_tracker import ModuleTracker
+
+from lightspeed.measure.costs import attention_causal, op_cost
+from lightspeed.measure.records import OPTIMIZER_MODULE, OpRecord, Phase
+from lightspeed.measure.step import PreparedStep, guard
+
+_GLOBAL = "Global"
+
+
+class _OpCapture(TorchDispatchMode):
+    """Records an OpRecord for every op dispatched while it is active."""
+
+    def __init__(self, tracker: ModuleTracker, root_name: str) -> None:
+        super().__init__()
+        self.tracker = tracker
+        self.root_name = root_name
+        self.phase = Phase.FORWARD
+        self.records: list[OpRecord] = []
+
+    def __torch_dispatch__(
+        self,
+        func: torch._ops.OpOverload,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        if func.namespace == "profiler":  # record_function markers, not computation
+            return func(*args, **kwargs)
+        # Shapes are read before the call: an in-place op may resize its output.
+        inputs = _tensors((args, kwargs))
+        input_shapes = tuple(tuple(t.shape) for t in inputs)
+        input_dtypes = tuple(_dtype_name(t.dtype) for t in inputs)
+        out = func(*args, **kwargs)
+        cost = op_cost(func, args, kwargs, out)
+        outputs = _tensors(out)
+        self.records.append(
+            OpRecord(
+                index=len(self.records),
+                name=func._schema.name,
+                module=self._module(),
+                phase=self.phase,
+                input_shapes=input_shapes,
+                input_dtypes=input_dtypes,
+                output_shapes=tuple(tuple(t.shape) for t in outputs),
+                output_dtypes=tuple(_dtype_name(t.dtype) for t in outputs),
+                flops=cost.flops,
+                macs=cost.macs,
+                bytes_read=cost.bytes_read,
+                bytes_written=cost.bytes_written,
+                flops_known=cost.flops_known,
+                causal=attention_causal(func, args, kwargs),
+            )
+        )
+        return out
+
+    def _module(self) -> str:
+        if self.phase is Phase.OPTIMIZER:
+            return OPTIMIZER_MODULE
+        return module_path(self.tracker.parents, self.root_name)
+
+
+def module_path(parents: set[str], root_name: str) -> str:
+    """The fully qualified path, from the model root, of the innermost active module.
+
+    `parents` holds ModuleTracker's names ("Root", "Root.layers.0", "Global"); the model
+    root becomes "" and its submodules their FQN ("layers.0"). A module outside the
+    model (a loss module built in `loss`) keeps its own name.
+    """
+    named = [p for p in parents if p != _GLOBAL]
+    if not named:
+        return ""
+    innermost = max(named, key=lambda name: (name.count("."), len(name)))
+    if innermost == root_name:
+        return ""
+    if innermost.startswith(root_name + "."):
+        return innermost[len(root_name) + 1 :]
+    return innermost
+
+
+def capture_step(prepared: PreparedStep) -> list[OpRecord]:
+    """Run one training step of `prepared` and return its ops in dispatch order.
+
+    The step is the same as `PreparedStep.step()`; only observation is added, so the
+    parameters after it are the same as after an unobserved step.
+    """
+    wl = prepared.workload
+    with capturing(prepared) as capture:
+        with guard(wl, "the training step"):
+            capture.phase = Phase.OPTIMIZER
+            prepared.optimizer.zero_grad(set_to_none=True)
+            capture.phase = Phase.FORWARD
+            loss = wl.loss(prepared.model, prepared.batch)
+            capture.phase = Phase.BACKWARD
+            loss.backward()
+            capture.phase = Phase.OPTIMIZER
+            prepared.optimizer.step()
+        prepared.last_loss = loss.detach()
+    return capture.records
+
+
+@contextlib.contextmanager
+def capturing(prepared: PreparedStep) -> Iterator[_OpCapture]:
+    """Module tracking and op capture, both removed on exit even when the step raises."""
+    tracker = ModuleTracker()
+    with tracker:
+        capture = _OpCapture(tracker, type(prepared.model).__name__)
+        with capture:
+            yield capture
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in `value`, walking lists, tuples and dicts, in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

@@ -1,0 +1,48 @@
+"""`Profile`: every fact one profiled training step yields, on the Hardware it is modelled on.
+
+A prediction (another batch size, precision or device) is also a Profile, so it is
+reported and compared exactly like a measurement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from lightspeed.hardware.model import Hardware
+from lightspeed.measure.records import MemoryBreakdown, OpRecord
+from lightspeed.measure.timer import Measurement
+from lightspeed.measure.timing import WorkloadInfo
+
+
+class OpTimeSource(str, enum.Enum):
+    """What an op's `time_s` is."""
+
+    CPU = "cpu-inclusive"  # CPU time of the op, including the aten calls it makes
+    CUDA_KERNELS = "cuda-kernels"  # GPU time of the kernels the op launched
+    NONE = "none"  # per-op times were not measured
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Profile:
+    """One step of a workload: its timing, ops, memory, and the hardware it is placed on.
+
+    `profiled_step_s` is the step's time in the profiled run, of which `unattributed_s`
+    could not be matched to a captured op (framework overhead, Python, unmatched ops).
+    `failure` is the one-line error that cut the profile short, if one did.
+    """
+
+    workload: WorkloadInfo
+    hardware: Hardware
+    timing: Measurement | None
+    ops: tuple[OpRecord, ...] = ()
+    memory: MemoryBreakdown | None = None
+    op_time_source: OpTimeSource = OpTimeSource.NONE
+    profiled_step_s: float | None = None
+    unattributed_s: float | None = None
+    failure: str | None = None
+
+    @property
+    def step_time_s(self) -> float | None:
+        """Median step time of the uninstrumented timing run, in seconds."""
+        return None if self.timing is None else self.timing.median_s

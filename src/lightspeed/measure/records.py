@@ -1,0 +1,103 @@
+"""Facts one training step yields: per-op records and the memory it holds, by category.
+
+Plain frozen dataclasses with units in their field names; `analysis/` and `report/`
+read them, `measure/` makes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+
+
+class Phase(str, enum.Enum):
+    """Which part of a training step an op ran in."""
+
+    FORWARD = "forward"
+    BACKWARD = "backward"
+    OPTIMIZER = "optimizer"
+    DATA = "data"
+
+
+# The module path of ops that run outside the model (the optimizer's update).
+OPTIMIZER_MODULE = "(optimizer)"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OpRecord:
+    """One aten op call of a step.
+
+    `name` is the aten overload packet ("aten::mm"); `module` the fully qualified path of
+    the innermost module it ran in, from the model root ("" for the root itself, and
+    `OPTIMIZER_MODULE` for the optimizer). FLOPs count a multiply-accumulate as 2; `macs`
+    is set for matmul-class ops only. `bytes_read`/`bytes_written` count unique storages.
+    `time_s` is the measured time attributed to it (CPU time on the CPU, kernel time on a
+    GPU), None when the profiled run could not match it.
+    """
+
+    index: int
+    name: str
+    module: str
+    phase: Phase
+    input_shapes: tuple[tuple[int, ...], ...]
+    input_dtypes: tuple[str, ...]
+    output_shapes: tuple[tuple[int, ...], ...]
+    output_dtypes: tuple[str, ...]
+    flops: int
+    macs: int | None
+    bytes_read: int
+    bytes_written: int
+    flops_known: bool = True
+    causal: bool = False
+    time_s: float | None = None
+
+    @property
+    def bytes(self) -> int:
+        """Bytes moved: read + written."""
+        return self.bytes_read + self.bytes_written
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MemoryBreakdown:
+    """Bytes held by a training step, by category, and the peak during the step.
+
+    parameters_bytes: the model's parameters. gradients_bytes: their .grad tensors after
+    backward. optimizer_state_bytes: every tensor in optimizer.state (moments, step
+    counters). activations_bytes: the most bytes saved for backward live at once (unique
+    storages, excluding parameters and inputs). inputs_bytes: the batch on the device.
+    temporaries_bytes: bytes live at the peak that belong to none of the above.
+    peak_bytes: the most bytes live at once during the step. `at_peak_bytes`: bytes live
+    at the moment of the peak, by the same category names; they sum to `peak_bytes`.
+    `method` says how it was measured ("cuda-allocator" or "tracked-storages").
+    """
+
+    parameters_bytes: int
+    gradients_bytes: int
+    optimizer_state_bytes: int
+    activations_bytes: int
+    temporaries_bytes: int
+    inputs_bytes: int
+    peak_bytes: int
+    at_peak_bytes: Mapping[str, int]
+    method: str
+
+    def __post_init__(self) -> None:
+        if min(self.categories().values()) < 0 or self.peak_bytes < 0:
+            raise ValueError(f"memory categories cannot be negative: {self}")
+
+    def categories(self) -> dict[str, int]:
+        """Bytes per category name (parameters, gradients, …, inputs)."""
+        return {
+            "parameters": self.parameters_bytes,
+            "gradients": self.gradients_bytes,
+            "optimizer_state": self.optimizer_state_bytes,
+            "activations": self.activations_bytes,
+            "temporaries": self.temporaries_bytes,
+            "inputs": self.inputs_bytes,
+        }
+
+    @property
+    def total_bytes(self) -> int:
+        """Sum of the categories."""
+        return sum(self.categories().values())

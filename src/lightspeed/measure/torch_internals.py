@@ -1,0 +1,93 @@
+"""The private PyTorch APIs the cost model needs, in one place; pinned against torch 2.13.
+
+Everything here reads something torch does not promise to keep: an operator's schema
+(`OpOverload._schema`, its `Argument.alias_info` / `is_out`), `OpOverload.is_view`, a
+storage's `_cdata` identity and `torch.utils.flop_counter.flop_registry` (not in that
+module's `__all__`). When a torch upgrade breaks one of them, only this module and its
+tests (`tests/measure/test_costs.py`) need to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch._ops import OpOverload, OpOverloadPacket
+from torch.utils import flop_counter
+
+# A formula of torch's flop counter, called the way `FlopCounterMode` calls it.
+TorchFlopFormula = Callable[..., int]
+
+
+def bind_arguments(
+    func: OpOverload, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The op's arguments by their schema names, with schema defaults filled in.
+
+    `add.Tensor(x, y)` binds to `{"self": x, "other": y, "alpha": 1}`, so a formula reads
+    arguments by name whichever overload (`.Tensor`, `.out`, in-place) was called.
+    """
+    bound: dict[str, Any] = {}
+    for index, argument in enumerate(func._schema.arguments):
+        if index < len(args) and not argument.kwarg_only:
+            bound[argument.name] = args[index]
+        elif argument.name in kwargs:
+            bound[argument.name] = kwargs[argument.name]
+        elif argument.has_default_value():
+            bound[argument.name] = argument.default_value
+    return bound
+
+
+def written_arguments(func: OpOverload) -> dict[str, bool]:
+    """The arguments the op writes, by name: True for an `out=` argument, False otherwise.
+
+    The schema marks written arguments `Tensor(a!)`; `out=` arguments are the keyword-only
+    ones among them (`add.out(..., *, Tensor(a!) out)`), the rest are in-place operands
+    (`add_.Tensor(Tensor(a!) self, ...)`, `_foreach_mul_(Tensor(a!)[] self, ...)`).
+    """
+    return {
+        argument.name: bool(argument.is_out)
+        for argument in func._schema.arguments
+        if argument.alias_info is not None and argument.alias_info.is_write
+    }
+
+
+def is_view(func: OpOverload) -> bool:
+    """Whether the op returns a view of its input without copying (`view`, `t`, `expand`…).
+
+    Composite ops whose schema says "may alias" (`reshape`, `contiguous`) are excluded:
+    they copy when they must, and they never reach a dispatch mode anyway (they
+    decompose into `view` / `_unsafe_view` / `clone` first).
+    """
+    composite = func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)
+    return bool(func.is_view) and not composite
+
+
+def storage_identity(tensor: torch.Tensor) -> tuple[int, int] | None:
+    """A key naming the tensor's storage and that storage's size in bytes; None if it has none.
+
+    `_cdata` is the address of the C++ StorageImpl: views of one storage share it, and
+    unlike `data_ptr()` it stays distinct for meta and fake tensors (whose data pointer is 0).
+    Sparse and nested tensors have no single storage.
+    """
+    try:
+        storage = tensor.untyped_storage()
+    except (NotImplementedError, RuntimeError):
+        return None
+    return int(storage._cdata), int(storage.nbytes())
+
+
+def torch_flop_formula(packet: OpOverloadPacket) -> TorchFlopFormula | None:
+    """torch.utils.flop_counter's formula for the op, or None where it has none.
+
+    Call it as `formula(*args, **kwargs, out_val=out)`, the way `FlopCounterMode` does;
+    it returns FLOPs counted as 2 per multiply-accumulate.
+    """
+    registry: dict[Any, TorchFlopFormula] = flop_counter.flop_registry
+    return registry.get(packet)
+
+
+def torch_flop_packets() -> frozenset[OpOverloadPacket]:
+    """The aten ops torch.utils.flop_counter counts (its registry's OpOverloadPacket keys)."""
+    return frozenset(key for key in flop_counter.flop_registry if isinstance(key, OpOverloadPacket))

@@ -1,0 +1,277 @@
+"""Analysis of hand-built profiles: exact SoL per op, aggregates, MFU, findings, JSON round-trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lightspeed.analysis.roofline import Bound
+from lightspeed.analysis.step_roofline import module_ancestors
+from lightspeed.analysis.summary import analyse
+from lightspeed.dtypes import Precision
+from lightspeed.hardware import catalog_hardware
+from lightspeed.hardware.model import DeviceKind, Hardware
+from lightspeed.measure.device import Device
+from lightspeed.measure.profile_facts import OpTimeSource, Profile
+from lightspeed.measure.records import OPTIMIZER_MODULE, MemoryBreakdown, OpRecord, Phase
+from lightspeed.measure.timer import measurement_from_times
+from lightspeed.measure.timing import WorkloadInfo
+from lightspeed.report.json_report import dumps
+from lightspeed.report.profile_json import profile_doc, profile_from_doc
+
+CPU = Hardware(
+    id="local",
+    name="test CPU",
+    kind=DeviceKind.CPU,
+    peak_flops_per_s={Precision.FP32: 100e9, Precision.BF16: 400e9},
+    memory_bandwidth_bytes_per_s=10e9,
+)
+
+
+def op(
+    index: int,
+    name: str,
+    module: str,
+    phase: Phase,
+    flops: int,
+    bytes_read: int,
+    time_s: float | None,
+    *,
+    shapes: tuple[tuple[int, ...], ...] = (),
+    dtype: str = "float32",
+    macs: int | None = None,
+) -> OpRecord:
+    return OpRecord(
+        index=index,
+        name=name,
+        module=module,
+        phase=phase,
+        input_shapes=shapes,
+        input_dtypes=tuple(dtype for _ in shapes),
+        output_shapes=(),
+        output_dtypes=(),
+        flops=flops,
+        macs=macs,
+        bytes_read=bytes_read,
+        bytes_written=0,
+        time_s=time_s,
+    )
+
+
+def profile_of(ops: list[OpRecord], hw: Hardware = CPU, step_s: float = 1e-3) -> Profile:
+    return Profile(
+        workload=WorkloadInfo(
+            name="hand",
+            batch_size=4,
+            device=Device.CPU,
+            precision=Precision.FP32,
+            parameter_count=100,
+        ),
+        hardware=hw,
+        timing=measurement_from_times([step_s] * 5),
+        ops=tuple(ops),
+        op_time_source=OpTimeSource.CPU,
+        profiled_step_s=step_s,
+        unattributed_s=step_s / 10,
+        memory=MemoryBreakdown(
+            parameters_bytes=400,
+            gradients_bytes=400,
+            optimizer_state_bytes=808,
+            activations_bytes=64,
+            temporaries_bytes=32,
+            inputs_bytes=16,
+            peak_bytes=1656,
+            at_peak_bytes={
+                "parameters": 400,
+                "gradients": 400,
+                "optimizer_state": 808,
+                "activations": 0,
+                "temporaries": 32,
+                "inputs": 16,
+            },
+            method="tracked-storages",
+        ),
+    )
+
+
+OPS = [
+    # 64×64×64 matmul: 2·64³ = 524,288 FLOPs; 3·64²·4 B = 49,152 B. On 100 GFLOP/s, 10 GB/s:
+    # compute 5.243 µs, memory 4.915 µs → compute bound, SoL 5.243 µs.
+    op(
+        0,
+        "aten::mm",
+        "layers.0",
+        Phase.FORWARD,
+        524_288,
+        49_152,
+        20e-6,
+        shapes=((64, 64), (64, 64)),
+        macs=262_144,
+    ),
+    # relu on 64·64 fp32: 4,096 FLOPs; reads and writes 16 KiB → 32,768 B: memory 3.277 µs.
+    op(1, "aten::relu", "layers.1", Phase.FORWARD, 4_096, 32_768, 4e-6),
+    op(
+        2,
+        "aten::mm",
+        "layers.0",
+        Phase.BACKWARD,
+        1_048_576,
+        98_304,
+        30e-6,
+        shapes=((64, 64), (64, 64)),
+        macs=524_288,
+    ),
+    # A tiny optimizer op: SoL 0.12 µs against 5 µs measured → overhead bound.
+    op(3, "aten::add_", OPTIMIZER_MODULE, Phase.OPTIMIZER, 100, 1_200, 5e-6),
+    op(4, "aten::view", "layers.0", Phase.FORWARD, 0, 0, None),
+]
+
+
+def test_op_speed_of_light_is_exact() -> None:
+    a = analyse(profile_of(OPS))
+    mm, relu, _, add, view = a.ops
+    assert mm.sol_time_s == pytest.approx(524_288 / 100e9)
+    assert mm.bound is Bound.COMPUTE
+    assert mm.efficiency == pytest.approx((524_288 / 100e9) / 20e-6)
+    assert relu.sol_time_s == pytest.approx(32_768 / 10e9)
+    assert relu.bound is Bound.MEMORY  # 3.3 µs SoL, 82 % of it reached: not overhead
+    assert add.bound is Bound.OVERHEAD
+    assert view.point is None and view.bound is None and view.sol_time_s == 0.0
+
+
+def test_aggregates_by_phase_and_module() -> None:
+    a = analyse(profile_of(OPS))
+    assert a.phases[Phase.FORWARD].flops == 524_288 + 4_096
+    assert a.phases[Phase.BACKWARD].time_s == pytest.approx(30e-6)
+    assert list(a.phases) == [Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER]
+    assert a.modules["layers"].flops == 524_288 + 4_096 + 1_048_576
+    assert a.modules["layers.0"].op_count == 3
+    assert a.modules[""].flops == sum(o.flops for o in OPS)
+    assert module_ancestors("a.b.c") == ["", "a", "a.b", "a.b.c"]
+
+
+def test_totals_mfu_and_hfu() -> None:
+    a = analyse(profile_of(OPS, step_s=1e-3))
+    t = a.totals
+    # model FLOPs: forward + backward = 524,288 + 4,096 + 1,048,576 = 1,576,960
+    assert t.model_flops == 1_576_960
+    assert t.flops == 1_576_960 + 100
+    assert t.mfu == pytest.approx(1_576_960 / (1e-3 * 100e9))
+    assert t.hfu == pytest.approx(1_577_060 / (1e-3 * 100e9))
+    assert t.efficiency == pytest.approx(t.sol_time_s / 1e-3)
+    assert [o.op.index for o in a.top(2)] == [2, 0]
+
+
+def test_tensor_core_finding_names_module_and_padded_shape() -> None:
+    odd = op(
+        0,
+        "aten::addmm",
+        "head",
+        Phase.FORWARD,
+        2 * 30 * 100 * 50,
+        1000,
+        1e-5,
+        shapes=((50,), (30, 100), (100, 50)),
+        dtype="bfloat16",
+        macs=30 * 100 * 50,
+    )
+    even = op(
+        1,
+        "aten::mm",
+        "body",
+        Phase.FORWARD,
+        2 * 64**3,
+        1000,
+        1e-5,
+        shapes=((64, 64), (64, 64)),
+        dtype="bfloat16",
+        macs=64**3,
+    )
+    profile = profile_of([odd, even], hw=catalog_hardware("a100-80gb-sxm"))
+    profile = Profile(
+        **{
+            **profile.__dict__,
+            "workload": WorkloadInfo(
+                name="hand",
+                batch_size=4,
+                device=Device.CPU,
+                precision=Precision.BF16,
+                parameter_count=1,
+            ),
+        }
+    )
+    found = [f for f in analyse(profile).findings if f.kind == "tensor-core-ineligible"]
+    assert len(found) == 1
+    assert found[0].evidence["module"] == "head"
+    assert found[0].evidence["padded_shape"] == "M=32×K=104×N=56"
+    # The same ops on a CPU are not flagged: it has no tensor cores.
+    assert not [
+        f for f in analyse(profile_of([odd])).findings if f.kind == "tensor-core-ineligible"
+    ]
+
+
+def test_json_has_the_documented_keys() -> None:
+    doc = json.loads(dumps(profile_doc(analyse(profile_of(OPS)))))
+    assert doc["schema_version"] == 1
+    assert set(doc["workload"]) >= {"name", "batch_size", "dtype", "device"}
+    assert set(doc["timing"]) >= {"step_time_s", "iqr_s", "samples_per_s"}
+    assert set(doc["totals"]) >= {"flops", "bytes", "sol_time_s", "efficiency", "mfu"}
+    assert set(doc["phases"]["forward"]) == {"flops", "bytes", "time_s", "sol_time_s", "op_count"}
+    assert set(doc["ops"][0]) >= {
+        "name",
+        "module",
+        "phase",
+        "flops",
+        "bytes",
+        "time_s",
+        "sol_time_s",
+        "bound",
+    }
+    assert set(doc["memory"]) >= {
+        "parameters_bytes",
+        "gradients_bytes",
+        "optimizer_state_bytes",
+        "activations_bytes",
+        "temporaries_bytes",
+        "inputs_bytes",
+        "peak_bytes",
+    }
+    assert all(set(f) == {"kind", "message", "evidence"} for f in doc["findings"])
+
+
+op_records = st.builds(
+    op,
+    index=st.integers(0, 1000),
+    name=st.sampled_from(["aten::mm", "aten::add", "aten::relu"]),
+    module=st.sampled_from(["", "a", "a.b", OPTIMIZER_MODULE]),
+    phase=st.sampled_from(list(Phase)),
+    flops=st.integers(0, 10**12),
+    bytes_read=st.integers(0, 10**10),
+    time_s=st.one_of(st.none(), st.floats(1e-9, 10.0)),
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(op_records, max_size=20), st.floats(1e-6, 10.0))
+def test_json_round_trip(ops: list[OpRecord], step_s: float) -> None:
+    profile = profile_of(ops, step_s=step_s)
+    doc = json.loads(dumps(profile_doc(analyse(profile))))
+    assert profile_from_doc(doc) == profile
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(op_records, min_size=1, max_size=20))
+def test_sol_never_exceeds_measured_when_rates_are_within_ceilings(ops: list[OpRecord]) -> None:
+    # Give each op the time it would take at exactly its roofline rate, or slower:
+    # the analysis must then find SoL ≤ measured for every op and for the step.
+    timed = []
+    for o in ops:
+        a = analyse(profile_of([o])).ops[0]
+        timed.append(OpRecord(**{**o.__dict__, "time_s": a.sol_time_s * 1.5 + 1e-9}))
+    analysis = analyse(profile_of(timed, step_s=sum(o.time_s or 0 for o in timed) + 1e-6))
+    for a in analysis.ops:
+        assert a.sol_time_s <= (a.time_s or 0)
+    assert analysis.totals.sol_time_s <= (analysis.totals.step_time_s or 0)

@@ -1,0 +1,89 @@
+"""Op capture: module paths, phases, FLOPs against references, and no change to the step."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+from lightspeed import Workload
+from lightspeed.errors import WorkloadError
+from lightspeed.measure.capture import capture_step, module_path
+from lightspeed.measure.records import OPTIMIZER_MODULE, Phase
+from lightspeed.measure.step import StepSettings, prepare
+from lightspeed.suite import get
+
+
+def _mlp_workload() -> Workload:
+    def batch(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.Generator().manual_seed(1)
+        return torch.randn(n, 5, generator=g), torch.randn(n, 6, generator=g)
+
+    def loss(model: nn.Module, b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        return nn.functional.mse_loss(model(b[0]), b[1])
+
+    def model() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(5, 6), nn.ReLU(), nn.Sequential(nn.Linear(6, 6)))
+
+    return Workload(name="m", model=model, batch=batch, loss=loss, batch_size=4)
+
+
+def test_module_path_from_tracker_names() -> None:
+    assert module_path({"Global", "Net", "Net.layers", "Net.layers.0"}, "Net") == "layers.0"
+    assert module_path({"Global", "Net"}, "Net") == ""
+    assert module_path({"Global"}, "Net") == ""
+    assert module_path({"Global", "MSELoss"}, "Net") == "MSELoss"
+
+
+def test_capture_records_modules_phases_and_exact_linear_flops() -> None:
+    prepared = prepare(_mlp_workload(), StepSettings())
+    prepared.step()  # warm: optimizer state exists
+    ops = capture_step(prepared)
+    forward_mm = [o for o in ops if o.phase is Phase.FORWARD and o.name == "aten::addmm"]
+    assert [o.module for o in forward_mm] == ["0", "2.0"]
+    # Linear(5→6) on batch 4: 2·4·5·6 = 240 FLOPs, 120 MACs
+    assert (forward_mm[0].flops, forward_mm[0].macs) == (240, 120)
+    backward_mm = [o for o in ops if o.phase is Phase.BACKWARD and o.name == "aten::mm"]
+    assert backward_mm and all(o.module in ("0", "2.0") for o in backward_mm)
+    assert {o.module for o in ops if o.phase is Phase.OPTIMIZER} == {OPTIMIZER_MODULE}
+    assert [o.index for o in ops] == list(range(len(ops)))
+    assert all(o.flops_known for o in ops)
+    assert not any(o.name.startswith("profiler::") for o in ops)
+
+
+def test_capture_does_not_change_the_step() -> None:
+    plain = prepare(_mlp_workload(), StepSettings())
+    observed = prepare(_mlp_workload(), StepSettings())
+    for _ in range(2):
+        plain.step()
+    observed.step()
+    capture_step(observed)
+    for a, b in zip(plain.model.parameters(), observed.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_capture_restores_state_when_the_step_raises() -> None:
+    def bad_loss(model: nn.Module, batch: object) -> torch.Tensor:
+        raise ValueError("boom")
+
+    prepared = prepare(_mlp_workload(), StepSettings())
+    prepared.workload = Workload(  # same model, a loss that now fails
+        name="m", model=prepared.workload.model, batch=prepared.workload.batch, loss=bad_loss
+    )
+    with pytest.raises(WorkloadError, match="boom"):
+        capture_step(prepared)
+    assert _get_current_dispatch_mode() is None
+
+
+def test_gpt2_tiny_attention_is_counted_on_the_cpu() -> None:
+    prepared = prepare(get("gpt2-tiny"), StepSettings())
+    prepared.step()
+    ops = capture_step(prepared)
+    attention = [o for o in ops if "scaled_dot_product" in o.name and o.phase is Phase.FORWARD]
+    assert len(attention) == 2  # one per layer
+    # B=4, H=2, T=128, D=64: QKᵀ and AV in full = 4·B·H·T·T·D = 4·4·2·128·128·64 = 33,554,432
+    assert all(o.flops == 33_554_432 for o in attention)
+    assert all(o.causal for o in attention)
+    assert sorted(o.module for o in attention) == ["blocks.0.attn", "blocks.1.attn"]
