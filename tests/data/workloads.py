@@ -55,3 +55,22 @@ def _huge_batch(n: int) -> torch.Tensor:
 out_of_memory = Workload(name="oom", model=lambda: nn.Linear(8, 2), batch=_huge_batch, loss=_mse)
 
 not_a_workload = 42
+
+
+class _FailLater:
+    """A loss that works for the timing run, then raises once capture begins."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        if _get_current_dispatch_mode() is not None:
+            raise RuntimeError("fails under observation")
+        return _mse(model, batch)
+
+
+fails_on_fifth_step = Workload(
+    name="fails-later", model=lambda: nn.Linear(8, 2), batch=_batch, loss=_FailLater(), batch_size=4
+)

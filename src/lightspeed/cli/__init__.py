@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import typer
 
-from lightspeed.cli import hw, roofline, suite, time_cmd
+from lightspeed.cli import hw, profile_cmd, roofline, suite, time_cmd
 from lightspeed.errors import LightspeedError
 
 app = typer.Typer(
@@ -25,6 +25,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(hw.app, name="hw")
+app.command("profile")(profile_cmd.profile_command)
 app.command("time")(time_cmd.time_command)
 app.command("roofline")(roofline.roofline_command)
 app.command("suite")(suite.suite_command)

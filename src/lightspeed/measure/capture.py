@@ -115,12 +115,24 @@ def capture_step(prepared: PreparedStep) -> list[OpRecord]:
     return capture.records
 
 
+def capture_forward(model: torch.nn.Module, *inputs: Any) -> list[OpRecord]:
+    """The ops of one forward pass of `model` on `inputs`, without autograd.
+
+    Works on the meta device, so the FLOPs of a model too large to run here can be
+    counted from shapes alone.
+    """
+    with torch.no_grad(), capturing(model) as capture:
+        model(*inputs)
+    return capture.records
+
+
 @contextlib.contextmanager
-def capturing(prepared: PreparedStep) -> Iterator[_OpCapture]:
+def capturing(target: PreparedStep | torch.nn.Module) -> Iterator[_OpCapture]:
     """Module tracking and op capture, both removed on exit even when the step raises."""
+    model = target if isinstance(target, torch.nn.Module) else target.model
     tracker = ModuleTracker()
     with tracker:
-        capture = _OpCapture(tracker, type(prepared.model).__name__)
+        capture = _OpCapture(tracker, type(model).__name__)
         with capture:
             yield capture
 

@@ -139,7 +139,7 @@ def top_ops(analysis: ProfileAnalysis, n: int) -> RenderableType:
         ("of SoL", "right"),
         ("bound", "left"),
     ):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for a in analysis.top(n):
         table.add_row(
             a.op.name.removeprefix("aten::"),

@@ -1,0 +1,327 @@
+"""Memory of one training step by category, and its peak, in bytes.
+
+`measure_memory` runs one step of a prepared workload exactly as `PreparedStep.step()`
+does while two interceptions watch it:
+
+- `_StorageTimeline`, a TorchDispatchMode, sees every aten op's outputs. An output
+  storage that is none of the op's input storages is a new allocation and becomes live;
+  a `weakref.finalize` on it records when it is freed. Storages alive before the step
+  (parameters, gradients, optimizer state, the batch, buffers) start the timeline. The
+  result is the list of allocations and frees, the most live bytes, and the moment of it.
+- `torch.autograd.graph.saved_tensors_hooks` around the forward see every tensor
+  autograd saves for backward.
+
+After the step every storage gets one category, the first that applies: parameters,
+inputs, gradients (some `p.grad` after the step), optimizer_state (in `optimizer.state`),
+activations (saved for backward), temporaries (anything else, model buffers included,
+as `MemoryBreakdown` defines them). Sizes are whole storages (`untyped_storage().nbytes()`),
+each counted once however many tensors view it, so tied weights count once.
+
+On the CPU the peak is the timeline's (method "tracked-storages"). On CUDA (method
+"cuda-allocator") it is the tracked GPU bytes live at the step's start plus the caching
+allocator's growth over the step (`max_memory_allocated()` after it minus
+`memory_allocated()` before it; memory other code holds on the GPU stays out), so
+allocator rounding, kernel workspaces and buffers no op returns are in it. Those are what
+the timeline cannot see, so `at_peak_bytes` is the timeline's breakdown at its own peak
+with the difference counted as temporaries (`fit_to_peak`). Only GPU storages are on
+that timeline; the per-category totals count every tensor wherever it lives (AdamW's
+step counters stay on the CPU). It resets the device's peak-memory statistics.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from lightspeed.measure.device import Device
+from lightspeed.measure.records import MemoryBreakdown
+from lightspeed.measure.step import PreparedStep, guard
+from lightspeed.measure.torch_internals import storage_identity
+
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "inputs")
+_OTHER = "temporaries"
+
+
+def measure_memory(prepared: PreparedStep) -> MemoryBreakdown:
+    """Run one training step of `prepared` and return the bytes it holds, by category.
+
+    Run it after a warm-up step, so the optimizer state already exists. The step is the
+    one `PreparedStep.step()` runs, with the same result; `prepared.last_loss` is set.
+    """
+    on_cuda = prepared.settings.device is Device.CUDA
+    if on_cuda:
+        prepared.sync()
+        torch.cuda.reset_peak_memory_stats()
+        allocated_before = torch.cuda.memory_allocated()
+    timeline = _StorageTimeline(prepared.settings.device.value)
+    with timeline:
+        _adopt_live_state(prepared, timeline)
+        loss = _run_step(prepared, timeline)
+        # Labelled while still tracked: this step made the gradients (and, without a
+        # warm-up, the optimizer state), and their storages are live now.
+        timeline.label(_gradients(prepared), "gradients")
+        timeline.label(_optimizer_state(prepared), "optimizer_state")
+    prepared.last_loss = loss
+    at_peak = timeline.at_peak()
+    peak_bytes = timeline.peak_bytes
+    method = "tracked-storages"
+    if on_cuda:
+        prepared.sync()
+        growth = torch.cuda.max_memory_allocated() - allocated_before
+        peak_bytes = timeline.start_bytes + max(growth, 0)
+        at_peak = fit_to_peak(at_peak, peak_bytes)
+        method = "cuda-allocator"
+    return MemoryBreakdown(
+        parameters_bytes=_unique_bytes(prepared.model.parameters()),
+        gradients_bytes=_unique_bytes(_gradients(prepared)),
+        optimizer_state_bytes=_unique_bytes(_optimizer_state(prepared)),
+        activations_bytes=timeline.most_live("activations"),
+        temporaries_bytes=at_peak[_OTHER],
+        inputs_bytes=_unique_bytes(_tensors_in(prepared.batch)),
+        peak_bytes=peak_bytes,
+        at_peak_bytes=at_peak,
+        method=method,
+    )
+
+
+def fit_to_peak(at_peak: dict[str, int], peak_bytes: int) -> dict[str, int]:
+    """`at_peak` adjusted to sum to `peak_bytes`: the difference is temporaries.
+
+    When the tracked categories exceed `peak_bytes`, temporaries shrink first, then the
+    others scale down in proportion (largest remainders round up), so the sum is exact.
+    """
+    fitted = dict(at_peak)
+    excess = sum(fitted.values()) - peak_bytes
+    taken = min(excess, fitted[_OTHER])  # all of a negative excess: temporaries grow
+    fitted[_OTHER] -= taken
+    excess -= taken
+    if excess == 0:
+        return fitted
+    kept = sum(fitted.values())  # > peak_bytes >= 0 here
+    exact = {name: n * peak_bytes / kept for name, n in fitted.items()}
+    fitted = {name: int(share) for name, share in exact.items()}
+    by_remainder = sorted(exact, key=lambda name: exact[name] - fitted[name], reverse=True)
+    for name in by_remainder[: peak_bytes - sum(fitted.values())]:
+        fitted[name] += 1
+    return fitted
+
+
+def _run_step(prepared: PreparedStep, timeline: _StorageTimeline) -> torch.Tensor:
+    # The same calls as PreparedStep.step(), with the forward under the saved-tensor hooks.
+    recorder = _SavedTensorRecorder(timeline)
+    try:
+        with guard(prepared.workload, "the training step"):
+            prepared.optimizer.zero_grad(set_to_none=True)
+            with recorder:
+                loss = prepared.workload.loss(prepared.model, prepared.batch)
+            loss.backward()
+            prepared.optimizer.step()
+    finally:
+        recorder.release()
+    return loss
+
+
+def _adopt_live_state(prepared: PreparedStep, timeline: _StorageTimeline) -> None:
+    # The order is the categories' priority: a storage takes the first label it gets.
+    timeline.adopt(prepared.model.parameters(), "parameters")
+    timeline.adopt(_tensors_in(prepared.batch), "inputs")
+    timeline.adopt(_gradients(prepared), "gradients")
+    timeline.adopt(_optimizer_state(prepared), "optimizer_state")
+    timeline.adopt(prepared.model.buffers(), _OTHER)
+
+
+class _StorageTimeline(TorchDispatchMode):
+    """Every storage live during the step on one device type, with its size and category.
+
+    `_events` holds +token when a storage becomes live and -token when it is freed; a
+    token names one storage for the whole step (addresses are reused after a free).
+    """
+
+    def __init__(self, device_type: str) -> None:
+        super().__init__()
+        self._device_type = device_type
+        self._tokens = itertools.count(1)
+        self._live: dict[int, int] = {}  # storage address (_cdata) -> token
+        self._size: dict[int, int] = {}  # token -> bytes
+        self._category: dict[int, str] = {}  # token -> category; unlabelled: temporaries
+        self._events: list[int] = []
+        self._finalizers: list[weakref.finalize[Any, Any]] = []
+        # Frees arrive from finalizers, which may run on autograd's device threads.
+        self._lock = threading.RLock()
+        self._live_bytes = 0
+        self.start_bytes = 0
+        self.peak_bytes = 0
+        self._peak_event = 0  # events[:_peak_event] lead to the peak
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        # Views and in-place ops return an input's storage: nothing new was allocated.
+        inputs = {key[0] for t in _tensors_in((args, kwargs)) if (key := storage_identity(t))}
+        for tensor in _tensors_in(out):
+            key = storage_identity(tensor)
+            if key is not None and key[0] not in inputs:
+                self._track(tensor, key)
+        return out
+
+    def __exit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
+        try:
+            super().__exit__(exc_type, exc_val, exc_tb)
+        finally:
+            for finalizer in self._finalizers:
+                finalizer.detach()
+
+    def adopt(self, tensors: Iterable[torch.Tensor], category: str) -> None:
+        """Track `tensors`' storages as live from the start of the step, and label them."""
+        tensors = list(tensors)
+        for tensor in tensors:
+            key = storage_identity(tensor)
+            if key is not None:
+                self._track(tensor, key)
+        self.start_bytes = self._live_bytes
+        self.label(tensors, category)
+
+    def label(self, tensors: Iterable[torch.Tensor], category: str) -> None:
+        """Give the live storages of `tensors` `category`, unless they have one already."""
+        for tensor in tensors:
+            key = storage_identity(tensor)
+            token = self._live.get(key[0]) if key is not None else None
+            if token is not None:
+                self._category.setdefault(token, category)
+
+    def at_peak(self) -> dict[str, int]:
+        """Bytes live at the peak, by category; they sum to `peak_bytes`."""
+        live: set[int] = set()
+        for event in self._events[: self._peak_event]:
+            if event > 0:
+                live.add(event)
+            else:
+                live.discard(-event)
+        totals = dict.fromkeys(CATEGORIES, 0)
+        for token in live:
+            totals[self._category.get(token, _OTHER)] += self._size[token]
+        return totals
+
+    def most_live(self, category: str) -> int:
+        """The most bytes of `category` live at once during the step."""
+        most = live = 0
+        for event in self._events:
+            token = abs(event)
+            if self._category.get(token) == category:
+                live += self._size[token] if event > 0 else -self._size[token]
+                most = max(most, live)
+        return most
+
+    def _track(self, tensor: torch.Tensor, key: tuple[int, int]) -> None:
+        address, nbytes = key
+        if tensor.device.type != self._device_type:
+            return
+        with self._lock:
+            token = self._live.get(address)
+            if token is not None and self._size[token] == nbytes:
+                return
+            if token is not None:  # resized in place (an out= op): a free, then a new one
+                self._free(address)
+            token = next(self._tokens)
+            self._live[address] = token
+            self._size[token] = nbytes
+            self._events.append(token)
+            self._live_bytes += nbytes
+            if self._live_bytes > self.peak_bytes:
+                self.peak_bytes = self._live_bytes
+                self._peak_event = len(self._events)
+        storage = tensor.untyped_storage()  # one Python object per storage, freed with it
+        self._finalizers.append(weakref.finalize(storage, self._free, address))
+
+    def _free(self, address: int) -> None:
+        with self._lock:
+            token = self._live.pop(address, None)
+            if token is not None:
+                self._events.append(-token)
+                self._live_bytes -= self._size[token]
+
+
+class _Packed:
+    """What the pack hook saves in place of a tensor: the tensor, until released."""
+
+    __slots__ = ("__weakref__", "tensor")
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor: torch.Tensor | None = tensor
+
+
+class _SavedTensorRecorder:
+    """Labels every storage autograd saves for backward "activations", changing nothing.
+
+    The pack hook keeps the tensor itself, grad_fn included, so double backward still
+    works. For a saved op output that is a reference cycle (tensor -> grad_fn -> saved
+    tensor) which only backward breaks; `release()` after the step breaks the cycles of
+    graphs backward never ran through (a branch the loss discarded, or all of them after
+    an exception), which would otherwise never be freed.
+    """
+
+    def __init__(self, timeline: _StorageTimeline) -> None:
+        self._timeline = timeline
+        self._packed: weakref.WeakSet[_Packed] = weakref.WeakSet()
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+
+    def __enter__(self) -> None:
+        self._hooks.__enter__()
+
+    def __exit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
+        self._hooks.__exit__(exc_type, exc_val, exc_tb)
+
+    def _pack(self, tensor: torch.Tensor) -> _Packed:
+        self._timeline.label((tensor,), "activations")
+        packed = _Packed(tensor)
+        self._packed.add(packed)
+        return packed
+
+    def release(self) -> None:
+        """Drop the tensors still saved by graphs that backward did not run through."""
+        for packed in list(self._packed):
+            packed.tensor = None
+
+    @staticmethod
+    def _unpack(packed: _Packed) -> torch.Tensor:
+        if packed.tensor is None:
+            raise RuntimeError("a tensor saved during lightspeed's memory measurement was released")
+        return packed.tensor
+
+
+def _gradients(prepared: PreparedStep) -> list[torch.Tensor]:
+    return [p.grad for p in prepared.model.parameters() if p.grad is not None]
+
+
+def _optimizer_state(prepared: PreparedStep) -> list[torch.Tensor]:
+    return list(_tensors_in(list(prepared.optimizer.state.values())))
+
+
+def _tensors_in(value: Any) -> Iterator[torch.Tensor]:
+    """The tensors in `value`, walking tuples, lists and dicts."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors_in(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors_in(item)
+
+
+def _unique_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages of `tensors` (views and tied tensors count once)."""
+    sizes = dict(key for t in tensors if (key := storage_identity(t)) is not None)
+    return sum(sizes.values())

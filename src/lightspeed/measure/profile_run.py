@@ -1,0 +1,80 @@
+"""Run a workload through every measurement and assemble its `Profile`.
+
+Order: build and time the step (the timer's warm-up also creates optimizer state),
+capture its ops, time them in a profiled run, then measure memory. Each stage runs a
+fresh step of the same prepared workload; none of them runs inside another, so the
+step time comes from an uninstrumented run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from lightspeed.errors import LightspeedError, ProfileIncomplete
+from lightspeed.hardware.model import Hardware
+from lightspeed.measure.capture import capture_step
+from lightspeed.measure.memory import measure_memory
+from lightspeed.measure.op_times import profile_op_times
+from lightspeed.measure.profile_facts import OpTimeSource, Profile
+from lightspeed.measure.step import StepSettings, prepare
+from lightspeed.measure.timer import TimerConfig
+from lightspeed.measure.timing import WorkloadInfo, time_step, workload_info
+from lightspeed.workload import Workload
+
+log = logging.getLogger(__name__)
+
+
+def profile_workload(
+    workload: Workload,
+    hardware: Hardware,
+    settings: StepSettings | None = None,
+    *,
+    timer: TimerConfig | None = None,
+    profiled_steps: int = 1,
+    with_memory: bool = True,
+) -> Profile:
+    """Measure one training step of `workload` and place it on `hardware`.
+
+    Raises ProfileIncomplete, carrying the partial Profile, when the workload fails
+    part-way (it raises, or runs out of memory).
+    """
+    settings = settings or StepSettings()
+    profile = Profile(
+        workload=WorkloadInfo(
+            name=workload.name,
+            batch_size=workload.batch_size,
+            device=settings.device,
+            precision=settings.precision,
+            parameter_count=None,
+            tokens_per_sample=workload.tokens_per_sample,
+        ),
+        hardware=hardware,
+        timing=None,
+    )
+    try:
+        prepared = prepare(workload, settings)
+        profile = dataclasses.replace(profile, workload=workload_info(prepared))
+        timing = time_step(prepared, timer)
+        profile = dataclasses.replace(profile, timing=timing.measurement)
+        log.info("capturing ops of %s", workload.name)
+        ops = capture_step(prepared)
+        profile = dataclasses.replace(profile, ops=tuple(ops))
+        times = profile_op_times(prepared, [op.name for op in ops], steps=profiled_steps)
+        timed_ops = tuple(
+            dataclasses.replace(op, time_s=t) for op, t in zip(ops, times.times_s, strict=True)
+        )
+        source = OpTimeSource.CUDA_KERNELS if times.device_time else OpTimeSource.CPU
+        profile = dataclasses.replace(
+            profile,
+            ops=timed_ops,
+            op_time_source=source,
+            profiled_step_s=times.profiled_step_s,
+            unattributed_s=times.unattributed_s,
+        )
+        if with_memory:
+            profile = dataclasses.replace(profile, memory=measure_memory(prepared))
+    except LightspeedError as exc:
+        partial = dataclasses.replace(profile, failure=str(exc))
+        raise ProfileIncomplete(str(exc), partial) from exc
+    return profile

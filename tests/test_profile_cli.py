@@ -1,0 +1,77 @@
+"""`lightspeed profile` end to end on tiny workloads, and what survives a failure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lightspeed.cli import main
+from lightspeed.hardware.model import Hardware
+from lightspeed.report.profile_json import profile_from_doc
+
+DATA = Path(__file__).parent / "data" / "workloads.py"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_profile_mlp_tiny_report_and_json(
+    capsys: pytest.CaptureFixture[str], calibrated_cpu: Hardware, tmp_path: Path
+) -> None:
+    path = tmp_path / "profile.json"
+    code, out, err = run(capsys, "profile", "mlp-tiny", "--budget", "0.2", "--json", str(path))
+    assert code == 0, err
+    for section in ("Speed of light", "Phases", "Modules", "Top 10 ops", "Memory", "Findings"):
+        assert section in out
+    doc = json.loads(path.read_text())
+    assert doc["workload"]["name"] == "mlp-tiny"
+    assert doc["hardware"]["name"] == "test CPU"
+    # mlp-tiny: Linear(64→128), Linear(128→128), Linear(128→10) on batch 32.
+    # Forward matmuls: 2·32·(64·128 + 128·128 + 128·10) = 1,654,784 FLOPs.
+    forward_mm = sum(
+        o["flops"] for o in doc["ops"] if o["phase"] == "forward" and o["name"] == "aten::addmm"
+    )
+    assert forward_mm == 2 * 32 * (64 * 128 + 128 * 128 + 128 * 10)
+    params = doc["workload"]["parameter_count"]
+    assert doc["memory"]["parameters_bytes"] == 4 * params
+    assert doc["memory"]["gradients_bytes"] == 4 * params
+    assert doc["totals"]["sol_time_s"] == pytest.approx(sum(o["sol_time_s"] for o in doc["ops"]))
+    assert profile_from_doc(doc).workload.name == "mlp-tiny"
+
+
+def test_a_failing_workload_still_writes_what_was_measured(
+    capsys: pytest.CaptureFixture[str], calibrated_cpu: Hardware, tmp_path: Path
+) -> None:
+    path = tmp_path / "partial.json"
+    code, _, err = run(capsys, "profile", f"{DATA}:out_of_memory", "--json", str(path))
+    assert code == 2
+    assert "try a smaller --batch-size" in err
+    doc = json.loads(path.read_text())
+    assert doc["workload"]["name"] == "oom"
+    assert "ran out of" in doc["failure"]
+    assert doc["timing"] is None and doc["ops"] == []
+
+
+def test_failure_after_timing_keeps_the_timing(
+    capsys: pytest.CaptureFixture[str], calibrated_cpu: Hardware, tmp_path: Path
+) -> None:
+    path = tmp_path / "partial.json"
+    code, _, err = run(
+        capsys, "profile", f"{DATA}:fails_on_fifth_step", "--budget", "0.1", "--json", str(path)
+    )
+    assert code == 2
+    assert "fails under observation" in err
+    doc = json.loads(path.read_text())
+    # Timing finished before capture failed: it is kept; no op was captured.
+    assert "fails under observation" in doc["failure"]
+    assert doc["timing"]["n"] >= 5
+    assert doc["ops"] == []
