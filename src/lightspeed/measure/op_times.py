@@ -22,7 +22,7 @@ times overlap (kernels of several CUDA streams at once) or, with several steps, 
 sum of per-op medians exceeds the median step, and then `attributed_s` alone exceeds
 `profiled_step_s`. Otherwise attributed_s + unattributed_s == profiled_step_s exactly.
 
-All profiler specifics of lightspeed live in this module.
+The profiler is driven from this module only; `op_alignment` sees plain `OpEvent`s.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import dataclasses
 import logging
 import statistics
 from collections.abc import Sequence
-from typing import Any
 
 from torch.autograd import DeviceType
+from torch.autograd.profiler_util import FunctionEvent
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from lightspeed.measure.device import Device
@@ -119,18 +119,22 @@ class _StepTimes:
     op_ns: list[int | None]
 
 
+# One profiled step: its STEP_RANGE event, and the CPU events inside it.
+_StepEvents = tuple[FunctionEvent, list[FunctionEvent]]
+
+
 def _ns(us: float) -> int:
     # The profiler stores integer nanoseconds divided by 1000; this undoes it.
     return round(us * 1000)
 
 
-def _is_cpu_range(event: Any) -> bool:
+def _is_cpu_range(event: FunctionEvent) -> bool:
     # A `record_function` range is recorded twice on CUDA: once on the CPU and once as a
     # GPU annotation; only the CPU one brackets the op events.
     return not event.is_async and event.device_type == DeviceType.CPU
 
 
-def _split_steps(events: list[Any]) -> list[tuple[Any, list[Any]]]:
+def _split_steps(events: list[FunctionEvent]) -> list[_StepEvents]:
     """Each STEP_RANGE event, with the CPU events (all threads) that lie inside it."""
     ranges = sorted(
         (e for e in events if e.name == STEP_RANGE and _is_cpu_range(e)),
@@ -151,7 +155,7 @@ def _split_steps(events: list[Any]) -> list[tuple[Any, list[Any]]]:
     ]
 
 
-def _step_times(op_names: Sequence[str], step: tuple[Any, list[Any]], on_cuda: bool) -> _StepTimes:
+def _step_times(op_names: Sequence[str], step: _StepEvents, on_cuda: bool) -> _StepTimes:
     """Align one step's events to `op_names` and read each matched op's time."""
     step_range, function_events = step
     index = {id(e): k for k, e in enumerate(function_events)}
