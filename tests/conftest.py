@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -50,8 +50,21 @@ def calibrated_cpu(private_cache: Path) -> Iterator[Hardware]:
     yield FAKE_CPU
 
 
-def has_cuda() -> bool:
-    return torch.cuda.is_available()
+RunCli = Callable[..., tuple[int, str, str]]
 
 
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> RunCli:
+    """Run `lightspeed ARGS…` in-process; returns (exit status, stdout, stderr)."""
+    from lightspeed.cli import main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exit_:
+            code = int(exit_.code or 0)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

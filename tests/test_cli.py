@@ -8,24 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from lightspeed.cli import main
+from conftest import RunCli
 from lightspeed.hardware.model import Hardware
 
 DATA = Path(__file__).parent / "data" / "workloads.py"
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_hw_show_json_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "hw", "show", "a100-80gb-sxm", "--json")
+def test_hw_show_json_keys(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("hw", "show", "a100-80gb-sxm", "--json")
     assert code == 0
     doc = json.loads(out)
     assert doc["schema_version"] == 1
@@ -35,16 +25,15 @@ def test_hw_show_json_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["memory_bytes"] == 80 * 2**30
 
 
-def test_hw_list_names_every_id(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "hw", "list")
+def test_hw_list_names_every_id(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("hw", "list")
     assert code == 0
     for hw_id in ("v100-sxm2", "h100-sxm", "rtx-3090"):
         assert hw_id in out
 
 
-def test_roofline_json_worked_example(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        capsys,
+def test_roofline_json_worked_example(run_cli: RunCli) -> None:
+    code, out, _ = run_cli(
         "roofline",
         "--flops",
         "1048576",
@@ -65,11 +54,10 @@ def test_roofline_json_worked_example(capsys: pytest.CaptureFixture[str]) -> Non
     assert doc["intensity_flops_per_byte"] == pytest.approx(0.4985, rel=1e-3)
 
 
-def test_roofline_on_catalog_hardware(capsys: pytest.CaptureFixture[str]) -> None:
+def test_roofline_on_catalog_hardware(run_cli: RunCli) -> None:
     # 512³ GEMM in bf16 on an H100: intensity 2·512³ / (4·512²·2 B) = 128,
     # below the ridge point 989.4e12 / 3.35e12 ≈ 295
-    code, out, _ = run(
-        capsys,
+    code, out, _ = run_cli(
         "roofline",
         "--flops",
         str(2 * 512**3),
@@ -87,11 +75,10 @@ def test_roofline_on_catalog_hardware(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_time_reports_and_writes_json(
-    capsys: pytest.CaptureFixture[str], calibrated_cpu: Hardware, tmp_path: Path
+    run_cli: RunCli, calibrated_cpu: Hardware, tmp_path: Path
 ) -> None:
     out_path = tmp_path / "timing.json"
-    code, out, _ = run(
-        capsys,
+    code, out, _ = run_cli(
         "time",
         "mlp-tiny",
         "--budget",
@@ -142,9 +129,9 @@ def test_time_reports_and_writes_json(
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
-    capsys: pytest.CaptureFixture[str], calibrated_cpu: Hardware, args: list[str], message: str
+    run_cli: RunCli, calibrated_cpu: Hardware, args: list[str], message: str
 ) -> None:
-    code, _, err = run(capsys, *args)
+    code, _, err = run_cli(*args)
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -153,17 +140,15 @@ def test_bad_input_is_one_line_and_exit_2(
     assert "Traceback" not in err
 
 
-def test_debug_shows_the_traceback(
-    capsys: pytest.CaptureFixture[str], calibrated_cpu: Hardware
-) -> None:
-    code, _, err = run(capsys, "time", f"{DATA}:broken_model", "--debug")
+def test_debug_shows_the_traceback(run_cli: RunCli, calibrated_cpu: Hardware) -> None:
+    code, _, err = run_cli("time", f"{DATA}:broken_model", "--debug")
     assert code == 2
     assert "Traceback" in err and "ValueError: no such layer size" in err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
-def test_cuda_without_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "time", "mlp-tiny", "--device", "cuda")
+def test_cuda_without_a_gpu(run_cli: RunCli) -> None:
+    code, _, err = run_cli("time", "mlp-tiny", "--device", "cuda")
     assert code == 2
     assert "--device cuda: PyTorch sees no CUDA GPU" in err
     assert len(err.strip().splitlines()) == 1

@@ -7,28 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from lightspeed.cli import main
+from conftest import RunCli
 from lightspeed.hardware.model import Hardware
 from lightspeed.report.profile_json import profile_from_doc
 
 DATA = Path(__file__).parent / "data" / "workloads.py"
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_profile_mlp_tiny_report_and_json(
-    capsys: pytest.CaptureFixture[str], calibrated_cpu: Hardware, tmp_path: Path
+    run_cli: RunCli, calibrated_cpu: Hardware, tmp_path: Path
 ) -> None:
     path = tmp_path / "profile.json"
-    code, out, err = run(capsys, "profile", "mlp-tiny", "--budget", "0.2", "--json", str(path))
+    code, out, err = run_cli("profile", "mlp-tiny", "--budget", "0.2", "--json", str(path))
     assert code == 0, err
     for section in ("Speed of light", "Phases", "Modules", "Top 10 ops", "Memory", "Findings"):
         assert section in out
@@ -49,10 +39,10 @@ def test_profile_mlp_tiny_report_and_json(
 
 
 def test_a_failing_workload_still_writes_what_was_measured(
-    capsys: pytest.CaptureFixture[str], calibrated_cpu: Hardware, tmp_path: Path
+    run_cli: RunCli, calibrated_cpu: Hardware, tmp_path: Path
 ) -> None:
     path = tmp_path / "partial.json"
-    code, _, err = run(capsys, "profile", f"{DATA}:out_of_memory", "--json", str(path))
+    code, _, err = run_cli("profile", f"{DATA}:out_of_memory", "--json", str(path))
     assert code == 2
     assert "try a smaller --batch-size" in err
     doc = json.loads(path.read_text())
@@ -62,11 +52,11 @@ def test_a_failing_workload_still_writes_what_was_measured(
 
 
 def test_failure_after_timing_keeps_the_timing(
-    capsys: pytest.CaptureFixture[str], calibrated_cpu: Hardware, tmp_path: Path
+    run_cli: RunCli, calibrated_cpu: Hardware, tmp_path: Path
 ) -> None:
     path = tmp_path / "partial.json"
-    code, _, err = run(
-        capsys, "profile", f"{DATA}:fails_on_fifth_step", "--budget", "0.1", "--json", str(path)
+    code, _, err = run_cli(
+        "profile", f"{DATA}:fails_on_fifth_step", "--budget", "0.1", "--json", str(path)
     )
     assert code == 2
     assert "fails under observation" in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console, RenderableType
@@ -14,8 +15,43 @@ DEVICE_HELP = "Where to run: cpu or cuda."
 DTYPE_HELP = "Precision of the step: fp32, bf16 or fp16 (parameters, activations and batch)."
 HARDWARE_HELP = "Hardware to model on: a catalog id (see `lightspeed hw list`) or 'local'."
 
+TargetArgument = typer.Argument(..., help="A suite name (see `lightspeed suite`) or file.py:NAME.")
 DeviceOption = typer.Option("cpu", "--device", help=DEVICE_HELP)
 DtypeOption = typer.Option("fp32", "--dtype", help=DTYPE_HELP)
+BatchSizeOption = typer.Option(None, "--batch-size", help="Samples per step.")
+HardwareOption = typer.Option(None, "--hardware", help=HARDWARE_HELP)
+BudgetOption = typer.Option(2.0, "--budget", help="Seconds to spend timing the step.")
+JsonOption = typer.Option(None, "--json", help="Also write JSON here ('-': stdout).")
+
+if TYPE_CHECKING:
+    from lightspeed.hardware.model import Hardware
+    from lightspeed.measure.step import StepSettings
+    from lightspeed.workload import Workload
+
+
+def workload_run(
+    target: str, device: str, dtype: str, batch_size: int | None, hardware: str | None
+) -> tuple[Workload, StepSettings, Hardware]:
+    """The workload a command runs, where and how it runs, and the hardware it is placed on."""
+    from lightspeed.dtypes import step_precision
+    from lightspeed.hardware import resolve_hardware
+    from lightspeed.measure.device import Device
+    from lightspeed.measure.step import StepSettings
+    from lightspeed.workload import load_target
+
+    settings = StepSettings(device=Device.parse(device), precision=step_precision(dtype))
+    workload = load_target(target)
+    if batch_size is not None:
+        workload = workload.with_batch_size(batch_size)
+    return workload, settings, resolve_hardware(hardware, settings.device)
+
+
+def report(renderable: RenderableType, doc: dict[str, object], json_path: Path | None) -> None:
+    """Write `doc` where --json says, and print the report unless the JSON went to stdout."""
+    if json_path is not None:
+        emit_json(doc, json_path)
+    if json_path is None or str(json_path) != "-":
+        show(renderable)
 
 
 def console() -> Console:

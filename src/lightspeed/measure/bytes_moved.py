@@ -27,12 +27,13 @@ Rules, in bytes:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
 
+from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.measure.torch_internals import (
     bind_arguments,
     storage_identity,
@@ -100,15 +101,6 @@ _PARTIAL_READS: dict[OpOverloadPacket, tuple[str, _ElementCount]] = {
 _GRADS_WRITTEN_ONLY_WHEN_SCALED = frozenset(
     (aten._fused_adam_, aten._fused_adamw_, aten._fused_sgd_)
 )
-
-
-def tensors_in(value: Any) -> Iterator[torch.Tensor]:
-    """Every tensor in a value, walking lists and tuples (foreach ops take lists)."""
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from tensors_in(item)
 
 
 def bytes_moved(

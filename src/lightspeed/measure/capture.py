@@ -19,6 +19,7 @@ from torch.utils.module_tracker import ModuleTracker
 from lightspeed.measure.costs import attention_causal, op_cost
 from lightspeed.measure.records import OPTIMIZER_MODULE, OpRecord, Phase
 from lightspeed.measure.step import PreparedStep, guard
+from lightspeed.measure.tensor_walk import tensors_in
 
 _GLOBAL = "Global"
 
@@ -44,12 +45,12 @@ class _OpCapture(TorchDispatchMode):
         if func.namespace == "profiler":  # record_function markers, not computation
             return func(*args, **kwargs)
         # Shapes are read before the call: an in-place op may resize its output.
-        inputs = _tensors((args, kwargs))
+        inputs = list(tensors_in((args, kwargs)))
         input_shapes = tuple(tuple(t.shape) for t in inputs)
         input_dtypes = tuple(_dtype_name(t.dtype) for t in inputs)
         out = func(*args, **kwargs)
         cost = op_cost(func, args, kwargs, out)
-        outputs = _tensors(out)
+        outputs = list(tensors_in(out))
         self.records.append(
             OpRecord(
                 index=len(self.records),
@@ -135,17 +136,6 @@ def capturing(target: PreparedStep | torch.nn.Module) -> Iterator[_OpCapture]:
         capture = _OpCapture(tracker, type(model).__name__)
         with capture:
             yield capture
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    """The tensors in `value`, walking lists, tuples and dicts, in order."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -42,6 +42,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from lightspeed.measure.device import Device
 from lightspeed.measure.records import MemoryBreakdown
 from lightspeed.measure.step import PreparedStep, guard
+from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.measure.torch_internals import storage_identity
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "inputs")
@@ -83,7 +84,7 @@ def measure_memory(prepared: PreparedStep) -> MemoryBreakdown:
         optimizer_state_bytes=_unique_bytes(_optimizer_state(prepared)),
         activations_bytes=timeline.most_live("activations"),
         temporaries_bytes=at_peak[_OTHER],
-        inputs_bytes=_unique_bytes(_tensors_in(prepared.batch)),
+        inputs_bytes=_unique_bytes(tensors_in(prepared.batch)),
         peak_bytes=peak_bytes,
         at_peak_bytes=at_peak,
         method=method,
@@ -130,7 +131,7 @@ def _run_step(prepared: PreparedStep, timeline: _StorageTimeline) -> torch.Tenso
 def _adopt_live_state(prepared: PreparedStep, timeline: _StorageTimeline) -> None:
     # The order is the categories' priority: a storage takes the first label it gets.
     timeline.adopt(prepared.model.parameters(), "parameters")
-    timeline.adopt(_tensors_in(prepared.batch), "inputs")
+    timeline.adopt(tensors_in(prepared.batch), "inputs")
     timeline.adopt(_gradients(prepared), "gradients")
     timeline.adopt(_optimizer_state(prepared), "optimizer_state")
     timeline.adopt(prepared.model.buffers(), _OTHER)
@@ -169,8 +170,8 @@ class _StorageTimeline(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         # Views and in-place ops return an input's storage: nothing new was allocated.
-        inputs = {key[0] for t in _tensors_in((args, kwargs)) if (key := storage_identity(t))}
-        for tensor in _tensors_in(out):
+        inputs = {key[0] for t in tensors_in((args, kwargs)) if (key := storage_identity(t))}
+        for tensor in tensors_in(out):
             key = storage_identity(tensor)
             if key is not None and key[0] not in inputs:
                 self._track(tensor, key)
@@ -306,19 +307,7 @@ def _gradients(prepared: PreparedStep) -> list[torch.Tensor]:
 
 
 def _optimizer_state(prepared: PreparedStep) -> list[torch.Tensor]:
-    return list(_tensors_in(list(prepared.optimizer.state.values())))
-
-
-def _tensors_in(value: Any) -> Iterator[torch.Tensor]:
-    """The tensors in `value`, walking tuples, lists and dicts."""
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors_in(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _tensors_in(item)
+    return list(tensors_in(list(prepared.optimizer.state.values())))
 
 
 def _unique_bytes(tensors: Iterable[torch.Tensor]) -> int:

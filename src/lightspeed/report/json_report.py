@@ -10,7 +10,7 @@ from typing import Any
 from lightspeed.analysis.roofline import RooflinePoint, roofline_to_dict
 from lightspeed.hardware.model import Hardware, hardware_to_dict
 from lightspeed.measure.timer import Measurement
-from lightspeed.measure.timing import StepTiming
+from lightspeed.measure.timing import StepTiming, WorkloadInfo
 
 SCHEMA_VERSION = 1
 
@@ -69,23 +69,33 @@ def measurement_to_dict(m: Measurement) -> dict[str, Any]:
     }
 
 
+def workload_to_dict(wl: WorkloadInfo) -> dict[str, Any]:
+    """What was run, as the `workload` object of timing and profile documents."""
+    return {
+        "name": wl.name,
+        "batch_size": wl.batch_size,
+        "dtype": wl.precision.value,
+        "device": wl.device.value,
+        "parameter_count": wl.parameter_count,
+        "tokens_per_sample": wl.tokens_per_sample,
+    }
+
+
+def timing_to_dict(m: Measurement, wl: WorkloadInfo) -> dict[str, Any]:
+    """A step's timing with its throughput: total samples (tokens) over total seconds."""
+    measured = measurement_to_dict(m)
+    measured["samples_per_s"] = m.per_second(wl.batch_size)
+    tokens = wl.tokens_per_sample
+    measured["tokens_per_s"] = None if tokens is None else m.per_second(wl.batch_size * tokens)
+    return measured
+
+
 def timing_doc(timing: StepTiming, hardware: Hardware | None) -> dict[str, Any]:
-    wl = timing.workload
-    measured = measurement_to_dict(timing.measurement)
-    measured["samples_per_s"] = timing.samples_per_s
-    measured["tokens_per_s"] = timing.tokens_per_s
     return document(
         "timing",
         {
-            "workload": {
-                "name": wl.name,
-                "batch_size": wl.batch_size,
-                "dtype": wl.precision.value,
-                "device": wl.device.value,
-                "parameter_count": wl.parameter_count,
-                "tokens_per_sample": wl.tokens_per_sample,
-            },
+            "workload": workload_to_dict(timing.workload),
             "hardware": None if hardware is None else hardware_to_dict(hardware),
-            "timing": measured,
+            "timing": timing_to_dict(timing.measurement, timing.workload),
         },
     )

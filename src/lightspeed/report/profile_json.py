@@ -8,6 +8,7 @@ only: the derived part is recomputed from them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,31 +22,23 @@ from lightspeed.measure.profile_facts import OpTimeSource, Profile
 from lightspeed.measure.records import MemoryBreakdown, OpRecord, Phase
 from lightspeed.measure.timer import Measurement
 from lightspeed.measure.timing import WorkloadInfo
-from lightspeed.report.json_report import SCHEMA_VERSION, document, measurement_to_dict
+from lightspeed.report.json_report import (
+    SCHEMA_VERSION,
+    document,
+    timing_to_dict,
+    workload_to_dict,
+)
 
 
 def profile_doc(analysis: ProfileAnalysis) -> dict[str, Any]:
     """The JSON document of a profile with its analysis."""
     profile = analysis.profile
     totals = analysis.totals
-    wl = profile.workload
-    timing = None
-    if profile.timing is not None:
-        timing = measurement_to_dict(profile.timing)
-        timing["samples_per_s"] = profile.timing.per_second(wl.batch_size)
-        tokens = wl.tokens_per_sample
-        timing["tokens_per_s"] = None if tokens is None else timing["samples_per_s"] * tokens
+    timing = None if profile.timing is None else timing_to_dict(profile.timing, profile.workload)
     return document(
         "profile",
         {
-            "workload": {
-                "name": wl.name,
-                "batch_size": wl.batch_size,
-                "dtype": wl.precision.value,
-                "device": wl.device.value,
-                "parameter_count": wl.parameter_count,
-                "tokens_per_sample": wl.tokens_per_sample,
-            },
+            "workload": workload_to_dict(profile.workload),
             "hardware": hardware_to_dict(profile.hardware),
             "timing": timing,
             "totals": {
@@ -87,24 +80,11 @@ def _aggregate(agg: Aggregate) -> dict[str, Any]:
 
 
 def _op(a: OpAnalysis) -> dict[str, Any]:
-    op = a.op
+    facts = dataclasses.asdict(a.op)
+    facts["phase"] = a.op.phase.value
     return {
-        "index": op.index,
-        "name": op.name,
-        "module": op.module,
-        "phase": op.phase.value,
-        "flops": op.flops,
-        "macs": op.macs,
-        "flops_known": op.flops_known,
-        "bytes": op.bytes,
-        "bytes_read": op.bytes_read,
-        "bytes_written": op.bytes_written,
-        "input_shapes": [list(s) for s in op.input_shapes],
-        "input_dtypes": list(op.input_dtypes),
-        "output_shapes": [list(s) for s in op.output_shapes],
-        "output_dtypes": list(op.output_dtypes),
-        "causal": op.causal,
-        "time_s": op.time_s,
+        **facts,
+        "bytes": a.op.bytes,
         "precision": a.precision.value,
         "sol_time_s": a.sol_time_s,
         "efficiency": a.efficiency,
@@ -113,17 +93,7 @@ def _op(a: OpAnalysis) -> dict[str, Any]:
 
 
 def _memory(m: MemoryBreakdown) -> dict[str, Any]:
-    return {
-        "parameters_bytes": m.parameters_bytes,
-        "gradients_bytes": m.gradients_bytes,
-        "optimizer_state_bytes": m.optimizer_state_bytes,
-        "activations_bytes": m.activations_bytes,
-        "temporaries_bytes": m.temporaries_bytes,
-        "inputs_bytes": m.inputs_bytes,
-        "peak_bytes": m.peak_bytes,
-        "at_peak_bytes": dict(m.at_peak_bytes),
-        "method": m.method,
-    }
+    return dataclasses.asdict(m)
 
 
 def profile_from_doc(doc: Mapping[str, Any]) -> Profile:
@@ -162,35 +132,21 @@ def profile_from_doc(doc: Mapping[str, Any]) -> Profile:
     )
 
 
+_OP_FIELDS = tuple(f.name for f in dataclasses.fields(OpRecord))
+_SHAPE_FIELDS = ("input_shapes", "output_shapes")
+_TUPLE_FIELDS = ("input_dtypes", "output_dtypes")
+
+
 def _op_record(o: Mapping[str, Any]) -> OpRecord:
-    return OpRecord(
-        index=o["index"],
-        name=o["name"],
-        module=o["module"],
-        phase=Phase(o["phase"]),
-        input_shapes=tuple(tuple(s) for s in o["input_shapes"]),
-        input_dtypes=tuple(o["input_dtypes"]),
-        output_shapes=tuple(tuple(s) for s in o["output_shapes"]),
-        output_dtypes=tuple(o["output_dtypes"]),
-        flops=o["flops"],
-        macs=o["macs"],
-        bytes_read=o["bytes_read"],
-        bytes_written=o["bytes_written"],
-        flops_known=o["flops_known"],
-        causal=o["causal"],
-        time_s=o["time_s"],
-    )
+    """The OpRecord facts of a JSON op (derived fields such as `sol_time_s` are dropped)."""
+    facts = {name: o[name] for name in _OP_FIELDS}
+    facts["phase"] = Phase(facts["phase"])
+    for name in _SHAPE_FIELDS:
+        facts[name] = tuple(tuple(shape) for shape in facts[name])
+    for name in _TUPLE_FIELDS:
+        facts[name] = tuple(facts[name])
+    return OpRecord(**facts)
 
 
 def _memory_breakdown(m: Mapping[str, Any]) -> MemoryBreakdown:
-    return MemoryBreakdown(
-        parameters_bytes=m["parameters_bytes"],
-        gradients_bytes=m["gradients_bytes"],
-        optimizer_state_bytes=m["optimizer_state_bytes"],
-        activations_bytes=m["activations_bytes"],
-        temporaries_bytes=m["temporaries_bytes"],
-        inputs_bytes=m["inputs_bytes"],
-        peak_bytes=m["peak_bytes"],
-        at_peak_bytes=dict(m["at_peak_bytes"]),
-        method=m["method"],
-    )
+    return MemoryBreakdown(**m)

@@ -13,6 +13,7 @@ from lightspeed.analysis.step_roofline import Aggregate
 from lightspeed.analysis.summary import ProfileAnalysis
 from lightspeed.measure.records import MemoryBreakdown
 from lightspeed.report import units
+from lightspeed.report.terminal import workload_line
 
 
 def profile_report(analysis: ProfileAnalysis, *, top: int = 10, depth: int = 2) -> RenderableType:
@@ -31,11 +32,7 @@ def summary(analysis: ProfileAnalysis) -> RenderableType:
     t = analysis.totals
     wl = p.workload
     grid = Table.grid(padding=(0, 2))
-    grid.add_row(
-        "workload",
-        f"{wl.name}: batch {wl.batch_size}, {wl.precision.value} on {wl.device.value},"
-        f" {units.count(wl.parameter_count or 0)} parameters",
-    )
+    grid.add_row("workload", workload_line(wl))
     grid.add_row("hardware", f"{p.hardware.name} ({p.hardware.id})")
     if p.timing is not None:
         grid.add_row(

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from lightspeed.analysis.roofline import RooflinePoint
 from lightspeed.hardware.model import Hardware
-from lightspeed.measure.timing import StepTiming
+from lightspeed.measure.timing import StepTiming, WorkloadInfo
 from lightspeed.report import units
 
 
@@ -116,16 +116,20 @@ def roofline_summary(point: RooflinePoint, hardware: Hardware | None) -> Rendera
     return Panel(grid, title="Roofline", title_align="left")
 
 
+def workload_line(wl: WorkloadInfo) -> str:
+    """`name: batch B, dtype on device, N parameters`."""
+    return (
+        f"{wl.name}: batch {wl.batch_size}, {wl.precision.value} on {wl.device.value},"
+        f" {units.count(wl.parameter_count or 0)} parameters"
+    )
+
+
 def timing_report(timing: StepTiming, hardware: Hardware | None) -> RenderableType:
     """Step time with its spread, throughput, and the hardware it ran on."""
     wl = timing.workload
     m = timing.measurement
     grid = Table.grid(padding=(0, 2))
-    grid.add_row(
-        "workload",
-        f"{wl.name}: batch {wl.batch_size}, {wl.precision.value} on {wl.device.value},"
-        f" {units.count(wl.parameter_count or 0)} parameters",
-    )
+    grid.add_row("workload", workload_line(wl))
     grid.add_row(
         "step time",
         Text(f"{units.seconds(m.median_s)} median", style="bold")
