@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -9,8 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
+import lightspeed.hardware.calibrate as calibrate_module
 from lightspeed.dtypes import Precision
 from lightspeed.hardware.cache import (
+    CALIBRATION_SCHEMA_VERSION,
     calibration_path,
     load_calibration,
     machine_key,
@@ -24,6 +27,7 @@ from lightspeed.hardware.calibrate import (
     calibrate,
     default_plan,
     last_level_cache_bytes,
+    working_sets_in_cache,
 )
 from lightspeed.hardware.model import DeviceKind, Hardware
 from lightspeed.hardware.resolve import resolve_hardware
@@ -35,6 +39,8 @@ QUICK = CalibrationPlan(
     per_size_budget_s=0.05,
     stream_array_bytes=8 * 2**20,
     stream_repeats=2,
+    cache_working_sets=(512 * 2**10,),
+    cache_budget_s=0.02,
 )
 
 
@@ -52,6 +58,34 @@ def test_quick_calibration_measures_each_precision() -> None:
     assert hw.memory_bandwidth_bytes_per_s == max(
         cal.copy_bandwidth_bytes_per_s, cal.triad_bandwidth_bytes_per_s
     )
+    # The cache roof covers the last-level cache and is never below the memory roof.
+    assert hw.cache_bytes == last_level_cache_bytes(Device.CPU)
+    assert cal.cache_working_set_bytes == 512 * 2**10
+    assert hw.cache_bandwidth_bytes_per_s is not None
+    assert hw.cache_bandwidth_bytes_per_s >= hw.memory_bandwidth_bytes_per_s
+
+
+def test_no_cache_working_sets_means_no_cache_roof() -> None:
+    plan = dataclasses.replace(QUICK, precisions=(Precision.FP32,), cache_working_sets=())
+    hw = calibrate(Device.CPU, plan)
+    assert hw.cache_bytes is None and hw.cache_bandwidth_bytes_per_s is None
+
+
+def test_cache_working_sets_double_from_512_kib_to_half_the_cache() -> None:
+    assert working_sets_in_cache(32 * 2**20) == tuple(2**k * 2**19 for k in range(6))
+    # A cache smaller than 1 MiB still gets one working set: half of it.
+    assert working_sets_in_cache(2**19) == (2**18,)
+
+
+def test_a_busy_machine_is_warned_about(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(calibrate_module, "load_average", lambda: 64.0)
+    plan = dataclasses.replace(QUICK, precisions=(Precision.FP32,), cache_working_sets=())
+    with caplog.at_level(logging.WARNING):
+        hw = calibrate(Device.CPU, plan)
+    assert "busy (load average 64.0)" in caplog.text
+    assert hw.calibration is not None and hw.calibration.load_average == 64.0
 
 
 def test_stream_byte_counts() -> None:
@@ -100,7 +134,7 @@ def test_corrupt_cache_is_ignored_with_a_warning(
 def test_old_schema_is_ignored(calibrated_cpu: Hardware) -> None:
     path = calibration_path(Device.CPU)
     data = json.loads(path.read_text())
-    data["schema_version"] = 0
+    data["schema_version"] = CALIBRATION_SCHEMA_VERSION - 1
     path.write_text(json.dumps(data))
     assert load_calibration(Device.CPU) is None
 
@@ -108,4 +142,4 @@ def test_old_schema_is_ignored(calibrated_cpu: Hardware) -> None:
 def test_save_writes_a_versioned_file(private_cache: Path, calibrated_cpu: Hardware) -> None:
     path = save_calibration(Device.CPU, calibrated_cpu)
     assert path.is_relative_to(private_cache)
-    assert json.loads(path.read_text())["schema_version"] == 1
+    assert json.loads(path.read_text())["schema_version"] == CALIBRATION_SCHEMA_VERSION

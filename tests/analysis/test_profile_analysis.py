@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -12,8 +13,9 @@ from lightspeed.analysis.roofline import Bound
 from lightspeed.analysis.step_roofline import module_ancestors
 from lightspeed.analysis.summary import analyse
 from lightspeed.dtypes import Precision
+from lightspeed.errors import ConfigError
 from lightspeed.hardware import catalog_hardware
-from lightspeed.hardware.model import DeviceKind, Hardware
+from lightspeed.hardware.model import Calibration, DeviceKind, Hardware, MemoryLevel
 from lightspeed.measure.device import Device
 from lightspeed.measure.profile_facts import OpTimeSource, Profile
 from lightspeed.measure.records import OPTIMIZER_MODULE, MemoryBreakdown, OpRecord, Phase
@@ -29,6 +31,8 @@ CPU = Hardware(
     peak_flops_per_s={Precision.FP32: 100e9, Precision.BF16: 400e9},
     memory_bandwidth_bytes_per_s=10e9,
 )
+# The same CPU with a 1 MiB last-level cache that serves 40 GB/s.
+CACHED_CPU = dataclasses.replace(CPU, cache_bytes=2**20, cache_bandwidth_bytes_per_s=40e9)
 
 
 def op(
@@ -254,24 +258,73 @@ op_records = st.builds(
 )
 
 
+hardwares = st.sampled_from([CPU, CACHED_CPU])
+
+
 @settings(max_examples=50, deadline=None)
-@given(st.lists(op_records, max_size=20), st.floats(1e-6, 10.0))
-def test_json_round_trip(ops: list[OpRecord], step_s: float) -> None:
-    profile = profile_of(ops, step_s=step_s)
+@given(st.lists(op_records, max_size=20), st.floats(1e-6, 10.0), hardwares)
+def test_json_round_trip(ops: list[OpRecord], step_s: float, hw: Hardware) -> None:
+    profile = profile_of(ops, hw=hw, step_s=step_s)
     doc = json.loads(dumps(profile_doc(analyse(profile))))
     assert profile_from_doc(doc) == profile
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(op_records, min_size=1, max_size=20))
-def test_sol_never_exceeds_measured_when_rates_are_within_ceilings(ops: list[OpRecord]) -> None:
+@given(st.lists(op_records, min_size=1, max_size=20), hardwares)
+def test_sol_never_exceeds_measured_when_rates_are_within_ceilings(
+    ops: list[OpRecord], hw: Hardware
+) -> None:
     # Give each op the time it would take at exactly its roofline rate, or slower:
     # the analysis must then find SoL ≤ measured for every op and for the step.
     timed = []
     for o in ops:
-        a = analyse(profile_of([o])).ops[0]
+        a = analyse(profile_of([o], hw=hw)).ops[0]
         timed.append(OpRecord(**{**o.__dict__, "time_s": a.sol_time_s * 1.5 + 1e-9}))
-    analysis = analyse(profile_of(timed, step_s=sum(o.time_s or 0 for o in timed) + 1e-6))
+    step_s = sum(o.time_s or 0 for o in timed) + 1e-6
+    analysis = analyse(profile_of(timed, hw=hw, step_s=step_s))
     for a in analysis.ops:
         assert a.sol_time_s <= (a.time_s or 0)
     assert analysis.totals.sol_time_s <= (analysis.totals.step_time_s or 0)
+
+
+def test_ops_that_fit_in_the_cache_use_its_bandwidth() -> None:
+    small = op(0, "aten::relu", "a", Phase.FORWARD, 4_096, 32_768, 4e-6)
+    large = op(1, "aten::relu", "a", Phase.FORWARD, 524_288, 4 * 2**20, 1e-3)
+    a_small, a_large = analyse(profile_of([small, large], hw=CACHED_CPU)).ops
+    # 32,768 B fit in 1 MiB: 32,768 / 40e9 = 0.8192 µs, not 3.277 µs from memory.
+    assert a_small.memory_level is MemoryLevel.CACHE
+    assert a_small.sol_time_s == pytest.approx(32_768 / 40e9)
+    # 4 MiB do not fit: 4,194,304 / 10e9 = 419.4 µs.
+    assert a_large.memory_level is MemoryLevel.DRAM
+    assert a_large.sol_time_s == pytest.approx(4 * 2**20 / 10e9)
+    # Without a known cache every op's roof is memory.
+    assert analyse(profile_of([small])).ops[0].memory_level is MemoryLevel.DRAM
+
+
+def test_a_cache_needs_both_size_and_bandwidth() -> None:
+    with pytest.raises(ConfigError, match="both cache_bytes and cache_bandwidth"):
+        dataclasses.replace(CPU, cache_bytes=2**20)
+
+
+def test_ops_faster_than_the_speed_of_light_are_reported() -> None:
+    # relu: SoL 3.277 µs measured in 2 µs, 164 % of the speed of light.
+    fast = op(0, "aten::relu", "a", Phase.FORWARD, 4_096, 32_768, 2e-6)
+    fine = op(1, "aten::relu", "a", Phase.FORWARD, 4_096, 32_768, 4e-6)
+    calibrated = dataclasses.replace(
+        CPU,
+        calibration=Calibration(
+            method="test", library="none", threads=1, torch_version="x", measured_at="now"
+        ),
+    )
+    found = [
+        f
+        for f in analyse(profile_of([fast, fine], hw=calibrated)).findings
+        if f.kind == "above-speed-of-light"
+    ]
+    assert len(found) == 1
+    assert found[0].evidence["ops"] == 1
+    assert found[0].evidence["max_efficiency"] == pytest.approx(32_768 / 10e9 / 2e-6)
+    assert "lightspeed hw calibrate" in found[0].message
+    # Within the ceilings nothing is said.
+    kinds = {f.kind for f in analyse(profile_of([fine], hw=calibrated)).findings}
+    assert "above-speed-of-light" not in kinds

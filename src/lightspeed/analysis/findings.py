@@ -19,6 +19,9 @@ from lightspeed.measure.records import OpRecord
 TENSOR_CORE_MULTIPLE = {Precision.FP16: 8, Precision.BF16: 8, Precision.TF32: 4, Precision.FP8: 16}
 # Fraction of the step above which overhead-bound ops or unattributed time are reported.
 REPORT_FRACTION = 0.2
+# An op measured this much faster than its speed of light is beyond timing noise: the
+# ceilings it is compared with are too low.
+ABOVE_SOL_TOLERANCE = 0.1
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -127,7 +130,8 @@ def step_findings(
                     },
                 )
             )
-    if totals.efficiency is not None:
+    findings += above_speed_of_light(profile.hardware, analyses, totals)
+    if totals.efficiency is not None and totals.efficiency <= 1:
         findings.append(
             Finding(
                 kind="speed-of-light",
@@ -140,3 +144,40 @@ def step_findings(
             )
         )
     return findings
+
+
+def above_speed_of_light(
+    hardware: Hardware, analyses: Sequence[OpAnalysis], totals: StepTotals
+) -> list[Finding]:
+    """Ops (or the step) measured faster than their speed of light allows.
+
+    No real run beats the speed of light of the hardware it ran on, so this says the
+    ceilings are wrong for the run: calibrated while the machine was busy, or another
+    device's than the one the step ran on.
+    """
+    limit = 1 + ABOVE_SOL_TOLERANCE
+    above = [a for a in analyses if (a.efficiency or 0.0) > limit]
+    step_above = (totals.efficiency or 0.0) > 1
+    if not above and not step_above:
+        return []
+    fastest = max([a.efficiency or 0.0 for a in above] + [totals.efficiency or 0.0])
+    fix = (
+        "calibrate again with `lightspeed hw calibrate` on a quiet machine"
+        if hardware.calibration is not None
+        else "check that --hardware names the device the step ran on"
+    )
+    return [
+        Finding(
+            kind="above-speed-of-light",
+            message=(
+                f"{len(above)} ops{' and the step' if step_above else ''} ran faster than"
+                f" the speed of light of {hardware.name} (up to {100 * fastest:.0f}%): its"
+                f" ceilings are below what this run reached; {fix}"
+            ),
+            evidence={
+                "ops": len(above),
+                "max_efficiency": fastest,
+                "step_efficiency": totals.efficiency or float("nan"),
+            },
+        )
+    ]

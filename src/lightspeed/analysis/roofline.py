@@ -11,7 +11,7 @@ import enum
 
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
-from lightspeed.hardware.model import Hardware
+from lightspeed.hardware.model import Hardware, MemoryLevel
 
 
 class Bound(str, enum.Enum):
@@ -36,11 +36,13 @@ class Ceilings:
             raise ConfigError(f"--bandwidth {self.bandwidth_bytes_per_s} must be positive.")
 
     @classmethod
-    def of(cls, hardware: Hardware, precision: Precision) -> Ceilings:
-        """The ceilings of `hardware` for math in `precision`."""
+    def of(
+        cls, hardware: Hardware, precision: Precision, level: MemoryLevel = MemoryLevel.DRAM
+    ) -> Ceilings:
+        """The ceilings of `hardware` for math in `precision`, bytes coming from `level`."""
         return cls(
             peak_flops_per_s=hardware.peak(precision),
-            bandwidth_bytes_per_s=hardware.memory_bandwidth_bytes_per_s,
+            bandwidth_bytes_per_s=hardware.bandwidth(level),
         )
 
     @property

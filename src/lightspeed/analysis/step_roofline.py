@@ -4,6 +4,11 @@ Which peak applies to an op: matmul-class ops (those with MACs) run on the matri
 units at the precision of their inputs; every other op runs on the vector units, so
 the fp32 peak applies whatever its dtype. Those ops are almost always memory bound,
 where the choice does not change their speed of light.
+
+Which bandwidth: an op whose bytes fit in the hardware's last-level cache can be served
+from it, so when the cache bandwidth is known (a calibrated device) that is its roof;
+otherwise, and for larger ops, the memory bandwidth. The speed of light is the least
+time the op could take, so the faster roof that could apply is the one that does.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from lightspeed.analysis.roofline import Bound, Ceilings, RooflinePoint, place
 from lightspeed.dtypes import Precision
-from lightspeed.hardware.model import Hardware
+from lightspeed.hardware.model import Hardware, MemoryLevel
 from lightspeed.measure.profile_facts import Profile
 from lightspeed.measure.records import OpRecord, Phase
 
@@ -42,6 +47,7 @@ class OpAnalysis:
     op: OpRecord
     precision: Precision
     point: RooflinePoint | None  # None for an op that computes and moves nothing
+    memory_level: MemoryLevel = MemoryLevel.DRAM  # where its bytes' roof comes from
 
     @property
     def sol_time_s(self) -> float:
@@ -124,10 +130,11 @@ def op_precision(op: OpRecord, hardware: Hardware) -> Precision:
 def analyse_op(op: OpRecord, hardware: Hardware) -> OpAnalysis:
     """Place one op on `hardware`'s roofline."""
     precision = op_precision(op, hardware)
+    level = hardware.memory_level(op.bytes)
     point = None
     if op.flops or op.bytes:
-        point = place(op.flops, op.bytes, Ceilings.of(hardware, precision))
-    return OpAnalysis(op=op, precision=precision, point=point)
+        point = place(op.flops, op.bytes, Ceilings.of(hardware, precision, level))
+    return OpAnalysis(op=op, precision=precision, point=point, memory_level=level)
 
 
 def analyse_ops(profile: Profile) -> list[OpAnalysis]:

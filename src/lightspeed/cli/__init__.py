@@ -7,6 +7,7 @@ and exit with status 2; `--debug`, anywhere on the line, shows the traceback.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -46,6 +47,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not debug:
         # torch logs at DEBUG through the root logger; keep our own messages only.
         logging.getLogger("torch").setLevel(logging.WARNING)
+        # Kineto writes a line on stderr each time a profiler starts and stops; only a
+        # level above its highest (5) silences it. Read when the first profiler starts.
+        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     try:
         app(args=args, prog_name="lightspeed")
     except LightspeedError as exc:

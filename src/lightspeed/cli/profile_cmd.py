@@ -16,7 +16,6 @@ from lightspeed.cli.common import (
     TargetArgument,
     emit_json,
     report,
-    workload_run,
 )
 
 
@@ -26,7 +25,9 @@ def profile_command(
     dtype: str = DtypeOption,
     batch_size: int | None = BatchSizeOption,
     hardware: str | None = HardwareOption,
-    steps: int = typer.Option(1, "--steps", help="Profiled steps; each op's time is the median."),
+    steps: int = typer.Option(
+        3, "--steps", help="Profiled steps; each op's time is the median over them."
+    ),
     top: int = typer.Option(10, "--top", help="How many ops to list by headroom."),
     depth: int = typer.Option(2, "--depth", help="Levels of the module tree to show."),
     budget: float = BudgetOption,
@@ -34,19 +35,23 @@ def profile_command(
 ) -> None:
     """Place every op of one training step on the roofline; report time, headroom and memory."""
     from lightspeed.analysis.summary import analyse
+    from lightspeed.api import profile as profile_step
     from lightspeed.errors import ConfigError, ProfileIncomplete
     from lightspeed.measure.profile_facts import Profile
-    from lightspeed.measure.profile_run import profile_workload
-    from lightspeed.measure.timer import TimerConfig
     from lightspeed.report.profile_json import profile_doc
     from lightspeed.report.profile_terminal import profile_report
 
     if steps < 1:
         raise ConfigError(f"--steps {steps} must be at least 1.")
-    workload, settings, hw = workload_run(target, device, dtype, batch_size, hardware)
     try:
-        profile = profile_workload(
-            workload, hw, settings, timer=TimerConfig(budget_s=budget), profiled_steps=steps
+        profile = profile_step(
+            target,
+            device=device,
+            dtype=dtype,
+            hardware=hardware,
+            batch_size=batch_size,
+            steps=steps,
+            budget_s=budget,
         )
     except ProfileIncomplete as exc:
         # What was measured before the failure is still written.

@@ -21,7 +21,8 @@ from lightspeed.measure.device import Device, device_name
 
 log = logging.getLogger(__name__)
 
-CALIBRATION_SCHEMA_VERSION = 1
+# 2: the cache bandwidth roof and the load average joined the calibration.
+CALIBRATION_SCHEMA_VERSION = 2
 
 
 def cache_dir() -> Path:
@@ -55,7 +56,12 @@ def load_calibration(device: Device) -> Hardware | None:
     try:
         data = json.loads(path.read_text("utf-8"))
         if data.get("schema_version") != CALIBRATION_SCHEMA_VERSION:
-            log.warning("ignoring %s: schema_version %r", path, data.get("schema_version"))
+            log.warning(
+                "the calibration in %s is from another lightspeed version (schema %r);"
+                " measuring again",
+                path,
+                data.get("schema_version"),
+            )
             return None
         return hardware_from_dict(data["hardware"])
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -1,5 +1,7 @@
-"""Measure the local device's ceilings: best sustained matmul FLOP/s per precision, and
-STREAM-style memory bandwidth (copy and triad over arrays ≥ 4× the last-level cache).
+"""Measure the local device's ceilings: best sustained matmul FLOP/s per precision,
+STREAM-style memory bandwidth (copy and triad over arrays ≥ 4× the last-level cache),
+and the bandwidth of work that fits in the last-level cache (the same kernels on
+working sets from 512 KiB to half the cache, best of all).
 
 What a BLAS library reaches can sit far below the datasheet peak, so the usable
 ceiling of a CPU is the one measured here, with the library the workload uses.
@@ -15,7 +17,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -30,6 +32,8 @@ log = logging.getLogger(__name__)
 
 _FALLBACK_LLC_BYTES = 64 * 2**20
 _F64_BYTES = 8
+_F32_BYTES = 4
+
 # STREAM's byte counts per element of float64 arrays: copy reads a and writes b;
 # triad (a = b + s·c) reads b and c and writes a, doing 2 FLOPs.
 COPY_BYTES_PER_ELEMENT = 2 * _F64_BYTES
@@ -41,13 +45,16 @@ class CalibrationPlan:
     """What to measure: n×n×n matmuls at `matmul_sizes` for each of `precisions`, each
     size for `per_size_budget_s`; STREAM arrays of `stream_array_bytes` each, best of
     `stream_repeats`. A precision stops growing once one matmul takes longer than
-    `per_size_budget_s`."""
+    `per_size_budget_s`. Cache bandwidth: copy and triad touching each of
+    `cache_working_sets` bytes, each kernel timed for `cache_budget_s`; none when empty."""
 
     precisions: tuple[Precision, ...]
     matmul_sizes: tuple[int, ...]
     per_size_budget_s: float
     stream_array_bytes: int
     stream_repeats: int
+    cache_working_sets: tuple[int, ...] = ()
+    cache_budget_s: float = 0.05
 
 
 def default_plan(device: Device) -> CalibrationPlan:
@@ -66,6 +73,7 @@ def default_plan(device: Device) -> CalibrationPlan:
             per_size_budget_s=0.3,
             stream_array_bytes=max(4 * llc, 512 * 2**20),
             stream_repeats=20,
+            cache_working_sets=working_sets_in_cache(llc),
         )
     return CalibrationPlan(
         precisions=(Precision.FP64, Precision.FP32, Precision.BF16, Precision.FP16),
@@ -73,7 +81,24 @@ def default_plan(device: Device) -> CalibrationPlan:
         per_size_budget_s=0.3,
         stream_array_bytes=max(4 * llc, 64 * 2**20),
         stream_repeats=10,
+        cache_working_sets=working_sets_in_cache(llc),
     )
+
+
+_SMALLEST_CACHE_WORKING_SET = 512 * 2**10
+
+
+def working_sets_in_cache(llc_bytes: int) -> tuple[int, ...]:
+    """Working sets, in bytes, that fit in a cache of `llc_bytes`: doubling from 512 KiB
+    to half the cache. Below 512 KiB a kernel is over in a few µs and the per-call cost
+    of a torch op, not the cache, sets its rate."""
+    largest = llc_bytes // 2
+    sizes = []
+    size = _SMALLEST_CACHE_WORKING_SET
+    while size <= largest:
+        sizes.append(size)
+        size *= 2
+    return tuple(sizes) or (largest,)
 
 
 def last_level_cache_bytes(device: Device) -> int:
@@ -100,6 +125,14 @@ def calibrate(device: Device, plan: CalibrationPlan | None = None) -> Hardware:
     """Measure `device` and return it as a Hardware with id `local`."""
     torch_device = require(device)
     plan = plan or default_plan(device)
+    load = load_average()
+    if load is not None and load > busy_load_average():
+        log.warning(
+            "the machine is busy (load average %.1f): measured ceilings will be low and"
+            " profiles may then read above 100%% of the speed of light; calibrate again"
+            " with `lightspeed hw calibrate` when it is quiet",
+            load,
+        )
     started = time.perf_counter()
     peaks: dict[Precision, float] = {}
     best_sizes: dict[Precision, int] = {}
@@ -110,6 +143,10 @@ def calibrate(device: Device, plan: CalibrationPlan | None = None) -> Hardware:
     if not peaks:
         raise CalibrationError(f"no matmul precision ran on {device.value}; check the torch build.")
     copy_bps, triad_bps = stream_bandwidth(device, plan.stream_array_bytes, plan.stream_repeats)
+    dram_bps = max(copy_bps, triad_bps)
+    cache = cache_bandwidth(device, plan.cache_working_sets, plan.cache_budget_s)
+    # A cache roof below the memory roof would say cached data is slower: keep the faster.
+    cache_bps = None if cache is None else max(cache[1], dram_bps)
     duration = time.perf_counter() - started
     is_gpu = device is Device.CUDA
     props = torch.cuda.get_device_properties(torch_device) if is_gpu else None
@@ -118,15 +155,18 @@ def calibrate(device: Device, plan: CalibrationPlan | None = None) -> Hardware:
         name=device_name(device),
         kind=DeviceKind.GPU if is_gpu else DeviceKind.CPU,
         peak_flops_per_s=peaks,
-        memory_bandwidth_bytes_per_s=max(copy_bps, triad_bps),
+        memory_bandwidth_bytes_per_s=dram_bps,
         memory_bytes=props.total_memory if props else _physical_memory_bytes(),
         sm_count=props.multi_processor_count if props else None,
+        cache_bytes=None if cache is None else last_level_cache_bytes(device),
+        cache_bandwidth_bytes_per_s=cache_bps,
         sources={"*": "measured on this machine by `lightspeed hw calibrate`"},
         calibration=Calibration(
             method=(
                 f"fastest n×n×n matmul replicate over n in {list(plan.matmul_sizes)};"
                 f" STREAM copy/triad on float64 arrays of {plan.stream_array_bytes} B,"
-                f" best of {plan.stream_repeats}"
+                f" best of {plan.stream_repeats}; cache bandwidth: the same kernels on"
+                f" float32 working sets of {list(plan.cache_working_sets)} B, fastest block"
             ),
             library=math_library(device),
             threads=torch.get_num_threads(),
@@ -136,6 +176,8 @@ def calibrate(device: Device, plan: CalibrationPlan | None = None) -> Hardware:
             copy_bandwidth_bytes_per_s=copy_bps,
             triad_bandwidth_bytes_per_s=triad_bps,
             stream_array_bytes=plan.stream_array_bytes,
+            cache_working_set_bytes=None if cache is None else cache[0],
+            load_average=load,
             duration_s=duration,
         ),
     )
@@ -207,6 +249,47 @@ def stream_bandwidth(device: Device, array_bytes: int, repeats: int) -> tuple[fl
     copy_s = _best_time(lambda: b.copy_(a), sync, repeats)
     triad_s = _best_time(lambda: torch.add(b, c, alpha=3.0, out=a), sync, repeats)
     return COPY_BYTES_PER_ELEMENT * n / copy_s, TRIAD_BYTES_PER_ELEMENT * n / triad_s
+
+
+def cache_bandwidth(
+    device: Device, working_sets: Sequence[int], budget_s: float
+) -> tuple[int, float] | None:
+    """(working set, bytes/s): the fastest copy or triad on float32 arrays touching one of
+    `working_sets` bytes, repeated back to back so the arrays stay in cache. None when
+    `working_sets` is empty."""
+    best: tuple[int, float] | None = None
+    config = TimerConfig(warmup_steps=3, budget_s=budget_s, min_replicates=5)
+    for working_set in working_sets:
+        rate = _in_cache_rate(device, working_set, config)
+        log.debug("cache working set %d B: %.3g B/s", working_set, rate)
+        if best is None or rate > best[1]:
+            best = (working_set, rate)
+    return best
+
+
+def _in_cache_rate(device: Device, working_set: int, config: TimerConfig) -> float:
+    """Bytes/s of the faster of copy and triad over float32 arrays touching `working_set` B."""
+    n = max(1, working_set // (3 * _F32_BYTES))
+    a, b, c = (torch.full((n,), v, device=require(device)) for v in (1.0, 2.0, 0.5))
+    sync = synchronizer(device)
+    copy = measure(lambda: b.copy_(a), sync=sync, config=config)
+    triad = measure(lambda: torch.add(b, c, alpha=3.0, out=a), sync=sync, config=config)
+    return max(2 * _F32_BYTES * n / copy.min_s, 3 * _F32_BYTES * n / triad.min_s)
+
+
+def load_average() -> float | None:
+    """The 1-minute load average of this machine, or None where the OS does not say."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def busy_load_average() -> float:
+    """The load average above which other processes must be running on the cores torch
+    uses: more runnable work than the cores it leaves free, plus one."""
+    spare = max(0, (os.cpu_count() or 1) - torch.get_num_threads())
+    return spare + 1.0
 
 
 def _best_time(fn: Callable[[], object], sync: Callable[[], None], repeats: int) -> float:

@@ -19,6 +19,13 @@ class DeviceKind(str, enum.Enum):
     GPU = "gpu"
 
 
+class MemoryLevel(str, enum.Enum):
+    """Where the bytes an op moves can come from: on-chip cache or device memory."""
+
+    CACHE = "cache"
+    DRAM = "dram"
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Calibration:
     """How a calibrated Hardware's ceilings were measured on this machine."""
@@ -33,6 +40,11 @@ class Calibration:
     copy_bandwidth_bytes_per_s: float | None = None
     triad_bandwidth_bytes_per_s: float | None = None
     stream_array_bytes: int | None = None
+    # The working set (bytes of the arrays a copy or triad touched) at which the best
+    # cache bandwidth was seen.
+    cache_working_set_bytes: int | None = None
+    # The 1-minute load average when calibration began: a busy machine gives low ceilings.
+    load_average: float | None = None
     duration_s: float | None = None
 
 
@@ -45,6 +57,10 @@ class Hardware:
     datasheet's aggregate (both directions) figure in bytes/s. `sources` maps a field
     name (or `peak_flops_per_s.<precision>`) to where its number comes from; `"*"`
     covers every field not named. A measured device carries its `calibration`.
+
+    `cache_bytes` and `cache_bandwidth_bytes_per_s`, when known, are the last-level
+    cache and the bandwidth measured from it: work whose bytes fit there can run at
+    that rate, so its speed of light uses it instead of the memory bandwidth.
     """
 
     id: str
@@ -56,12 +72,23 @@ class Hardware:
     sm_count: int | None = None
     gpu_link_bytes_per_s: float | None = None
     host_link_bytes_per_s: float | None = None
+    cache_bytes: int | None = None
+    cache_bandwidth_bytes_per_s: float | None = None
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
     calibration: Calibration | None = None
 
     def __post_init__(self) -> None:
         if self.memory_bandwidth_bytes_per_s <= 0:
             raise ConfigError(f"hardware {self.id!r}: memory bandwidth must be positive.")
+        if (self.cache_bytes is None) != (self.cache_bandwidth_bytes_per_s is None):
+            raise ConfigError(
+                f"hardware {self.id!r}: give both cache_bytes and cache_bandwidth_bytes_per_s,"
+                " or neither."
+            )
+        if self.cache_bandwidth_bytes_per_s is not None and not (
+            self.cache_bandwidth_bytes_per_s > 0 and (self.cache_bytes or 0) > 0
+        ):
+            raise ConfigError(f"hardware {self.id!r}: cache size and bandwidth must be positive.")
         for precision, peak in self.peak_flops_per_s.items():
             if peak <= 0:
                 raise ConfigError(f"hardware {self.id!r}: {precision.value} peak must be positive.")
@@ -84,6 +111,18 @@ class Hardware:
         """Arithmetic intensity (FLOP/byte) above which `precision` math is compute bound."""
         return self.peak(precision) / self.memory_bandwidth_bytes_per_s
 
+    def memory_level(self, bytes_moved: float) -> MemoryLevel:
+        """The fastest level `bytes_moved` bytes fit in: the cache when they fit, else DRAM."""
+        if self.cache_bytes is not None and bytes_moved <= self.cache_bytes:
+            return MemoryLevel.CACHE
+        return MemoryLevel.DRAM
+
+    def bandwidth(self, level: MemoryLevel) -> float:
+        """Bytes/s from `level`."""
+        if level is MemoryLevel.CACHE and self.cache_bandwidth_bytes_per_s is not None:
+            return self.cache_bandwidth_bytes_per_s
+        return self.memory_bandwidth_bytes_per_s
+
     def source_of(self, field: str) -> str | None:
         """Where the number in `field` comes from, if cited."""
         return self.sources.get(field, self.sources.get("*"))
@@ -101,6 +140,8 @@ def hardware_to_dict(hw: Hardware) -> dict[str, Any]:
         "sm_count": hw.sm_count,
         "gpu_link_bytes_per_s": hw.gpu_link_bytes_per_s,
         "host_link_bytes_per_s": hw.host_link_bytes_per_s,
+        "cache_bytes": hw.cache_bytes,
+        "cache_bandwidth_bytes_per_s": hw.cache_bandwidth_bytes_per_s,
         "sources": dict(hw.sources),
         "calibration": None,
     }
@@ -131,6 +172,8 @@ def hardware_from_dict(data: Mapping[str, Any]) -> Hardware:
         sm_count=_opt_int(data.get("sm_count")),
         gpu_link_bytes_per_s=_opt_float(data.get("gpu_link_bytes_per_s")),
         host_link_bytes_per_s=_opt_float(data.get("host_link_bytes_per_s")),
+        cache_bytes=_opt_int(data.get("cache_bytes")),
+        cache_bandwidth_bytes_per_s=_opt_float(data.get("cache_bandwidth_bytes_per_s")),
         sources=dict(data.get("sources", {})),
         calibration=calibration,
     )

@@ -9,7 +9,8 @@ forward and in the backward. The phase comes from which part of the step is runn
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -102,18 +103,39 @@ def capture_step(prepared: PreparedStep) -> list[OpRecord]:
     parameters after it are the same as after an unobserved step.
     """
     wl = prepared.workload
-    with capturing(prepared) as capture:
-        with guard(wl, "the training step"):
-            capture.phase = Phase.OPTIMIZER
-            prepared.optimizer.zero_grad(set_to_none=True)
-            capture.phase = Phase.FORWARD
-            loss = wl.loss(prepared.model, prepared.batch)
-            capture.phase = Phase.BACKWARD
-            loss.backward()
-            capture.phase = Phase.OPTIMIZER
-            prepared.optimizer.step()
-        prepared.last_loss = loss.detach()
+    with capturing(prepared) as capture, guard(wl, "the training step"):
+        capture.phase = Phase.OPTIMIZER
+        prepared.optimizer.zero_grad(set_to_none=True)
+        capture.phase = Phase.FORWARD
+        loss = wl.loss(prepared.model, prepared.batch)
+        capture.phase = Phase.BACKWARD
+        loss.backward()
+        capture.phase = Phase.OPTIMIZER
+        prepared.optimizer.step()
+    prepared.last_loss = loss.detach()
     return capture.records
+
+
+# Ops a Python dispatch mode adds to the step it watches: autograd detaches each output
+# it saves for backward when a mode is active, which an unobserved step never runs.
+_MODE_ARTIFACTS = frozenset({"aten::detach"})
+
+
+def without_mode_artifacts(ops: Sequence[OpRecord]) -> list[OpRecord]:
+    """`ops` (timed by the profiled run) without the ops only the capture itself ran.
+
+    An op is such an artifact when it is one the dispatch mode is known to add, moves
+    and computes nothing, and the profiled run never saw it (its `time_s` is None); a
+    detach the step really calls has a profiled event and stays. Indices are renumbered.
+    """
+    kept = [
+        op
+        for op in ops
+        if not (
+            op.name in _MODE_ARTIFACTS and op.time_s is None and op.flops == 0 and op.bytes == 0
+        )
+    ]
+    return [dataclasses.replace(op, index=i) for i, op in enumerate(kept)]
 
 
 def capture_forward(model: torch.nn.Module, *inputs: Any) -> list[OpRecord]:

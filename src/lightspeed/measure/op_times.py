@@ -13,7 +13,9 @@ The time of a matched op, per step:
 With several steps, an op's time is the median over the steps where it was matched.
 A captured op can have no event at all: a dispatch mode itself adds a few ops to the
 step it watches (the `detach` autograd applies to outputs saved for backward while a
-Python mode is active, and `record_function`'s `profiler::` ops), and these stay None.
+Python mode is active), and these stay None here; `capture.without_mode_artifacts`
+then drops them. One step runs under the profiler before the timed ones, outside any
+STEP_RANGE, so the profiler's start-up cost lands in no op.
 
 Nothing is dropped: `unattributed_s` is the step's wall time that no matched op accounts
 for (Python and framework overhead, the autograd engine, ops left unmatched, and on a GPU
@@ -98,6 +100,10 @@ def profile_op_times(prepared: PreparedStep, op_names: Sequence[str], steps: int
         profile(activities=activities, record_shapes=False) as prof,
         guard(prepared.workload, "the profiled step"),
     ):
+        # The first ops after the profiler starts pay for its set-up (hundreds of µs on
+        # the CPU); one step outside any STEP_RANGE absorbs that and is never read.
+        prepared.step()
+        prepared.sync()
         for _ in range(steps):
             with record_function(STEP_RANGE):
                 prepared.step()

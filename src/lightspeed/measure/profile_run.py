@@ -13,7 +13,7 @@ import logging
 
 from lightspeed.errors import LightspeedError, ProfileIncomplete
 from lightspeed.hardware.model import Hardware
-from lightspeed.measure.capture import capture_step
+from lightspeed.measure.capture import capture_step, without_mode_artifacts
 from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.op_times import profile_op_times
 from lightspeed.measure.profile_facts import OpTimeSource, Profile
@@ -31,7 +31,7 @@ def profile_workload(
     settings: StepSettings | None = None,
     *,
     timer: TimerConfig | None = None,
-    profiled_steps: int = 1,
+    profiled_steps: int = 3,
     with_memory: bool = True,
 ) -> Profile:
     """Measure one training step of `workload` and place it on `hardware`.
@@ -62,7 +62,12 @@ def profile_workload(
         profile = dataclasses.replace(profile, ops=tuple(ops))
         times = profile_op_times(prepared, [op.name for op in ops], steps=profiled_steps)
         timed_ops = tuple(
-            dataclasses.replace(op, time_s=t) for op, t in zip(ops, times.times_s, strict=True)
+            without_mode_artifacts(
+                [
+                    dataclasses.replace(op, time_s=t)
+                    for op, t in zip(ops, times.times_s, strict=True)
+                ]
+            )
         )
         source = OpTimeSource.CUDA_KERNELS if times.device_time else OpTimeSource.CPU
         profile = dataclasses.replace(

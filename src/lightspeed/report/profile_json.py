@@ -9,11 +9,13 @@ only: the derived part is recomputed from them.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from lightspeed.analysis.step_roofline import Aggregate, OpAnalysis
-from lightspeed.analysis.summary import ProfileAnalysis
+from lightspeed.analysis.summary import ProfileAnalysis, analyse
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
 from lightspeed.hardware.model import hardware_from_dict, hardware_to_dict
@@ -27,6 +29,7 @@ from lightspeed.report.json_report import (
     document,
     timing_to_dict,
     workload_to_dict,
+    write,
 )
 
 
@@ -89,11 +92,30 @@ def _op(a: OpAnalysis) -> dict[str, Any]:
         "sol_time_s": a.sol_time_s,
         "efficiency": a.efficiency,
         "bound": None if a.bound is None else a.bound.value,
+        "memory_level": a.memory_level.value,
     }
 
 
 def _memory(m: MemoryBreakdown) -> dict[str, Any]:
     return dataclasses.asdict(m)
+
+
+def save_profile(profile: Profile, path: Path) -> Path:
+    """Write `profile`, with its analysis, as a JSON document at `path` (atomically)."""
+    return write(path, profile_doc(analyse(profile)))
+
+
+def load_profile(path: Path) -> Profile:
+    """The Profile a JSON document written by `save_profile` (or `--json`) holds."""
+    try:
+        doc = json.loads(Path(path).read_text("utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file; pass a profile written with --json.") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: not readable as JSON ({exc}).") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: a profile is a JSON object, found {type(doc).__name__}.")
+    return profile_from_doc(doc)
 
 
 def profile_from_doc(doc: Mapping[str, Any]) -> Profile:
@@ -103,6 +125,15 @@ def profile_from_doc(doc: Mapping[str, Any]) -> Profile:
             f"not a lightspeed profile of schema {SCHEMA_VERSION} (document"
             f" {doc.get('document')!r}, schema_version {doc.get('schema_version')!r})."
         )
+    try:
+        return _profile_facts(doc)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"the profile document is damaged ({type(exc).__name__}: {exc})."
+        ) from None
+
+
+def _profile_facts(doc: Mapping[str, Any]) -> Profile:
     wl = doc["workload"]
     timing = doc["timing"]
     memory = doc["memory"]

@@ -9,8 +9,10 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from lightspeed.analysis.step_roofline import Aggregate
+from lightspeed.analysis.roofline import Bound
+from lightspeed.analysis.step_roofline import Aggregate, OpAnalysis
 from lightspeed.analysis.summary import ProfileAnalysis
+from lightspeed.hardware.model import MemoryLevel
 from lightspeed.measure.records import MemoryBreakdown
 from lightspeed.report import units
 from lightspeed.report.terminal import workload_line
@@ -126,17 +128,16 @@ def top_ops(analysis: ProfileAnalysis, n: int) -> RenderableType:
         title=f"Top {n} ops by headroom: where to look first",
         title_justify="left",
         box=box.SIMPLE_HEAD,
+        pad_edge=False,
     )
-    for column, justify in (
-        ("op", "left"),
-        ("module", "left"),
-        ("phase", "left"),
-        ("time", "right"),
-        ("SoL", "right"),
-        ("of SoL", "right"),
-        ("bound", "left"),
-    ):
-        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    # Names are the columns that give way: rich narrows only wrappable columns, and an
+    # ellipsis keeps each op on one row; the figures keep their full width.
+    for column in ("op", "module"):
+        table.add_column(column, overflow="ellipsis")
+    table.add_column("phase", no_wrap=True, min_width=9)
+    for column, width in (("time", 7), ("SoL", 7), ("of SoL", 6)):
+        table.add_column(column, justify="right", no_wrap=True, min_width=width)
+    table.add_column("bound", no_wrap=True, min_width=7)
     for a in analysis.top(n):
         table.add_row(
             a.op.name.removeprefix("aten::"),
@@ -145,9 +146,18 @@ def top_ops(analysis: ProfileAnalysis, n: int) -> RenderableType:
             units.seconds(a.time_s or 0),
             units.seconds(a.sol_time_s),
             units.percent(a.efficiency) if a.efficiency is not None else "—",
-            a.bound.value if a.bound is not None else "—",
+            _bound_label(a),
         )
     return table
+
+
+def _bound_label(a: OpAnalysis) -> str:
+    """The op's bound; a memory bound whose roof is the cache says `cache`."""
+    if a.bound is None:
+        return "—"
+    if a.bound is Bound.MEMORY and a.memory_level is MemoryLevel.CACHE:
+        return "cache"
+    return a.bound.value
 
 
 def memory(m: MemoryBreakdown, parameter_count: int | None) -> RenderableType:

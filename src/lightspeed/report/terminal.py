@@ -57,6 +57,12 @@ def hardware_details(hw: Hardware) -> RenderableType:
         table.add_row(precision.value, units.flops_rate(peak), f"{ridge:.3g} FLOP/B")
     facts = Table.grid(padding=(0, 2))
     facts.add_row("memory bandwidth", units.byte_rate(hw.memory_bandwidth_bytes_per_s))
+    if hw.cache_bandwidth_bytes_per_s is not None:
+        facts.add_row(
+            "cache bandwidth",
+            f"{units.byte_rate(hw.cache_bandwidth_bytes_per_s)} (work within"
+            f" {units.size(hw.cache_bytes)})",
+        )
     facts.add_row("memory", units.size(hw.memory_bytes))
     if hw.sm_count is not None:
         facts.add_row("SMs", str(hw.sm_count))
@@ -80,7 +86,10 @@ def hardware_details(hw: Hardware) -> RenderableType:
             "library", f"{cal.library}, {cal.threads} threads, torch {cal.torch_version}"
         )
         measured.add_row("method", cal.method)
-        measured.add_row("measured", f"{cal.measured_at} in {units.seconds(cal.duration_s or 0)}")
+        when = f"{cal.measured_at} in {units.seconds(cal.duration_s or 0)}"
+        if cal.load_average is not None:
+            when += f", load average {cal.load_average:.2f}"
+        measured.add_row("measured", when)
         parts += [Text(""), Text("Calibration", style="bold"), measured]
     else:
         sources = Table.grid(padding=(0, 2))

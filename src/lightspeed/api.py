@@ -1,0 +1,52 @@
+"""The Python entry points a user calls: `profile` a training step, save and load it."""
+
+from __future__ import annotations
+
+from lightspeed.analysis.summary import ProfileAnalysis, analyse
+from lightspeed.dtypes import step_precision
+from lightspeed.errors import ConfigError
+from lightspeed.hardware.model import Hardware
+from lightspeed.hardware.resolve import resolve_hardware
+from lightspeed.measure.device import Device
+from lightspeed.measure.profile_facts import Profile
+from lightspeed.measure.profile_run import profile_workload
+from lightspeed.measure.step import StepSettings
+from lightspeed.measure.timer import TimerConfig
+from lightspeed.report.profile_json import load_profile, save_profile
+from lightspeed.workload import Workload, load_target
+
+__all__ = ["ProfileAnalysis", "analyse", "load_profile", "profile", "save_profile"]
+
+
+def profile(
+    workload: Workload | str,
+    *,
+    device: str | Device = Device.CPU,
+    dtype: str = "fp32",
+    hardware: Hardware | str | None = None,
+    batch_size: int | None = None,
+    steps: int = 3,
+    budget_s: float = 2.0,
+) -> Profile:
+    """Measure one training step of `workload` and place it on the roofline of `hardware`.
+
+    `workload` is a Workload or what `lightspeed profile` takes (a suite name or
+    "file.py:NAME"). `hardware` is a Hardware, a catalog id, "local" or None (the
+    device the step runs on: calibrated on a CPU, the catalog entry of a GPU).
+    `steps` profiled steps give each op's time (their median); `budget_s` seconds go to
+    timing the uninstrumented step. `analyse(result)` derives the roofline report.
+
+    Raises ProfileIncomplete (a LightspeedError carrying the partial Profile as
+    `.partial`) when the workload raises or runs out of memory part-way.
+    """
+    if steps < 1:
+        raise ConfigError(f"steps={steps} must be at least 1.")
+    wl = load_target(workload) if isinstance(workload, str) else workload
+    if batch_size is not None:
+        wl = wl.with_batch_size(batch_size)
+    dev = device if isinstance(device, Device) else Device.parse(device)
+    settings = StepSettings(device=dev, precision=step_precision(dtype))
+    hw = hardware if isinstance(hardware, Hardware) else resolve_hardware(hardware, dev)
+    return profile_workload(
+        wl, hw, settings, timer=TimerConfig(budget_s=budget_s), profiled_steps=steps
+    )

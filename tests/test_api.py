@@ -1,0 +1,96 @@
+"""The Python API: `lightspeed.profile`, and a Profile saved to a file and loaded back."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+import lightspeed
+from lightspeed.errors import ConfigError
+from lightspeed.hardware.model import Hardware
+from lightspeed.measure.capture import without_mode_artifacts
+from lightspeed.measure.records import OpRecord, Phase
+
+
+def test_profile_saves_and_loads_back(calibrated_cpu: Hardware, tmp_path: Path) -> None:
+    profile = lightspeed.profile("mlp-tiny", budget_s=0.2, steps=2)
+    assert profile.hardware == calibrated_cpu
+    path = lightspeed.save_profile(profile, tmp_path / "p.json")
+    assert lightspeed.load_profile(path) == profile
+    assert json.loads(path.read_text())["document"] == "profile"
+
+
+def test_every_captured_op_of_a_tiny_step_is_timed(calibrated_cpu: Hardware) -> None:
+    # The capture's own detaches are dropped, so no op is left without a profiled time.
+    profile = lightspeed.profile("transformer-encoder-tiny", budget_s=0.2)
+    assert profile.ops
+    assert [op.name for op in profile.ops if op.time_s is None] == []
+    assert [op.index for op in profile.ops] == list(range(len(profile.ops)))
+
+
+def test_profile_takes_a_hardware_object_and_a_catalog_id(calibrated_cpu: Hardware) -> None:
+    on_a100 = lightspeed.profile("mlp-tiny", hardware="a100-80gb-sxm", budget_s=0.1, steps=1)
+    assert on_a100.hardware.id == "a100-80gb-sxm"
+    other = dataclasses.replace(calibrated_cpu, name="another CPU")
+    assert lightspeed.profile("mlp-tiny", hardware=other, budget_s=0.1).hardware == other
+
+
+def test_profile_rejects_zero_steps() -> None:
+    with pytest.raises(ConfigError, match="steps=0 must be at least 1"):
+        lightspeed.profile("mlp-tiny", steps=0)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such file"),
+        ("{not json", "not readable as JSON"),
+        ("[1, 2]", "a profile is a JSON object"),
+        ('{"schema_version": 1, "document": "timing"}', "not a lightspeed profile"),
+        ('{"schema_version": 1, "document": "profile"}', "the profile document is damaged"),
+    ],
+)
+def test_loading_a_bad_file_says_what_is_wrong(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    path = tmp_path / "p.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        lightspeed.load_profile(path)
+
+
+def _record(index: int, name: str, time_s: float | None, bytes_read: int = 0) -> OpRecord:
+    return OpRecord(
+        index=index,
+        name=name,
+        module="",
+        phase=Phase.FORWARD,
+        input_shapes=((4,),),
+        input_dtypes=("float32",),
+        output_shapes=((4,),),
+        output_dtypes=("float32",),
+        flops=0,
+        macs=None,
+        bytes_read=bytes_read,
+        bytes_written=0,
+        time_s=time_s,
+    )
+
+
+def test_only_untimed_detaches_that_move_nothing_are_capture_artifacts() -> None:
+    ops = [
+        _record(0, "aten::mm", 1e-6, bytes_read=64),
+        _record(1, "aten::detach", None),  # added by the capture: dropped
+        _record(2, "aten::detach", 2e-7),  # the step's own detach: profiled, kept
+        _record(3, "aten::relu", None, bytes_read=16),  # unmatched real op: kept
+    ]
+    kept = without_mode_artifacts(ops)
+    assert [(op.index, op.name, op.time_s) for op in kept] == [
+        (0, "aten::mm", 1e-6),
+        (1, "aten::detach", 2e-7),
+        (2, "aten::relu", None),
+    ]
