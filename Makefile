@@ -19,7 +19,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	touch $@
 
 demo: $(VENV)/.installed
-	$(BIN)/lightspeed time mlp
+	$(BIN)/lightspeed profile mlp
 
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests benchmarks

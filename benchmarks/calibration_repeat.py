@@ -48,11 +48,8 @@ def main() -> None:
             f"{rerun / ceiling:>10.1%}"
         )
     cal = hw.calibration
-    print(
-        f"STREAM copy {cal.copy_bandwidth_bytes_per_s / 1e9:.1f} GB/s, "
-        f"triad {cal.triad_bandwidth_bytes_per_s / 1e9:.1f} GB/s "
-        f"({cal.stream_array_bytes / 2**20:.0f} MiB arrays)"
-    )
+    rates = ", ".join(f"{k} {v / 1e9:.1f}" for k, v in cal.memory_kernel_bytes_per_s.items())
+    print(f"memory GB/s: {rates} ({(cal.stream_array_bytes or 0) / 2**20:.0f} MiB arrays)")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,13 @@ import torch
 
 import lightspeed.hardware.calibrate as calibrate_module
 from lightspeed.dtypes import Precision
+from lightspeed.hardware.bandwidth import (
+    KERNELS,
+    kernel_bandwidths,
+    last_level_cache_bytes,
+    parse_cache_size,
+    working_sets_in_cache,
+)
 from lightspeed.hardware.cache import (
     CALIBRATION_SCHEMA_VERSION,
     calibration_path,
@@ -19,19 +26,11 @@ from lightspeed.hardware.cache import (
     machine_key,
     save_calibration,
 )
-from lightspeed.hardware.calibrate import (
-    COPY_BYTES_PER_ELEMENT,
-    TRIAD_BYTES_PER_ELEMENT,
-    CalibrationPlan,
-    _parse_cache_size,
-    calibrate,
-    default_plan,
-    last_level_cache_bytes,
-    working_sets_in_cache,
-)
+from lightspeed.hardware.calibrate import CalibrationPlan, calibrate, default_plan
 from lightspeed.hardware.model import DeviceKind, Hardware
 from lightspeed.hardware.resolve import resolve_hardware
 from lightspeed.measure.device import Device
+from lightspeed.measure.timer import TimerConfig
 
 QUICK = CalibrationPlan(
     precisions=(Precision.FP32, Precision.FP64),
@@ -53,16 +52,15 @@ def test_quick_calibration_measures_each_precision() -> None:
     assert set(cal.best_matmul_size.values()) <= {64, 128}
     assert cal.threads == torch.get_num_threads()
     assert cal.torch_version == torch.__version__
-    assert cal.copy_bandwidth_bytes_per_s and cal.triad_bandwidth_bytes_per_s
-    # The ceiling is the better of the two STREAM kernels.
-    assert hw.memory_bandwidth_bytes_per_s == max(
-        cal.copy_bandwidth_bytes_per_s, cal.triad_bandwidth_bytes_per_s
-    )
+    assert set(cal.memory_kernel_bytes_per_s) == {"copy", "triad", "scale", "add"}
+    # The ceiling is the fastest kernel.
+    assert hw.memory_bandwidth_bytes_per_s == max(cal.memory_kernel_bytes_per_s.values())
     # The cache roof covers the last-level cache and is never below the memory roof.
     assert hw.cache_bytes == last_level_cache_bytes(Device.CPU)
     assert cal.cache_working_set_bytes == 512 * 2**10
-    assert hw.cache_bandwidth_bytes_per_s is not None
-    assert hw.cache_bandwidth_bytes_per_s >= hw.memory_bandwidth_bytes_per_s
+    assert hw.cache_bandwidth_bytes_per_s == max(
+        *cal.cache_kernel_bytes_per_s.values(), hw.memory_bandwidth_bytes_per_s
+    )
 
 
 def test_no_cache_working_sets_means_no_cache_roof() -> None:
@@ -88,9 +86,31 @@ def test_a_busy_machine_is_warned_about(
     assert hw.calibration is not None and hw.calibration.load_average == 64.0
 
 
-def test_stream_byte_counts() -> None:
-    # float64: copy reads 8 B and writes 8 B per element; triad reads 2 × 8 B and writes 8 B.
-    assert (COPY_BYTES_PER_ELEMENT, TRIAD_BYTES_PER_ELEMENT) == (16, 24)
+def test_kernels_count_each_array_read_or_written_once() -> None:
+    # copy b = a: 2 arrays; triad a = b + 3c: 3; scale a *= -1: a read and written, 2;
+    # add a += b: a and b read, a written, 3.
+    assert {k.name: k.arrays for k in KERNELS} == {"copy": 2, "triad": 3, "scale": 2, "add": 3}
+
+
+def test_kernels_compute_what_they_are_named_and_keep_values_finite() -> None:
+    a, b, c = torch.full((4,), 1.0), torch.full((4,), 2.0), torch.full((4,), 0.5)
+    runs = {k.name: k.run for k in KERNELS}
+    runs["triad"](a, b, c)
+    assert a.tolist() == [3.5] * 4  # 2 + 3 · 0.5
+    runs["copy"](a, b, c)
+    assert b.tolist() == [3.5] * 4
+    runs["scale"](a, b, c)
+    runs["scale"](a, b, c)
+    assert a.tolist() == [3.5] * 4  # scaling by -1 twice is the identity: no denormals
+    runs["add"](a, b, c)
+    assert a.tolist() == [7.0] * 4
+
+
+def test_kernel_bandwidths_names_every_kernel() -> None:
+    rates = kernel_bandwidths(
+        Device.CPU, 1024, torch.float32, TimerConfig(warmup_steps=1, budget_s=0.01)
+    )
+    assert set(rates) == {k.name for k in KERNELS}
 
 
 def test_default_plan_arrays_are_four_times_the_last_level_cache() -> None:
@@ -102,7 +122,7 @@ def test_default_plan_arrays_are_four_times_the_last_level_cache() -> None:
     ("text", "expected"), [("32768K", 32 * 2**20), ("1M\n", 2**20), ("512", 512)]
 )
 def test_parse_cache_size(text: str, expected: int) -> None:
-    assert _parse_cache_size(text) == expected
+    assert parse_cache_size(text) == expected
 
 
 def test_cache_round_trip(calibrated_cpu: Hardware) -> None:

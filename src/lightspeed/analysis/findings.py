@@ -20,8 +20,10 @@ TENSOR_CORE_MULTIPLE = {Precision.FP16: 8, Precision.BF16: 8, Precision.TF32: 4,
 # Fraction of the step above which overhead-bound ops or unattributed time are reported.
 REPORT_FRACTION = 0.2
 # An op measured this much faster than its speed of light is beyond timing noise: the
-# ceilings it is compared with are too low.
-ABOVE_SOL_TOLERANCE = 0.1
+# ceilings it is compared with are too low. On a shared 2-core guest, the in-cache
+# bandwidth of one kernel varied by up to 23 % between calibrations a minute apart
+# (docs/benchmarks.md), so smaller excesses are noise.
+ABOVE_SOL_TOLERANCE = 0.25
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,7 @@
 """Measure the local device's ceilings: best sustained matmul FLOP/s per precision,
-STREAM-style memory bandwidth (copy and triad over arrays ≥ 4× the last-level cache),
-and the bandwidth of work that fits in the last-level cache (the same kernels on
-working sets from 512 KiB to half the cache, best of all).
+memory bandwidth (STREAM-style kernels over arrays ≥ 4× the last-level cache), and the
+bandwidth of work that fits in the last-level cache (the same kernels on working sets
+from 512 KiB to half the cache); `bandwidth` holds the kernels.
 
 What a BLAS library reaches can sit far below the datasheet peak, so the usable
 ceiling of a CPU is the one measured here, with the library the workload uses.
@@ -13,40 +13,35 @@ import contextlib
 import dataclasses
 import datetime
 import logging
-import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterator
 
 import torch
 
 from lightspeed.dtypes import Precision, torch_dtype
 from lightspeed.errors import CalibrationError
+from lightspeed.hardware.bandwidth import (
+    cache_bandwidth,
+    last_level_cache_bytes,
+    memory_bandwidth,
+    working_sets_in_cache,
+)
 from lightspeed.hardware.model import Calibration, DeviceKind, Hardware
 from lightspeed.measure.device import Device, device_name, require, synchronizer
 from lightspeed.measure.timer import TimerConfig, measure
 
 log = logging.getLogger(__name__)
 
-_FALLBACK_LLC_BYTES = 64 * 2**20
-_F64_BYTES = 8
-_F32_BYTES = 4
-
-# STREAM's byte counts per element of float64 arrays: copy reads a and writes b;
-# triad (a = b + s·c) reads b and c and writes a, doing 2 FLOPs.
-COPY_BYTES_PER_ELEMENT = 2 * _F64_BYTES
-TRIAD_BYTES_PER_ELEMENT = 3 * _F64_BYTES
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CalibrationPlan:
     """What to measure: n×n×n matmuls at `matmul_sizes` for each of `precisions`, each
-    size for `per_size_budget_s`; STREAM arrays of `stream_array_bytes` each, best of
-    `stream_repeats`. A precision stops growing once one matmul takes longer than
-    `per_size_budget_s`. Cache bandwidth: copy and triad touching each of
-    `cache_working_sets` bytes, each kernel timed for `cache_budget_s`; none when empty."""
+    size for `per_size_budget_s`; memory kernels on arrays of `stream_array_bytes` each,
+    best of `stream_repeats`. A precision stops growing once one matmul takes longer
+    than `per_size_budget_s`. Cache bandwidth: the kernels on each of
+    `cache_working_sets` bytes, each timed for `cache_budget_s`; none when empty."""
 
     precisions: tuple[Precision, ...]
     matmul_sizes: tuple[int, ...]
@@ -54,7 +49,7 @@ class CalibrationPlan:
     stream_array_bytes: int
     stream_repeats: int
     cache_working_sets: tuple[int, ...] = ()
-    cache_budget_s: float = 0.05
+    cache_budget_s: float = 0.1
 
 
 def default_plan(device: Device) -> CalibrationPlan:
@@ -85,42 +80,6 @@ def default_plan(device: Device) -> CalibrationPlan:
     )
 
 
-_SMALLEST_CACHE_WORKING_SET = 512 * 2**10
-
-
-def working_sets_in_cache(llc_bytes: int) -> tuple[int, ...]:
-    """Working sets, in bytes, that fit in a cache of `llc_bytes`: doubling from 512 KiB
-    to half the cache. Below 512 KiB a kernel is over in a few µs and the per-call cost
-    of a torch op, not the cache, sets its rate."""
-    largest = llc_bytes // 2
-    sizes = []
-    size = _SMALLEST_CACHE_WORKING_SET
-    while size <= largest:
-        sizes.append(size)
-        size *= 2
-    return tuple(sizes) or (largest,)
-
-
-def last_level_cache_bytes(device: Device) -> int:
-    """Size of the largest cache in front of `device`'s memory, in bytes (a guess if unknown)."""
-    if device is Device.CUDA:
-        size = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0)
-        return int(size) or _FALLBACK_LLC_BYTES
-    sizes = []
-    for level_dir in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        with contextlib.suppress(OSError, ValueError):
-            sizes.append(_parse_cache_size((level_dir / "size").read_text()))
-    return max(sizes, default=_FALLBACK_LLC_BYTES)
-
-
-def _parse_cache_size(text: str) -> int:
-    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)\s*", text)
-    if not match:
-        raise ValueError(text)
-    scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2)]
-    return int(match.group(1)) * scale
-
-
 def calibrate(device: Device, plan: CalibrationPlan | None = None) -> Hardware:
     """Measure `device` and return it as a Hardware with id `local`."""
     torch_device = require(device)
@@ -142,11 +101,11 @@ def calibrate(device: Device, plan: CalibrationPlan | None = None) -> Hardware:
             best_sizes[precision], peaks[precision] = found
     if not peaks:
         raise CalibrationError(f"no matmul precision ran on {device.value}; check the torch build.")
-    copy_bps, triad_bps = stream_bandwidth(device, plan.stream_array_bytes, plan.stream_repeats)
-    dram_bps = max(copy_bps, triad_bps)
+    memory_rates = memory_bandwidth(device, plan.stream_array_bytes, plan.stream_repeats)
+    dram_bps = max(memory_rates.values())
     cache = cache_bandwidth(device, plan.cache_working_sets, plan.cache_budget_s)
     # A cache roof below the memory roof would say cached data is slower: keep the faster.
-    cache_bps = None if cache is None else max(cache[1], dram_bps)
+    cache_bps = None if cache is None else max(*cache[1].values(), dram_bps)
     duration = time.perf_counter() - started
     is_gpu = device is Device.CUDA
     props = torch.cuda.get_device_properties(torch_device) if is_gpu else None
@@ -164,18 +123,18 @@ def calibrate(device: Device, plan: CalibrationPlan | None = None) -> Hardware:
         calibration=Calibration(
             method=(
                 f"fastest n×n×n matmul replicate over n in {list(plan.matmul_sizes)};"
-                f" STREAM copy/triad on float64 arrays of {plan.stream_array_bytes} B,"
-                f" best of {plan.stream_repeats}; cache bandwidth: the same kernels on"
-                f" float32 working sets of {list(plan.cache_working_sets)} B, fastest block"
+                f" copy, triad, scale and add in place on float64 arrays of"
+                f" {plan.stream_array_bytes} B, fastest of {plan.stream_repeats}; cache: the"
+                f" same kernels on float32 working sets of {list(plan.cache_working_sets)} B"
             ),
             library=math_library(device),
             threads=torch.get_num_threads(),
             torch_version=torch.__version__,
             measured_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             best_matmul_size=best_sizes,
-            copy_bandwidth_bytes_per_s=copy_bps,
-            triad_bandwidth_bytes_per_s=triad_bps,
+            memory_kernel_bytes_per_s=memory_rates,
             stream_array_bytes=plan.stream_array_bytes,
+            cache_kernel_bytes_per_s={} if cache is None else cache[1],
             cache_working_set_bytes=None if cache is None else cache[0],
             load_average=load,
             duration_s=duration,
@@ -238,45 +197,6 @@ def tf32_mode(device: Device, *, enabled: bool) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32 = previous
 
 
-def stream_bandwidth(device: Device, array_bytes: int, repeats: int) -> tuple[float, float]:
-    """(copy, triad) bandwidth in bytes/s: the best of `repeats` over float64 arrays."""
-    torch_device = require(device)
-    n = math.ceil(array_bytes / _F64_BYTES)
-    a = torch.full((n,), 1.0, dtype=torch.float64, device=torch_device)
-    b = torch.full((n,), 2.0, dtype=torch.float64, device=torch_device)
-    c = torch.full((n,), 0.5, dtype=torch.float64, device=torch_device)
-    sync = synchronizer(device)
-    copy_s = _best_time(lambda: b.copy_(a), sync, repeats)
-    triad_s = _best_time(lambda: torch.add(b, c, alpha=3.0, out=a), sync, repeats)
-    return COPY_BYTES_PER_ELEMENT * n / copy_s, TRIAD_BYTES_PER_ELEMENT * n / triad_s
-
-
-def cache_bandwidth(
-    device: Device, working_sets: Sequence[int], budget_s: float
-) -> tuple[int, float] | None:
-    """(working set, bytes/s): the fastest copy or triad on float32 arrays touching one of
-    `working_sets` bytes, repeated back to back so the arrays stay in cache. None when
-    `working_sets` is empty."""
-    best: tuple[int, float] | None = None
-    config = TimerConfig(warmup_steps=3, budget_s=budget_s, min_replicates=5)
-    for working_set in working_sets:
-        rate = _in_cache_rate(device, working_set, config)
-        log.debug("cache working set %d B: %.3g B/s", working_set, rate)
-        if best is None or rate > best[1]:
-            best = (working_set, rate)
-    return best
-
-
-def _in_cache_rate(device: Device, working_set: int, config: TimerConfig) -> float:
-    """Bytes/s of the faster of copy and triad over float32 arrays touching `working_set` B."""
-    n = max(1, working_set // (3 * _F32_BYTES))
-    a, b, c = (torch.full((n,), v, device=require(device)) for v in (1.0, 2.0, 0.5))
-    sync = synchronizer(device)
-    copy = measure(lambda: b.copy_(a), sync=sync, config=config)
-    triad = measure(lambda: torch.add(b, c, alpha=3.0, out=a), sync=sync, config=config)
-    return max(2 * _F32_BYTES * n / copy.min_s, 3 * _F32_BYTES * n / triad.min_s)
-
-
 def load_average() -> float | None:
     """The 1-minute load average of this machine, or None where the OS does not say."""
     try:
@@ -290,18 +210,6 @@ def busy_load_average() -> float:
     uses: more runnable work than the cores it leaves free, plus one."""
     spare = max(0, (os.cpu_count() or 1) - torch.get_num_threads())
     return spare + 1.0
-
-
-def _best_time(fn: Callable[[], object], sync: Callable[[], None], repeats: int) -> float:
-    fn()  # first touch and warm-up
-    best = math.inf
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def math_library(device: Device) -> str:

@@ -37,11 +37,12 @@ class Calibration:
     measured_at: str
     # The size (n of an n×n×n matmul) at which each precision's best rate was seen.
     best_matmul_size: Mapping[Precision, int] = dataclasses.field(default_factory=dict)
-    copy_bandwidth_bytes_per_s: float | None = None
-    triad_bandwidth_bytes_per_s: float | None = None
+    # Bytes/s of each bandwidth kernel (`hardware.bandwidth.KERNELS`) from memory, on
+    # arrays of `stream_array_bytes` each, and from cache, on arrays spanning
+    # `cache_working_set_bytes` together (the working set where the best was seen).
+    memory_kernel_bytes_per_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
     stream_array_bytes: int | None = None
-    # The working set (bytes of the arrays a copy or triad touched) at which the best
-    # cache bandwidth was seen.
+    cache_kernel_bytes_per_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
     cache_working_set_bytes: int | None = None
     # The 1-minute load average when calibration began: a busy machine gives low ceilings.
     load_average: float | None = None

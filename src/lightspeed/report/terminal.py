@@ -74,12 +74,14 @@ def hardware_details(hw: Hardware) -> RenderableType:
     cal = hw.calibration
     if cal is not None:
         measured = Table.grid(padding=(0, 2))
-        if cal.copy_bandwidth_bytes_per_s and cal.triad_bandwidth_bytes_per_s:
-            measured.add_row(
-                "STREAM",
-                f"copy {units.byte_rate(cal.copy_bandwidth_bytes_per_s)},"
-                f" triad {units.byte_rate(cal.triad_bandwidth_bytes_per_s)}",
-            )
+        for label, rates in (
+            ("memory", cal.memory_kernel_bytes_per_s),
+            ("cache", cal.cache_kernel_bytes_per_s),
+        ):
+            if rates:
+                measured.add_row(
+                    label, ", ".join(f"{k} {units.byte_rate(v)}" for k, v in rates.items())
+                )
         sizes = ", ".join(f"{p.value} n={n}" for p, n in cal.best_matmul_size.items())
         measured.add_row("best matmul", sizes)
         measured.add_row(
