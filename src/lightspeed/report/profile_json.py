@@ -100,12 +100,12 @@ def _memory(m: MemoryBreakdown) -> dict[str, Any]:
     return dataclasses.asdict(m)
 
 
-def save_profile(profile: Profile, path: Path) -> Path:
+def save_profile(profile: Profile, path: str | Path) -> Path:
     """Write `profile`, with its analysis, as a JSON document at `path` (atomically)."""
-    return write(path, profile_doc(analyse(profile)))
+    return write(Path(path), profile_doc(analyse(profile)))
 
 
-def load_profile(path: Path) -> Profile:
+def load_profile(path: str | Path) -> Profile:
     """The Profile a JSON document written by `save_profile` (or `--json`) holds."""
     try:
         doc = json.loads(Path(path).read_text("utf-8"))
