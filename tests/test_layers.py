@@ -14,9 +14,10 @@ LEAVES = {"errors", "dtypes", "workload"}
 ALLOWED = {
     "measure": {"hardware.model", "suite"},
     "hardware": {"measure.device", "measure.timer"},
-    "analysis": {"hardware", "measure"},  # facts only; checked below for execution
-    "report": {"analysis", "hardware", "measure"},
+    "analysis": {"hardware", "measure", "trace"},  # facts only; checked below for execution
+    "report": {"analysis", "hardware", "measure", "trace"},
     "suite": set(),
+    "trace": set(),
 }
 # Modules that execute models: the pure layers may use their dataclasses, not call them.
 EXECUTING = {"lightspeed.measure.step", "lightspeed.measure.timing"}

@@ -1,18 +1,45 @@
-"""lightspeed: how far a PyTorch training step runs from the speed of light of its hardware."""
+"""lightspeed: how far a PyTorch training step runs from the speed of light of its hardware.
 
-from lightspeed.analysis.roofline import Bound, Ceilings, RooflinePoint, place
-from lightspeed.api import ProfileAnalysis, analyse, load_profile, profile, save_profile
-from lightspeed.dtypes import Precision
-from lightspeed.errors import LightspeedError, ProfileIncomplete
-from lightspeed.hardware import Hardware, catalog_hardware, catalog_ids, resolve_hardware
-from lightspeed.measure.device import Device
-from lightspeed.measure.profile_facts import Profile
-from lightspeed.measure.step import StepSettings
-from lightspeed.measure.timer import Measurement, TimerConfig
-from lightspeed.measure.timing import StepTiming, time_workload
-from lightspeed.workload import Workload, load_target
+The public names load on first use, so that reading a trace or the GPU catalog does
+not pay for importing torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# Public name → the module that defines it.
+_EXPORTS = {
+    "Bound": "lightspeed.analysis.roofline",
+    "Ceilings": "lightspeed.analysis.roofline",
+    "RooflinePoint": "lightspeed.analysis.roofline",
+    "place": "lightspeed.analysis.roofline",
+    "ProfileAnalysis": "lightspeed.api",
+    "analyse": "lightspeed.api",
+    "load_profile": "lightspeed.api",
+    "profile": "lightspeed.api",
+    "save_profile": "lightspeed.api",
+    "Precision": "lightspeed.dtypes",
+    "LightspeedError": "lightspeed.errors",
+    "ProfileIncomplete": "lightspeed.errors",
+    "TraceError": "lightspeed.errors",
+    "Hardware": "lightspeed.hardware",
+    "catalog_hardware": "lightspeed.hardware",
+    "catalog_ids": "lightspeed.hardware",
+    "resolve_hardware": "lightspeed.hardware",
+    "Device": "lightspeed.measure.device",
+    "Profile": "lightspeed.measure.profile_facts",
+    "StepSettings": "lightspeed.measure.step",
+    "Measurement": "lightspeed.measure.timer",
+    "TimerConfig": "lightspeed.measure.timer",
+    "StepTiming": "lightspeed.measure.timing",
+    "time_workload": "lightspeed.measure.timing",
+    "Workload": "lightspeed.workload",
+    "load_target": "lightspeed.workload",
+}
 
 __all__ = [
     "Bound",
@@ -29,6 +56,7 @@ __all__ = [
     "StepSettings",
     "StepTiming",
     "TimerConfig",
+    "TraceError",
     "Workload",
     "analyse",
     "catalog_hardware",
@@ -41,3 +69,30 @@ __all__ = [
     "save_profile",
     "time_workload",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lightspeed' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)
+
+
+if TYPE_CHECKING:
+    from lightspeed.analysis.roofline import Bound, Ceilings, RooflinePoint, place
+    from lightspeed.api import ProfileAnalysis, analyse, load_profile, profile, save_profile
+    from lightspeed.dtypes import Precision
+    from lightspeed.errors import LightspeedError, ProfileIncomplete, TraceError
+    from lightspeed.hardware import Hardware, catalog_hardware, catalog_ids, resolve_hardware
+    from lightspeed.measure.device import Device
+    from lightspeed.measure.profile_facts import Profile
+    from lightspeed.measure.step import StepSettings
+    from lightspeed.measure.timer import Measurement, TimerConfig
+    from lightspeed.measure.timing import StepTiming, time_workload
+    from lightspeed.workload import Workload, load_target

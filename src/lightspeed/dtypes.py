@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import enum
-
-import torch
+from typing import TYPE_CHECKING
 
 from lightspeed.errors import UnknownNameError, did_you_mean
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Precision(str, enum.Enum):
@@ -41,20 +43,24 @@ class Precision(str, enum.Enum):
 # and the batch's floating tensors are cast to it.
 STEP_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.FP16)
 
+# torch attribute names, so that reading traces and catalogs never imports torch.
 _TORCH_DTYPE = {
-    Precision.FP64: torch.float64,
-    Precision.FP32: torch.float32,
-    Precision.TF32: torch.float32,
-    Precision.BF16: torch.bfloat16,
-    Precision.FP16: torch.float16,
-    Precision.FP8: torch.float8_e4m3fn,
-    Precision.INT8: torch.int8,
+    Precision.FP64: "float64",
+    Precision.FP32: "float32",
+    Precision.TF32: "float32",
+    Precision.BF16: "bfloat16",
+    Precision.FP16: "float16",
+    Precision.FP8: "float8_e4m3fn",
+    Precision.INT8: "int8",
 }
 
 
 def torch_dtype(precision: Precision) -> torch.dtype:
     """The torch storage dtype of `precision` (tf32 is stored as float32)."""
-    return _TORCH_DTYPE[precision]
+    import torch
+
+    dtype: torch.dtype = getattr(torch, _TORCH_DTYPE[precision])
+    return dtype
 
 
 def step_precision(name: str) -> Precision:

@@ -45,6 +45,10 @@ class CalibrationError(LightspeedError):
     """Measuring the local device's ceilings failed or its cache is unreadable."""
 
 
+class TraceError(LightspeedError):
+    """A trace file is missing, unreadable, truncated or not a profiler trace."""
+
+
 class ProfileIncomplete(LightspeedError):
     """A profile stopped part-way; `partial` holds what was measured before the failure."""
 

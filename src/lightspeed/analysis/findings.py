@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
+from lightspeed.analysis.finding import Finding
 from lightspeed.analysis.roofline import Bound
 from lightspeed.analysis.step_roofline import OpAnalysis, StepTotals
 from lightspeed.dtypes import Precision
@@ -24,15 +24,6 @@ REPORT_FRACTION = 0.2
 # bandwidth of one kernel varied by up to 23 % between calibrations a minute apart
 # (docs/benchmarks.md), so smaller excesses are noise.
 ABOVE_SOL_TOLERANCE = 0.25
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Finding:
-    """One observation: a `kind` (stable id), a one-line `message`, and its `evidence`."""
-
-    kind: str
-    message: str
-    evidence: Mapping[str, float | int | str]
 
 
 def matmul_dims(op: OpRecord) -> dict[str, int] | None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import typer
 
-from lightspeed.cli import hw, profile_cmd, roofline, suite, time_cmd
+from lightspeed.cli import hw, profile_cmd, roofline, suite, time_cmd, trace_cmd
 from lightspeed.errors import LightspeedError
 
 app = typer.Typer(
@@ -28,6 +28,7 @@ app = typer.Typer(
 app.add_typer(hw.app, name="hw")
 app.command("profile")(profile_cmd.profile_command)
 app.command("time")(time_cmd.time_command)
+app.command("trace")(trace_cmd.trace_command)
 app.command("roofline")(roofline.roofline_command)
 app.command("suite")(suite.suite_command)
 

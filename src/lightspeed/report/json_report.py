@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightspeed.analysis.roofline import RooflinePoint, roofline_to_dict
 from lightspeed.hardware.model import Hardware, hardware_to_dict
 from lightspeed.measure.timer import Measurement
-from lightspeed.measure.timing import StepTiming, WorkloadInfo
+
+if TYPE_CHECKING:  # measure.timing imports torch; these are annotations only
+    from lightspeed.measure.timing import StepTiming, WorkloadInfo
 
 SCHEMA_VERSION = 1
 

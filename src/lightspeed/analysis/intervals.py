@@ -1,0 +1,59 @@
+"""Sets of time intervals as numpy arrays: union, length, clipping, overlap.
+
+Events on one timeline (kernels on several streams, CPU calls on several threads)
+overlap; the time something was busy is the length of the union of its intervals,
+never the sum of their durations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+Array = npt.NDArray[np.float64]
+
+
+def union(starts: Array, ends: Array) -> tuple[Array, Array]:
+    """The disjoint, sorted intervals covering the same time as [starts, ends)."""
+    if len(starts) == 0:
+        return np.empty(0), np.empty(0)
+    order = np.argsort(starts, kind="stable")
+    s = np.asarray(starts, dtype=np.float64)[order]
+    e = np.maximum.accumulate(np.asarray(ends, dtype=np.float64)[order])
+    # A new interval begins where a start lies beyond every earlier end.
+    begins = np.empty(len(s), dtype=bool)
+    begins[0] = True
+    begins[1:] = s[1:] > e[:-1]
+    first = np.flatnonzero(begins)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], e[last]
+
+
+def length(starts: Array, ends: Array) -> float:
+    """Total time covered by the intervals (overlaps counted once)."""
+    u_start, u_end = union(starts, ends)
+    return float(np.sum(u_end - u_start))
+
+
+def clip(starts: Array, ends: Array, lo: float, hi: float) -> tuple[Array, Array]:
+    """The parts of the intervals inside [lo, hi); empty parts are dropped."""
+    s = np.clip(starts, lo, hi)
+    e = np.clip(ends, lo, hi)
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def overlap(a: tuple[Array, Array], b: tuple[Array, Array]) -> float:
+    """Time covered by both interval sets: |A| + |B| − |A ∪ B|."""
+    both_s = np.concatenate([a[0], b[0]])
+    both_e = np.concatenate([a[1], b[1]])
+    return length(*a) + length(*b) - length(both_s, both_e)
+
+
+def gaps(starts: Array, ends: Array, lo: float, hi: float) -> tuple[Array, Array]:
+    """The intervals of [lo, hi) that no interval covers."""
+    u_start, u_end = union(*clip(starts, ends, lo, hi))
+    gap_s = np.concatenate([[lo], u_end])
+    gap_e = np.concatenate([u_start, [hi]])
+    keep = gap_e > gap_s
+    return gap_s[keep], gap_e[keep]

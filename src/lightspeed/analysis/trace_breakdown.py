@@ -1,0 +1,235 @@
+"""Where a device's time goes in one window of a trace: temporal and idle breakdowns,
+kernels by type and name, and communication/computation overlap.
+
+Definitions follow HolisticTraceAnalysis 0.5 so figures can be cross-checked with it:
+
+- temporal breakdown: over [first device event start, last end] (`total_s`), `idle_s`
+  is the time no device event runs; `compute_s` the union of computation kernels;
+  communication, memory and other are the time covered by those types and by no
+  type before them (so the five parts sum to `total_s`; HTA's `non_compute_time` is
+  communication + memory + other).
+- idle breakdown, per stream (exactly HTA's): each gap before a kernel on a stream is
+  host wait when the kernel's launch began after the previous kernel ended, else
+  kernel wait when shorter than 30 µs, else other. For the device as a whole the same
+  rule is applied to the gaps of the merged timeline, so its parts sum to `idle_s`.
+- overlap: |communication ∩ computation| / |communication|.
+
+Memory copies and sets count as device events; `cuda_sync` records do not (they mark
+waiting, not work; HTA 0.5 likewise leaves them out of its idle breakdown).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lightspeed.analysis import intervals
+from lightspeed.analysis.trace_names import KernelType
+from lightspeed.trace.events import FloatArray, IntArray
+
+US = 1e-6
+# HTA's consecutive_kernel_delay: a shorter gap between kernels is the device itself.
+KERNEL_WAIT_US = 30.0
+_TYPES = list(KernelType)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TemporalBreakdown:
+    """Seconds of the device window by what ran; the parts sum to `total_s`."""
+
+    compute_s: float = 0.0
+    communication_s: float = 0.0
+    memory_s: float = 0.0
+    other_s: float = 0.0
+    idle_s: float = 0.0
+    total_s: float = 0.0
+
+    @property
+    def busy_s(self) -> float:
+        return self.total_s - self.idle_s
+
+    @property
+    def idle_fraction(self) -> float:
+        return self.idle_s / self.total_s if self.total_s else 0.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IdleBreakdown:
+    """Seconds of device idle time by cause."""
+
+    host_wait_s: float = 0.0
+    kernel_wait_s: float = 0.0
+    other_s: float = 0.0
+
+    @property
+    def idle_s(self) -> float:
+        return self.host_wait_s + self.kernel_wait_s + self.other_s
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StreamIdle:
+    """HTA's per-stream idle breakdown of one stream (`device` is the trace's pid)."""
+
+    device: int
+    stream: int
+    idle: IdleBreakdown
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KernelStat:
+    """One kernel name's totals in the window."""
+
+    name: str
+    type: KernelType
+    count: int
+    total_s: float
+    mean_s: float
+    max_s: float
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Overlap:
+    """Communication time and how much of it computation hides.
+
+    `fraction` is None when there is no communication (HTA reports NaN)."""
+
+    communication_s: float = 0.0
+    overlapped_s: float = 0.0
+
+    @property
+    def fraction(self) -> float | None:
+        return self.overlapped_s / self.communication_s if self.communication_s else None
+
+    @property
+    def exposed_s(self) -> float:
+        return self.communication_s - self.overlapped_s
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DeviceEvents:
+    """The device events of one window: times in µs, HTA type index, device, stream,
+    launch start (NaN when unknown), and name id."""
+
+    start_us: FloatArray
+    end_us: FloatArray
+    type: IntArray
+    device: IntArray
+    stream: IntArray
+    launch_us: FloatArray
+    name: IntArray
+
+    def of_type(self, kernel_type: KernelType) -> tuple[FloatArray, FloatArray]:
+        mask = self.type == _TYPES.index(kernel_type)
+        return self.start_us[mask], self.end_us[mask]
+
+
+def temporal_breakdown(ev: DeviceEvents) -> TemporalBreakdown:
+    """The temporal breakdown of the window's device events (see the module docstring)."""
+    if len(ev.start_us) == 0:
+        return TemporalBreakdown()
+    total = float(ev.end_us.max() - ev.start_us.min())
+    covered = 0.0
+    parts: dict[KernelType, float] = {}
+    starts: list[FloatArray] = []
+    ends: list[FloatArray] = []
+    for kernel_type in _TYPES:
+        s, e = ev.of_type(kernel_type)
+        starts.append(s)
+        ends.append(e)
+        now = intervals.length(np.concatenate(starts), np.concatenate(ends))
+        parts[kernel_type] = now - covered
+        covered = now
+    return TemporalBreakdown(
+        compute_s=parts[KernelType.COMPUTATION] * US,
+        communication_s=parts[KernelType.COMMUNICATION] * US,
+        memory_s=parts[KernelType.MEMORY] * US,
+        other_s=parts[KernelType.OTHER] * US,
+        idle_s=(total - covered) * US,
+        total_s=total * US,
+    )
+
+
+def _classify(gap_us: FloatArray, gap_start_us: FloatArray, launch_us: FloatArray) -> IdleBreakdown:
+    # A NaN launch compares False: never host wait, as in HTA.
+    host = launch_us > gap_start_us
+    kernel = ~host & (gap_us < KERNEL_WAIT_US)
+    other = ~host & ~kernel
+    return IdleBreakdown(
+        host_wait_s=float(gap_us[host].sum()) * US,
+        kernel_wait_s=float(gap_us[kernel].sum()) * US,
+        other_s=float(gap_us[other].sum()) * US,
+    )
+
+
+def idle_breakdown(ev: DeviceEvents) -> IdleBreakdown:
+    """The device's idle time (gaps of the merged timeline) by cause: the event that
+    ends each gap decides it."""
+    if len(ev.start_us) == 0:
+        return IdleBreakdown()
+    u_start, u_end = intervals.union(ev.start_us, ev.end_us)
+    gap_start, gap_end = u_end[:-1], u_start[1:]
+    # The event that ends a gap starts exactly where the next merged interval starts;
+    # the earliest-launched such event decides.
+    order = np.lexsort((ev.launch_us, ev.start_us))
+    first = np.searchsorted(ev.start_us[order], gap_end, side="left")
+    launch = ev.launch_us[order][first]
+    return _classify(gap_end - gap_start, gap_start, launch)
+
+
+def stream_idle(ev: DeviceEvents) -> list[StreamIdle]:
+    """HTA's idle breakdown of each stream: gaps between consecutive kernels (by start)."""
+    result = []
+    keys = sorted(set(zip(ev.device.tolist(), ev.stream.tolist(), strict=True)))
+    for device, stream in keys:
+        on = (ev.device == device) & (ev.stream == stream)
+        order = np.argsort(ev.start_us[on], kind="stable")
+        start = ev.start_us[on][order]
+        end = ev.end_us[on][order]
+        launch = ev.launch_us[on][order]
+        prev_end = end[:-1]
+        idle = _classify(start[1:] - prev_end, prev_end, launch[1:])
+        result.append(StreamIdle(device=device, stream=stream, idle=idle))
+    return result
+
+
+def kernel_stats(ev: DeviceEvents, names: tuple[str, ...], top: int) -> list[KernelStat]:
+    """The `top` kernel names by total time, with count, mean and max."""
+    if len(ev.name) == 0:
+        return []
+    dur = ev.end_us - ev.start_us
+    ids, inverse = np.unique(ev.name, return_inverse=True)
+    totals = np.bincount(inverse, weights=dur)
+    counts = np.bincount(inverse)
+    maxima = np.zeros(len(ids))
+    np.maximum.at(maxima, inverse, dur)
+    types = np.zeros(len(ids), dtype=np.int64)
+    types[inverse] = ev.type
+    best = np.argsort(-totals, kind="stable")[:top]
+    return [
+        KernelStat(
+            name=names[ids[i]],
+            type=_TYPES[types[i]],
+            count=int(counts[i]),
+            total_s=float(totals[i]) * US,
+            mean_s=float(totals[i] / counts[i]) * US,
+            max_s=float(maxima[i]) * US,
+        )
+        for i in best
+    ]
+
+
+def type_totals(ev: DeviceEvents) -> dict[KernelType, float]:
+    """Seconds of each kernel type: the sum of its events' durations."""
+    dur = ev.end_us - ev.start_us
+    return {t: float(dur[ev.type == i].sum()) * US for i, t in enumerate(_TYPES)}
+
+
+def comm_overlap(ev: DeviceEvents) -> Overlap:
+    """Communication time and the part of it that overlaps computation."""
+    comm = intervals.union(*ev.of_type(KernelType.COMMUNICATION))
+    comp = intervals.union(*ev.of_type(KernelType.COMPUTATION))
+    return Overlap(
+        communication_s=float(np.sum(comm[1] - comm[0])) * US,
+        overlapped_s=intervals.overlap(comm, comp) * US,
+    )

@@ -1,0 +1,226 @@
+"""Diagnose one window of a trace: its bound, and findings ranked by what fixing them
+could gain at most (`bottleneck_rules`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lightspeed.analysis.bottleneck_rules import (
+    DATA_LOADING_SHARE,
+    DEVICE_IDLE_SHARE,
+    EXPOSED_COMMUNICATION_SHARE,
+    HOST_OVERHEAD_SHARE,
+    SYNC_SHARE,
+    StepBound,
+    max_speedup,
+    syncs_dominate,
+)
+from lightspeed.analysis.finding import Finding
+from lightspeed.analysis.trace_breakdown import IdleBreakdown, Overlap, TemporalBreakdown
+from lightspeed.analysis.trace_host import HostStats, LaunchStats
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WindowFacts:
+    """What the diagnosis reads about one window."""
+
+    temporal: TemporalBreakdown
+    idle: IdleBreakdown
+    overlap: Overlap
+    launches: LaunchStats
+    host: HostStats
+
+    @property
+    def has_device(self) -> bool:
+        return self.temporal.total_s > 0
+
+    @property
+    def step_s(self) -> float:
+        """The window's length: the longer of the CPU step and the device's span."""
+        return max(self.host.window_s, self.temporal.total_s)
+
+    @property
+    def device_idle_s(self) -> float:
+        """Time in the step the device runs nothing (its span's idle and the edges)."""
+        return max(0.0, self.step_s - self.temporal.busy_s) if self.has_device else 0.0
+
+    @property
+    def edge_idle_s(self) -> float:
+        """Idle before the device's first event or after its last, while the step goes on."""
+        return max(0.0, self.step_s - self.temporal.total_s) if self.has_device else 0.0
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def diagnose(f: WindowFacts) -> tuple[StepBound, list[Finding]]:
+    """The window's bound and its findings, the largest possible gain first."""
+    step = f.step_s
+    if step <= 0:
+        return StepBound.UNKNOWN, []
+    findings = []
+    data = f.host.data_loading_s / step
+    if data >= DATA_LOADING_SHARE:
+        findings.append(_data_loading(f, data))
+    sync = f.host.sync_s / step
+    # On a device, waiting shows as time; on the CPU alone a sync costs nearly nothing
+    # but still stops the host from running ahead, so there its frequency decides.
+    dense = not f.has_device and syncs_dominate(f.host.syncs, f.host.ops)
+    if sync >= SYNC_SHARE or dense:
+        findings.append(_synchronization(f, sync, dense))
+    if f.has_device:
+        findings += _device_findings(f)
+    else:
+        overhead = f.host.overhead_s / step
+        if overhead >= HOST_OVERHEAD_SHARE:
+            findings.append(_host_overhead(f, overhead))
+    findings.sort(key=lambda x: -float(x.evidence["max_speedup"]))
+    return _bound(f, findings), findings
+
+
+def _bound(f: WindowFacts, findings: list[Finding]) -> StepBound:
+    named = {x.kind for x in findings}
+    for bound in (
+        StepBound.DATA_LOADING,
+        StepBound.SYNCHRONIZATION,
+        StepBound.COMMUNICATION,
+        StepBound.CPU_LAUNCH_OVERHEAD,
+    ):
+        if bound.value in named:
+            return bound
+    if not f.has_device:
+        return StepBound.CPU_COMPUTE
+    if f.temporal.memory_s > f.temporal.compute_s:
+        return StepBound.MEMORY
+    return StepBound.GPU_COMPUTE
+
+
+def _data_loading(f: WindowFacts, share: float) -> Finding:
+    return Finding(
+        kind=StepBound.DATA_LOADING.value,
+        message=(
+            f"the step waits {_pct(share)} of its time for the DataLoader: use num_workers > 0,"
+            " pin_memory=True, persistent_workers=True and a prefetch_factor, or move"
+            " decoding off the training process"
+        ),
+        evidence={
+            "data_loading_s": f.host.data_loading_s,
+            "step_s": f.step_s,
+            "max_speedup": max_speedup(share),
+        },
+    )
+
+
+def _synchronization(f: WindowFacts, share: float, dense: bool) -> Finding:
+    per = f"one per {f.host.ops / f.host.syncs:.1f} ops" if f.host.syncs else "none counted"
+    how = (
+        f"{f.host.syncs} host syncs in the step ({per})"
+        if dense
+        else f"{_pct(share)} of the step is spent in host syncs"
+    )
+    return Finding(
+        kind=StepBound.SYNCHRONIZATION.value,
+        message=(
+            f"{how}: each makes the host wait for the device, so neither runs ahead;"
+            " keep values on the device (no .item(), .cpu(), print or"
+            " torch.cuda.synchronize inside the step) and read them once every N steps"
+        ),
+        evidence={
+            "syncs": f.host.syncs,
+            "ops": f.host.ops,
+            "sync_s": f.host.sync_s,
+            "step_s": f.step_s,
+            "max_speedup": max_speedup(share),
+        },
+    )
+
+
+def _host_overhead(f: WindowFacts, share: float) -> Finding:
+    return Finding(
+        kind=StepBound.CPU_LAUNCH_OVERHEAD.value,
+        message=(
+            f"{_pct(share)} of the step is per-op overhead ({f.host.ops} ops; time in ops"
+            " under 20 µs and between ops): batch more work per op, or let torch.compile"
+            " fuse the small ops"
+        ),
+        evidence={
+            "overhead_s": f.host.overhead_s,
+            "ops": f.host.ops,
+            "step_s": f.step_s,
+            "max_speedup": max_speedup(share),
+        },
+    )
+
+
+def _device_findings(f: WindowFacts) -> list[Finding]:
+    step = f.step_s
+    found = []
+    exposed = f.overlap.exposed_s / step
+    if exposed >= EXPOSED_COMMUNICATION_SHARE:
+        overlap = f.overlap.fraction or 0.0
+        found.append(
+            Finding(
+                kind=StepBound.COMMUNICATION.value,
+                message=(
+                    f"communication not hidden by computation takes {_pct(exposed)} of the step"
+                    f" ({_pct(overlap)} of it overlaps compute): overlap it (DDP buckets,"
+                    " bucket_cap_mb, gradient_as_bucket_view), or communicate less often"
+                    " (no_sync during gradient accumulation)"
+                ),
+                evidence={
+                    "communication_s": f.overlap.communication_s,
+                    "exposed_s": f.overlap.exposed_s,
+                    "overlap_fraction": overlap,
+                    "max_speedup": max_speedup(exposed),
+                },
+            )
+        )
+    idle = f.device_idle_s / step
+    if idle >= DEVICE_IDLE_SHARE:
+        # The edges count as waiting for the host: the step is running, the device is not.
+        host_wait = f.idle.host_wait_s + f.edge_idle_s
+        found.append(
+            Finding(
+                kind=StepBound.CPU_LAUNCH_OVERHEAD.value,
+                message=(
+                    f"the device idles {_pct(idle)} of the step, {_pct(host_wait / step)} of the"
+                    f" step waiting for the host ({_pct(f.edge_idle_s / step)} before its first"
+                    f" or after its last kernel; {f.launches.launches} launches at"
+                    f" {_us(f.launches.cpu_per_launch_s)} of CPU each): CUDA graphs"
+                    " (torch.compile mode='reduce-overhead'), fewer and larger kernels"
+                    " (torch.compile, a larger batch), less Python per step"
+                ),
+                evidence={
+                    "idle_s": f.device_idle_s,
+                    "host_wait_s": host_wait,
+                    "launches": f.launches.launches,
+                    "shorter_than_launch": f.launches.shorter_than_launch,
+                    "step_s": step,
+                    "max_speedup": max_speedup(idle),
+                },
+            )
+        )
+    else:
+        found.append(
+            Finding(
+                kind=StepBound.GPU_COMPUTE.value,
+                message=(
+                    f"the device is busy {_pct(f.temporal.busy_s / step)} of the step"
+                    f" ({_pct(f.temporal.compute_s / step)} computing): gains now come from"
+                    " faster kernels (mixed precision, tensor-core shapes, fusion);"
+                    " `lightspeed profile` shows each op's distance to the roofline"
+                ),
+                evidence={
+                    "busy_s": f.temporal.busy_s,
+                    "compute_s": f.temporal.compute_s,
+                    "step_s": step,
+                    "max_speedup": max_speedup(idle),
+                },
+            )
+        )
+    return found
+
+
+def _us(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds * 1e6:.1f} µs"

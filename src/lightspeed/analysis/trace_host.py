@@ -1,0 +1,155 @@
+"""The host (CPU) side of one window of a trace: launches, synchronizations, data
+loading, and how much of the window real work fills.
+
+Launch statistics follow HolisticTraceAnalysis 0.5 (`cuda_kernel_launch_stats`):
+launch delay = kernel start − end of its launch call (never below 0); a kernel is
+shorter than its launch when its launch took at most 50 µs and the kernel less time
+than that; launches over 50 µs and delays over 100 µs are outliers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lightspeed.analysis import intervals
+from lightspeed.analysis.trace_names import is_data_loading, is_host_sync, is_launch, names_where
+from lightspeed.analysis.trace_steps import StepWindow, correlate, top_level
+from lightspeed.trace.events import EventTable, Kind, Trace
+
+US = 1e-6
+RUNTIME_CUTOFF_US = 50.0
+LAUNCH_DELAY_CUTOFF_US = 100.0
+# A CPU op shorter than this spends its time on dispatch, not on its work (eager
+# PyTorch costs a few µs per op); longer top-level ops are the window's work.
+SMALL_OP_US = 20.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LaunchStats:
+    """Kernel launches in the window (seconds; delays over launches matched to a kernel)."""
+
+    launches: int = 0
+    launch_cpu_s: float = 0.0  # total CPU time in launch calls
+    matched: int = 0  # launches whose kernel is in the trace
+    median_delay_s: float | None = None
+    shorter_than_launch: int = 0
+    runtime_outliers: int = 0
+    delay_outliers: int = 0
+
+    @property
+    def cpu_per_launch_s(self) -> float | None:
+        return self.launch_cpu_s / self.launches if self.launches else None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HostStats:
+    """What the CPU did in the window.
+
+    `window_s`: the step (its ProfilerStep's length, or the whole trace).
+    `data_loading_s`: time in DataLoader iterations. `sync_s` and `syncs`: time in and
+    number of host synchronizations (device/stream/event synchronize, blocking copies,
+    `aten::item`/`_local_scalar_dense`). `ops`: top-level CPU ops. `work_s`: time in
+    top-level ops of at least 20 µs. Times are unions: nothing counts twice.
+    """
+
+    window_s: float
+    data_loading_s: float
+    sync_s: float
+    syncs: int
+    ops: int
+    work_s: float
+    busy_s: float  # union of work, data loading and syncs
+    sync_calls: dict[str, int] = dataclasses.field(default_factory=dict)  # by name, nested too
+
+    @property
+    def overhead_s(self) -> float:
+        """The window's time in no op of 20 µs, no data loading and no sync: per-op
+        dispatch cost of small ops and the Python between ops."""
+        return max(0.0, self.window_s - self.busy_s)
+
+
+def _in_window(table: EventTable, window: StepWindow) -> np.ndarray:
+    return (table.ts_us >= window.start_us) & (table.ts_us < window.end_us) | (
+        (window.number is None) & (table.ts_us == window.end_us)
+    )
+
+
+def launch_stats(trace: Trace, window: StepWindow, device: EventTable) -> LaunchStats:
+    """HTA's launch statistics for launch calls that start in `window`."""
+    runtime = trace.table(Kind.RUNTIME)
+    launch_name = names_where(trace, is_launch)
+    rows = np.flatnonzero(
+        _in_window(runtime, window) & launch_name[runtime.name] if len(runtime) else []
+    )
+    if len(rows) == 0:
+        return LaunchStats()
+    cpu_us = runtime.dur_us[rows]
+    matched, dev_rows = correlate(runtime.correlation[rows], device)
+    launch_end = runtime.ts_us[rows][matched] + cpu_us[matched]
+    delay = np.maximum(0.0, device.ts_us[dev_rows[matched]] - launch_end)
+    gpu_us = device.dur_us[dev_rows[matched]]
+    cpu_matched = cpu_us[matched]
+    return LaunchStats(
+        launches=len(rows),
+        launch_cpu_s=float(cpu_us.sum()) * US,
+        matched=int(matched.sum()),
+        median_delay_s=float(np.median(delay)) * US if len(delay) else None,
+        shorter_than_launch=int(
+            np.sum((cpu_matched <= RUNTIME_CUTOFF_US) & (gpu_us < cpu_matched))
+        ),
+        runtime_outliers=int(np.sum(cpu_us > RUNTIME_CUTOFF_US)),
+        delay_outliers=int(np.sum(delay > LAUNCH_DELAY_CUTOFF_US)),
+    )
+
+
+def host_stats(trace: Trace, window: StepWindow) -> HostStats:
+    """The host side of `window` (see HostStats)."""
+    lo, hi = window.start_us, window.end_us
+    ops = trace.table(Kind.CPU_OP)
+    annotations = trace.table(Kind.ANNOTATION)
+    runtime = trace.table(Kind.RUNTIME)
+
+    loading = _spans(annotations, names_where(trace, is_data_loading), lo, hi)
+    loading = _join(loading, _spans(ops, names_where(trace, is_data_loading), lo, hi))
+    sync_name = names_where(trace, is_host_sync)
+    syncs = _join(_spans(runtime, sync_name, lo, hi), _spans(ops, sync_name, lo, hi))
+    sync_calls: dict[str, int] = {}
+    for table in (runtime, ops):
+        if len(table):
+            rows = sync_name[table.name] & _in_window(table, window)
+            for name_id in table.name[rows]:
+                name = trace.names[name_id]
+                sync_calls[name] = sync_calls.get(name, 0) + 1
+    sync_union = intervals.union(*syncs)
+
+    in_window = _in_window(ops, window)
+    outer = top_level(ops) & in_window if len(ops) else np.zeros(0, dtype=bool)
+    big = outer & (ops.dur_us >= SMALL_OP_US)
+    work = intervals.clip(ops.ts_us[big], ops.end_us[big], lo, hi)
+    everything = _join(_join(work, loading), syncs)
+    return HostStats(
+        window_s=(hi - lo) * US,
+        data_loading_s=intervals.length(*loading) * US,
+        sync_s=float(np.sum(sync_union[1] - sync_union[0])) * US,
+        syncs=len(sync_union[0]),
+        ops=int(outer.sum()),
+        work_s=intervals.length(*work) * US,
+        busy_s=intervals.length(*everything) * US,
+        sync_calls=sync_calls,
+    )
+
+
+_Spans = tuple[np.ndarray, np.ndarray]
+
+
+def _spans(table: EventTable, name_mask: np.ndarray, lo: float, hi: float) -> _Spans:
+    if len(table) == 0 or len(name_mask) == 0:
+        return np.empty(0), np.empty(0)
+    rows = name_mask[table.name]
+    return intervals.clip(table.ts_us[rows], table.end_us[rows], lo, hi)
+
+
+def _join(a: _Spans, b: _Spans) -> _Spans:
+    return np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])

@@ -1,0 +1,126 @@
+"""Steps of a trace, and which step each event belongs to.
+
+A step is a `ProfilerStep#N` annotation on the CPU; a trace without any is one step
+spanning all its events. As in HolisticTraceAnalysis, a CPU event belongs to the
+step its start lies in, and a device event to the step of the runtime call that
+launched it (matched by `correlation`). A device event whose launch is not in the
+trace (HTA leaves it out of every step) is placed by its own start instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lightspeed.analysis.trace_names import profiler_step
+from lightspeed.trace.events import NO_ID, EventTable, FloatArray, IntArray, Kind, Trace
+
+DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepWindow:
+    """One step on the CPU timeline, in the trace's µs. `number` is N of ProfilerStep#N,
+    None for a trace without steps (the window then spans every event)."""
+
+    number: int | None
+    start_us: float
+    end_us: float
+
+    @property
+    def duration_us(self) -> float:
+        return self.end_us - self.start_us
+
+
+def step_windows(trace: Trace) -> list[StepWindow]:
+    """The trace's ProfilerStep windows in time order, or one window over all events."""
+    annotations = trace.table(Kind.ANNOTATION)
+    windows = []
+    for i in range(len(annotations)):
+        number = profiler_step(trace.names[annotations.name[i]])
+        if number is not None:
+            start = float(annotations.ts_us[i])
+            windows.append(
+                StepWindow(
+                    number=number, start_us=start, end_us=start + float(annotations.dur_us[i])
+                )
+            )
+    if windows:
+        return sorted(windows, key=lambda w: w.start_us)
+    starts = [t.ts_us.min() for t in trace.tables.values() if len(t)]
+    ends = [t.end_us.max() for t in trace.tables.values() if len(t)]
+    if not starts:
+        return []
+    return [StepWindow(number=None, start_us=float(min(starts)), end_us=float(max(ends)))]
+
+
+def window_index(times_us: FloatArray, windows: list[StepWindow]) -> IntArray:
+    """For each time, the index of the window [start, end) holding it, else -1."""
+    if not windows:
+        return np.full(len(times_us), -1, dtype=np.int64)
+    starts = np.array([w.start_us for w in windows])
+    ends = np.array([w.end_us for w in windows])
+    index = np.searchsorted(starts, times_us, side="right") - 1
+    inside = (index >= 0) & (times_us < ends[np.clip(index, 0, None)])
+    # A window without steps spans its last event's end: that end is inside it.
+    if windows[0].number is None:
+        inside |= (index == 0) & (times_us <= ends[0])
+    return np.where(inside, index, -1)
+
+
+def device_events(trace: Trace) -> EventTable:
+    """Kernels, memory copies and memory sets, in one table."""
+    tables = [trace.table(k) for k in DEVICE_KINDS]
+    return EventTable(
+        **{
+            f.name: np.concatenate([getattr(t, f.name) for t in tables])
+            for f in dataclasses.fields(EventTable)
+        }
+    )
+
+
+def correlate(keys: IntArray, table: EventTable) -> tuple[np.ndarray, IntArray]:
+    """For each correlation id in `keys`: whether `table` has an event with that id, and
+    the row of (one) such event (meaningless where there is none)."""
+    rows = np.flatnonzero(table.correlation != NO_ID)
+    order = rows[np.argsort(table.correlation[rows], kind="stable")]
+    ids = table.correlation[order]
+    if len(ids) == 0:
+        return np.zeros(len(keys), dtype=bool), np.zeros(len(keys), dtype=np.int64)
+    pos = np.clip(np.searchsorted(ids, keys), 0, len(ids) - 1)
+    found = (keys != NO_ID) & (ids[pos] == keys)
+    return found, order[pos]
+
+
+def launch_times(trace: Trace, device: EventTable) -> FloatArray:
+    """The start of the runtime call that launched each device event (NaN where none)."""
+    found, rows = correlate(device.correlation, trace.table(Kind.RUNTIME))
+    return np.where(found, trace.table(Kind.RUNTIME).ts_us[rows], np.nan)
+
+
+def device_steps(
+    device: EventTable, launches_us: FloatArray, windows: list[StepWindow]
+) -> IntArray:
+    """The window index of each device event: its launch's, else its own start's."""
+    placed_at = np.where(np.isnan(launches_us), device.ts_us, launches_us)
+    return window_index(placed_at, windows)
+
+
+def top_level(ops: EventTable) -> np.ndarray:
+    """Whether each CPU op runs inside no other op of the same thread."""
+    if len(ops) == 0:
+        return np.zeros(0, dtype=bool)
+    # Sort by thread, then start, longest first, so a parent precedes what it holds.
+    order = np.lexsort((-ops.dur_us, ops.ts_us, ops.tid))
+    tid = ops.tid[order]
+    start = ops.ts_us[order]
+    end = ops.end_us[order]
+    result = np.zeros(len(ops), dtype=bool)
+    boundaries = np.flatnonzero(np.diff(tid)) + 1
+    for lo, hi in zip(np.r_[0, boundaries], np.r_[boundaries, len(tid)], strict=True):
+        reach = np.maximum.accumulate(end[lo:hi])
+        outer = np.ones(hi - lo, dtype=bool)
+        outer[1:] = start[lo + 1 : hi] >= reach[:-1]
+        result[order[lo:hi]] = outer
+    return result

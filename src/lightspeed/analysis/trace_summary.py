@@ -1,0 +1,215 @@
+"""`analyse_traces`: the one entry point from read traces to everything reported about
+them: per rank, the whole trace and each step, and the skew between ranks."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from lightspeed.analysis.bottleneck_rules import StepBound, max_speedup
+from lightspeed.analysis.finding import Finding
+from lightspeed.analysis.trace_breakdown import (
+    DeviceEvents,
+    IdleBreakdown,
+    KernelStat,
+    Overlap,
+    StreamIdle,
+    TemporalBreakdown,
+    comm_overlap,
+    idle_breakdown,
+    kernel_stats,
+    stream_idle,
+    temporal_breakdown,
+    type_totals,
+)
+from lightspeed.analysis.trace_diagnosis import WindowFacts, diagnose
+from lightspeed.analysis.trace_host import HostStats, LaunchStats, host_stats, launch_stats
+from lightspeed.analysis.trace_names import KernelType, name_types
+from lightspeed.analysis.trace_steps import (
+    StepWindow,
+    device_events,
+    device_steps,
+    launch_times,
+    step_windows,
+)
+from lightspeed.trace.events import Kind, Trace
+
+TOP_KERNELS = 10
+# Ranks whose step times differ by more than this are reported as skewed.
+SKEW_REPORT_FRACTION = 0.1
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WindowAnalysis:
+    """One step of one rank (`step` None: the whole trace)."""
+
+    step: int | None
+    temporal: TemporalBreakdown
+    idle: IdleBreakdown
+    streams: list[StreamIdle]
+    overlap: Overlap
+    launches: LaunchStats
+    host: HostStats
+    kernels: list[KernelStat]
+    kernel_types: dict[KernelType, float]
+    device_syncs: dict[str, int]  # the device's own sync records (`cuda_sync`), by name
+    bound: StepBound
+    findings: list[Finding]
+
+    @property
+    def step_s(self) -> float:
+        return max(self.host.window_s, self.temporal.total_s)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RankAnalysis:
+    """One rank's trace: the whole of it, each step, and what could not be analysed."""
+
+    rank: int
+    path: str
+    devices: tuple[str, ...]
+    whole: WindowAnalysis
+    steps: list[WindowAnalysis]
+    notes: list[str]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TraceAnalysis:
+    """Every rank's analysis, and findings across ranks (skew)."""
+
+    ranks: list[RankAnalysis]
+    findings: list[Finding]
+
+
+def analyse_traces(traces: Sequence[Trace]) -> TraceAnalysis:
+    """Analyse each rank's trace, then compare the ranks."""
+    ranks = [analyse_rank(t) for t in traces]
+    return TraceAnalysis(ranks=ranks, findings=_skew(ranks))
+
+
+def analyse_rank(trace: Trace) -> RankAnalysis:
+    """The whole trace and each ProfilerStep of one rank."""
+    device = device_events(trace)
+    launches = launch_times(trace, device)
+    types = name_types(trace)
+    steps = [w for w in step_windows(trace) if w.number is not None]
+    everything = _whole_window(trace)
+    per_step = device_steps(device, launches, steps)
+
+    def window(w: StepWindow, rows: np.ndarray) -> WindowAnalysis:
+        ev = DeviceEvents(
+            start_us=device.ts_us[rows],
+            end_us=device.end_us[rows],
+            type=types[device.name[rows]],
+            device=device.pid[rows],
+            stream=device.tid[rows],
+            launch_us=launches[rows],
+            name=device.name[rows],
+        )
+        facts = WindowFacts(
+            temporal=temporal_breakdown(ev),
+            idle=idle_breakdown(ev),
+            overlap=comm_overlap(ev),
+            launches=launch_stats(trace, w, device),
+            host=host_stats(trace, w),
+        )
+        bound, findings = diagnose(facts)
+        return WindowAnalysis(
+            step=w.number,
+            temporal=facts.temporal,
+            idle=facts.idle,
+            streams=stream_idle(ev),
+            overlap=facts.overlap,
+            launches=facts.launches,
+            host=facts.host,
+            kernels=kernel_stats(ev, trace.names, TOP_KERNELS),
+            kernel_types=type_totals(ev),
+            device_syncs=_device_syncs(trace, w),
+            bound=bound,
+            findings=findings,
+        )
+
+    all_rows = np.ones(len(device), dtype=bool)
+    return RankAnalysis(
+        rank=trace.rank or 0,
+        path=trace.path,
+        devices=trace.device_names,
+        whole=window(everything, all_rows),
+        steps=[window(w, per_step == i) for i, w in enumerate(steps)],
+        notes=_notes(trace, steps),
+    )
+
+
+def _device_syncs(trace: Trace, w: StepWindow) -> dict[str, int]:
+    syncs = trace.table(Kind.SYNC)
+    inside = (syncs.ts_us >= w.start_us) & (syncs.ts_us <= w.end_us)
+    counts: dict[str, int] = {}
+    for name_id in syncs.name[inside]:
+        counts[trace.names[name_id]] = counts.get(trace.names[name_id], 0) + 1
+    return counts
+
+
+def _whole_window(trace: Trace) -> StepWindow:
+    starts = [float(t.ts_us.min()) for t in trace.tables.values() if len(t)]
+    ends = [float(t.end_us.max()) for t in trace.tables.values() if len(t)]
+    if not starts:
+        return StepWindow(number=None, start_us=0.0, end_us=0.0)
+    return StepWindow(number=None, start_us=min(starts), end_us=max(ends))
+
+
+def _notes(trace: Trace, steps: list[StepWindow]) -> list[str]:
+    """What the analysis could not use, said plainly."""
+    notes = []
+    if not len(trace.table(Kind.KERNEL)):
+        accelerator = sorted(c for c in trace.skipped if c.endswith(("_ccp_events", "_events")))
+        extra = (
+            f" (events of category {', '.join(accelerator)} are not read)" if accelerator else ""
+        )
+        notes.append(f"no GPU kernels in this trace: only the host side is analysed{extra}")
+    if not steps:
+        notes.append("no ProfilerStep#N annotations: the whole trace is analysed as one step")
+    if trace.malformed:
+        notes.append(f"{trace.malformed} events could not be read (wrong types or values)")
+    if not trace.device_names and len(trace.table(Kind.KERNEL)):
+        notes.append("no deviceProperties: the GPU model is unknown")
+    return notes
+
+
+def _skew(ranks: list[RankAnalysis]) -> list[Finding]:
+    """Steps whose length differs across ranks: the fast ranks wait at each collective."""
+    if len(ranks) < 2:
+        return []
+    by_step: dict[int, list[tuple[int, float, float]]] = {}
+    for r in ranks:
+        for w in r.steps:
+            if w.step is not None:
+                by_step.setdefault(w.step, []).append((r.rank, w.step_s, w.overlap.communication_s))
+    findings = []
+    for step, rows in sorted(by_step.items()):
+        if len(rows) < 2:
+            continue
+        slow = max(rows, key=lambda x: x[1])
+        fast = min(rows, key=lambda x: x[1])
+        if fast[1] <= 0 or slow[1] / fast[1] - 1 < SKEW_REPORT_FRACTION:
+            continue
+        wait = (slow[1] - fast[1]) / slow[1]
+        findings.append(
+            Finding(
+                kind="rank-skew",
+                message=(
+                    f"step {step}: rank {slow[0]} takes {slow[1] * 1e3:.2f} ms, rank {fast[0]}"
+                    f" {fast[1] * 1e3:.2f} ms; the faster ranks wait for it in each collective"
+                ),
+                evidence={
+                    "step": step,
+                    "slowest_rank": slow[0],
+                    "fastest_rank": fast[0],
+                    "slowest_s": slow[1],
+                    "fastest_s": fast[1],
+                    "max_speedup": max_speedup(wait),
+                },
+            )
+        )
+    return findings

@@ -1,0 +1,26 @@
+"""`lightspeed trace PATH…`: diagnose what bounds the steps of profiler traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from lightspeed.cli.common import JsonOption, report
+
+
+def trace_command(
+    paths: list[Path] = typer.Argument(
+        ..., help="Trace files (.json, .json.gz) or directories of per-rank traces."
+    ),
+    step: int | None = typer.Option(None, "--step", help="Detail ProfilerStep#N."),
+    json_path: Path | None = JsonOption,
+) -> None:
+    """Read torch.profiler (Kineto) traces and say what bounds each step, with evidence."""
+    from lightspeed.analysis.trace_summary import analyse_traces
+    from lightspeed.report.trace_json import trace_doc
+    from lightspeed.report.trace_terminal import trace_report
+    from lightspeed.trace.load import load_traces
+
+    analysis = analyse_traces(load_traces(paths))
+    report(trace_report(analysis, step=step), trace_doc(analysis), json_path)

@@ -1,0 +1,204 @@
+"""Stream the events of a Chrome-trace JSON file one at a time, in bounded memory.
+
+A Kineto trace is one JSON object whose `traceEvents` array holds nearly all of its
+bytes (or, in the plain Chrome format, the array alone). The array is read in chunks
+and each event decoded on its own with the standard library's C decoder, so memory
+holds one chunk and one event, never the document. Every other top-level value
+(`deviceProperties`, `distributedInfo`, …) is small and is decoded whole.
+
+Decoding only builds dicts, lists, strings and numbers: trace content is never
+evaluated.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from lightspeed.errors import TraceError
+
+CHUNK_CHARS = 1 << 20
+_WHITESPACE = " \t\n\r"
+_GZIP_MAGIC = b"\x1f\x8b"
+_EVENTS_KEY = "traceEvents"
+
+
+class TraceStream:
+    """The top-level values of a trace file and an iterator over its events.
+
+    Iterate `events()` once; `metadata` (the top-level values other than
+    `traceEvents`) is complete after that, since Kineto writes some of them after the
+    array. Errors name the file and what is wrong.
+    """
+
+    def __init__(self, path: Path, chunk_chars: int = CHUNK_CHARS) -> None:
+        self.path = path
+        self.metadata: dict[str, Any] = {}
+        self._chunk = chunk_chars
+        self._decoder = json.JSONDecoder()
+
+    def events(self) -> Iterator[Any]:
+        """Each element of the events array, decoded, in file order."""
+        with _open_text(self.path) as fh:
+            reader = _Reader(fh, self._chunk, self._fail)
+            first = reader.next_char()
+            if first == "[":
+                yield from self._array(reader)
+            elif first == "{":
+                yield from self._object(reader)
+            elif first == "":
+                self._fail("is empty", reader)
+            else:
+                self._fail(f"starts with {first!r}, not a JSON object or array", reader)
+            if reader.next_char() != "":
+                self._fail("has data after the end of the JSON document", reader)
+
+    def _object(self, reader: _Reader) -> Iterator[Any]:
+        reader.pos += 1
+        if reader.next_char() == "}":
+            reader.pos += 1
+            return
+        while True:
+            key = reader.decode(self._decoder)
+            if not isinstance(key, str):
+                self._fail("has a top-level key that is not a string", reader)
+            reader.expect(":")
+            if key == _EVENTS_KEY and reader.next_char() == "[":
+                yield from self._array(reader)
+            else:
+                self.metadata[key] = reader.decode(self._decoder)
+            if reader.next_char() == ",":
+                reader.pos += 1
+                continue
+            reader.expect("}")
+            return
+
+    def _array(self, reader: _Reader) -> Iterator[Any]:
+        reader.pos += 1
+        while True:
+            char = reader.next_char()
+            if char == "]":
+                reader.pos += 1
+                return
+            if char == ",":  # separators, and the trailing comma some writers leave
+                reader.pos += 1
+                continue
+            yield reader.decode(self._decoder)
+
+    def _fail(self, what: str, reader: _Reader | None = None) -> Any:
+        where = "" if reader is None else f" (near character {reader.offset})"
+        raise TraceError(f"{self.path}: {what}{where}; is it a complete profiler trace?")
+
+
+class _Reader:
+    """A window on a text stream, refilled in chunks as decoding moves along it."""
+
+    def __init__(self, fh: io.TextIOBase, chunk: int, fail: Callable[[str, _Reader], Any]) -> None:
+        self.fh = fh
+        self.chunk = chunk
+        self.buf = ""
+        self.pos = 0
+        self.base = 0  # characters dropped from the front of buf
+        self.eof = False
+        self.fail = fail
+
+    @property
+    def offset(self) -> int:
+        return self.base + self.pos
+
+    def _fill(self) -> bool:
+        """Read one more chunk; False at the end of the file."""
+        if self.eof:
+            return False
+        text = self.fh.read(self.chunk)
+        if not text:
+            self.eof = True
+            return False
+        if self.pos > len(self.buf) // 2:
+            self.base += self.pos
+            self.buf = self.buf[self.pos :]
+            self.pos = 0
+        self.buf += text
+        return True
+
+    def next_char(self) -> str:
+        """The next character that is not whitespace ("" at the end), without consuming it."""
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in _WHITESPACE:
+                self.pos += 1
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self._fill():
+                return ""
+
+    def expect(self, char: str) -> None:
+        found = self.next_char()
+        if found != char:
+            shown = repr(found) if found else "the end of the file"
+            self.fail(f"expected {char!r} but found {shown}", self)
+        self.pos += 1
+
+    def decode(self, decoder: json.JSONDecoder) -> Any:
+        """The JSON value at the cursor, reading more of the file while it is cut off."""
+        if self.next_char() == "":
+            self.fail("ends in the middle of the JSON document (truncated?)", self)
+        while True:
+            try:
+                value, end = decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                # A value cut by the chunk boundary fails like a malformed one; only
+                # at the end of the file is the failure real.
+                if self._fill():
+                    continue
+                if exc.pos >= len(self.buf) - 1 or exc.msg.startswith("Unterminated string"):
+                    self.fail("ends in the middle of an event (truncated?)", self)
+                self.pos = exc.pos
+                self.fail(f"is not valid JSON: {exc.msg}", self)
+            # A number at the very end of the window may continue in the next chunk.
+            at_edge = end == len(self.buf) and self.buf[end - 1] not in '}]"'
+            if at_edge and self._fill():
+                continue
+            self.pos = end
+            return value
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    """`path` as text, decompressed when it is gzip; errors name the file."""
+    try:
+        raw = path.open("rb")
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such file.") from None
+    except IsADirectoryError:
+        raise TraceError(f"{path}: is a directory; pass it as a trace directory.") from None
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot be read ({exc.strerror}).") from None
+    magic = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
+    binary: Any = gzip.GzipFile(fileobj=raw) if magic == _GZIP_MAGIC else raw
+    return _SafeText(io.TextIOWrapper(binary, encoding="utf-8"), path)
+
+
+class _SafeText(io.TextIOBase):
+    """A text stream whose decompression and decoding errors become TraceErrors."""
+
+    def __init__(self, inner: io.TextIOWrapper, path: Path) -> None:
+        self.inner = inner
+        self.path = path
+
+    def read(self, size: int | None = -1) -> str:
+        try:
+            return self.inner.read(size)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise TraceError(
+                f"{self.path}: the gzip data is truncated or corrupt ({exc})."
+            ) from None
+        except UnicodeDecodeError:
+            raise TraceError(f"{self.path}: is not UTF-8 text (a binary file?).") from None
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()

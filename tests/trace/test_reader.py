@@ -1,0 +1,123 @@
+"""Reading Kineto traces: streaming, every real variant, clear errors on bad files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from trace_paths import SHARED_TRACES, TRACES, trace
+
+from lightspeed.errors import TraceError
+from lightspeed.trace.events import Kind
+from lightspeed.trace.json_stream import TraceStream
+from lightspeed.trace.load import load_trace, load_traces
+
+
+def test_streamed_events_are_the_documents_events() -> None:
+    path = trace("hta-a100-alexnet-benchmark")
+    document = json.loads(gzip.decompress(path.read_bytes()))
+    stream = TraceStream(path, chunk_chars=4096)  # many chunk boundaries
+    assert list(stream.events()) == document["traceEvents"]
+    assert stream.metadata == {k: v for k, v in document.items() if k != "traceEvents"}
+
+
+def test_a_bare_event_array_and_a_trailing_comma_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text('[{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2},]')
+    assert list(TraceStream(path).events()) == [
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2}
+    ]
+
+
+def test_kinds_and_columns_of_a_real_trace() -> None:
+    t = load_trace(trace("hta-a100-cuda-event-sync"))
+    assert t.rank == 0
+    assert {k: len(t.table(k)) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.SYNC)} == {
+        Kind.KERNEL: 4,
+        Kind.MEMCPY: 1,
+        Kind.SYNC: 4,
+    }
+    kernels = t.table(Kind.KERNEL)
+    # The first kernel: a fill on stream 7 of GPU 0 at ts 1707417525512145, 1 µs long.
+    first = int(np.argmin(kernels.ts_us))
+    assert (kernels.pid[first], kernels.tid[first], kernels.dur_us[first]) == (0, 7, 1.0)
+    assert "FillFunctor" in t.names[kernels.name[first]]
+    assert t.skipped["ac2g"] == 21  # flow arrows are counted, not kept
+
+
+def test_rank_comes_from_the_file_name_when_the_trace_has_none(tmp_path: Path) -> None:
+    source = trace("hta-mi250-minitoy-train")
+    copy = tmp_path / "job_rank7.json.gz"
+    copy.write_bytes(source.read_bytes())
+    (only,) = load_traces([tmp_path])
+    assert only.rank == 7
+    assert only.device_names  # deviceProperties names the MI250
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "is empty"),
+        ("{", "ends in the middle"),
+        ('{"traceEvents": [{"ph": "X"', "truncated"),
+        ('{"traceEvents": [{"ph": "X"}] junk', "expected '}' but found 'j'"),
+        ('{"traceEvents": []} junk', "data after the end"),
+        ('{"traceEvents": []}', "holds no trace events"),
+        ('{"traceEvents": 5}', "not an array"),
+        ("hello", "not a JSON object or array"),
+        ('{"traceEvents": [{"a": tru}]}', "not valid JSON"),
+    ],
+)
+def test_bad_files_get_one_clear_error(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(TraceError, match=message) as info:
+        load_trace(path)
+    assert str(path) in str(info.value)
+
+
+def test_events_that_cannot_be_read_are_counted_not_fatal(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 1e999999, "dur": 1},  # ts infinite
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 5, "dur": -1},  # negative duration
+        {"ph": "X", "cat": "kernel", "name": ["k"], "ts": 5, "dur": 1},  # name not a string
+        "not an event",
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": "7.5", "dur": 2, "pid": "GPU 0"},
+    ]
+    path.write_text(json.dumps({"traceEvents": events}).replace("Infinity", "1e999999"))
+    t = load_trace(path)
+    assert (t.event_count, t.malformed, len(t.table(Kind.KERNEL))) == (5, 4, 1)
+    kernels = t.table(Kind.KERNEL)
+    assert kernels.ts_us.tolist() == [7.5] and kernels.pid[0] < 0  # a named pid gets an id
+
+
+def test_truncated_and_corrupt_gzip_name_the_file(tmp_path: Path) -> None:
+    data = trace("hta-a100-alexnet-benchmark").read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceError, match=r"cut\.json\.gz: the gzip data is truncated"):
+        load_trace(cut)
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0xFF
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(bytes(flipped))
+    with pytest.raises(TraceError, match=r"bad\.json\.gz"):
+        load_trace(bad)
+
+
+def test_missing_paths_and_empty_directories(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="no such file"):
+        load_traces([tmp_path / "nope.json"])
+    with pytest.raises(TraceError, match=r"no \*\.json or \*\.json\.gz trace files"):
+        load_traces([tmp_path])
+
+
+def test_the_test_copies_are_the_shared_files() -> None:
+    if not SHARED_TRACES.is_dir():
+        pytest.skip("the shared trace collection is not beside this checkout")
+    for copy in TRACES.glob("*.json.gz"):
+        assert copy.read_bytes() == (SHARED_TRACES / copy.name).read_bytes()

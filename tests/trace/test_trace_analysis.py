@@ -1,0 +1,114 @@
+"""Trace analyses on real GPU traces: exact figures on the small ones, the expected
+bound on each acceptance trace, and every shared trace read without a crash."""
+
+from __future__ import annotations
+
+import pytest
+from trace_paths import SHARED_TRACES, trace
+
+from lightspeed.analysis.bottleneck_rules import StepBound
+from lightspeed.analysis.trace_breakdown import KERNEL_WAIT_US
+from lightspeed.analysis.trace_names import KernelType, kernel_type
+from lightspeed.analysis.trace_summary import analyse_rank, analyse_traces
+from lightspeed.trace.load import load_trace, load_traces
+
+
+def test_kernel_types_follow_hta() -> None:
+    assert (
+        kernel_type("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)")
+        is KernelType.COMMUNICATION
+    )
+    assert kernel_type("ncclDevKernel_AllGather_RING_LL(ncclDevComm*)") is KernelType.COMMUNICATION
+    assert kernel_type("Memcpy DtoH (Device -> Pageable)") is KernelType.MEMORY
+    assert kernel_type("Memset (Device)") is KernelType.MEMORY
+    assert kernel_type("void at::native::reduce_kernel<512, 1>(float*)") is KernelType.COMPUTATION
+    assert kernel_type("Stream Sync") is KernelType.OTHER
+
+
+def test_cuda_event_sync_trace_exact() -> None:
+    rank = analyse_rank(load_trace(trace("hta-a100-cuda-event-sync")))
+    (step,) = rank.steps
+    assert step.step == 100
+    t = step.temporal
+    # Device events (µs from the trace start): fill 2810+1, reduce 2859+11, gt 2900+1,
+    # memcpy 2935+2, spin 3037+36. Span 2810 → 3073 = 263; busy 1+11+1+2+36 = 51.
+    assert t.total_s == pytest.approx(263e-6)
+    assert t.compute_s == pytest.approx(49e-6)  # 1 + 11 + 1 + 36
+    assert t.memory_s == pytest.approx(2e-6)
+    assert t.idle_s == pytest.approx(212e-6)
+    # Every gap ends at a kernel launched after the gap began (2847 > 2811, 2886 > 2870,
+    # 2917 > 2901, 3027 > 2937): 48 + 30 + 34 + 100 = 212 µs of host wait.
+    assert step.idle.host_wait_s == pytest.approx(212e-6)
+    assert step.idle.kernel_wait_s == 0.0 and step.idle.other_s == 0.0
+    # Its synchronization: .item() (a DtoH copy and a stream sync inside), an event
+    # sync and a device sync on the host: 45 + 34 + 8 µs; four records on the device.
+    h = step.host
+    assert h.syncs == 3
+    assert h.sync_s == pytest.approx(87e-6)
+    assert h.sync_calls == {
+        "cudaStreamSynchronize": 1,
+        "cudaEventSynchronize": 1,
+        "cudaDeviceSynchronize": 1,
+        "aten::item": 1,
+        "aten::_local_scalar_dense": 1,
+    }
+    assert step.device_syncs == {"Stream Sync": 1, "Event Sync": 2, "Context Sync": 1}
+
+
+def test_v100_ddp_cnn_training_is_gpu_compute_bound() -> None:
+    rank = analyse_rank(load_trace(trace("hta-v100-ddp-cnn-train-rank0")))
+    assert [w.step for w in rank.steps] == [101, 102, 103, 104, 105]
+    assert rank.whole.bound is StepBound.GPU_COMPUTE
+    assert all(w.bound is StepBound.GPU_COMPUTE for w in rank.steps)
+    assert rank.whole.temporal.idle_fraction < 0.05
+
+
+def test_alexnet_benchmark_is_host_bound() -> None:
+    rank = analyse_rank(load_trace(trace("hta-a100-alexnet-benchmark")))
+    assert rank.steps == []
+    assert "no ProfilerStep#N annotations" in rank.notes[0]
+    assert rank.whole.bound is StepBound.CPU_LAUNCH_OVERHEAD
+    assert rank.whole.idle.host_wait_s > 0.9 * rank.whole.temporal.idle_s
+
+
+def _union_us(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[list[float]] = []
+    for s, e in sorted(spans):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    return [(s, e) for s, e in merged]
+
+
+def test_ddp_trace_reports_nccl_time_and_overlap() -> None:
+    t = load_trace(trace("hta-a100-ddp-train-rank0of2"))
+    rank = analyse_rank(t)
+    # Recompute HTA's overlap by hand: |comm ∩ compute| / |comm| over kernel intervals.
+    kernels = t.tables[next(k for k in t.tables if k.value == "kernel")]
+    comm, comp = [], []
+    for name, ts, dur in zip(kernels.name, kernels.ts_us, kernels.dur_us, strict=True):
+        kind = kernel_type(t.names[name])
+        (comm if kind is KernelType.COMMUNICATION else comp).append((ts, ts + dur))
+    comm_u, comp_u = _union_us(comm), _union_us(comp)
+    both = sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in comm_u for s2, e2 in comp_u)
+    comm_us = sum(e - s for s, e in comm_u)
+    overlap = rank.whole.overlap
+    assert overlap.communication_s == pytest.approx(comm_us * 1e-6)
+    assert overlap.fraction == pytest.approx(both / comm_us)
+    assert 0.04 < overlap.communication_s < 0.05  # 15 NCCL all-reduces, 46.9 ms
+    assert {k.name.split("(")[0] for k in rank.whole.kernels if k.type is KernelType.COMMUNICATION}
+
+
+def test_idle_gap_threshold_is_htas() -> None:
+    assert KERNEL_WAIT_US == 30.0
+
+
+@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="the shared trace collection is absent")
+def test_every_shared_trace_is_analysed_and_says_what_it_could_not() -> None:
+    for path in sorted(SHARED_TRACES.glob("*.json.gz")):
+        analysis = analyse_traces(load_traces([path]))
+        (rank,) = analysis.ranks
+        if "cpu-only" in path.name or "mtia" in path.name:
+            assert "no GPU kernels" in rank.notes[0], path.name
+        assert rank.whole.bound is not None

@@ -1,0 +1,70 @@
+"""`lightspeed trace` end to end: report, JSON keys, errors, and no torch on the way."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from trace_paths import trace
+
+from conftest import RunCli
+
+
+def test_trace_report_and_json(run_cli: RunCli, tmp_path: Path) -> None:
+    out_path = tmp_path / "t.json"
+    code, out, err = run_cli(
+        "trace", str(trace("hta-v100-ddp-cnn-train-rank0")), "--json", str(out_path)
+    )
+    assert code == 0, err
+    assert "gpu-compute" in out and "Top kernels" in out and "Steps" in out
+    doc = json.loads(out_path.read_text())
+    assert (doc["schema_version"], doc["document"]) == (1, "trace-analysis")
+    (rank,) = doc["ranks"]
+    assert set(rank["temporal_breakdown"]) >= {
+        "compute_s",
+        "communication_s",
+        "memory_s",
+        "idle_s",
+        "total_s",
+    }
+    assert set(rank["idle_breakdown"]) == {"host_wait_s", "kernel_wait_s", "other_s"}
+    assert rank["bound"] == "gpu-compute"
+    assert all(set(f) == {"kind", "message", "evidence"} for f in rank["findings"])
+    assert [s["step"] for s in rank["steps"]] == [101, 102, 103, 104, 105]
+    t = rank["temporal_breakdown"]
+    parts = t["compute_s"] + t["communication_s"] + t["memory_s"] + t["other_s"] + t["idle_s"]
+    assert abs(parts - t["total_s"]) < 1e-9
+
+
+def test_one_step_in_detail_and_an_unknown_step(run_cli: RunCli) -> None:
+    path = str(trace("hta-v100-ddp-cnn-train-rank0"))
+    code, out, _ = run_cli("trace", path, "--step", "103")
+    assert code == 0 and "step 103" in out
+    code, out, _ = run_cli("trace", path, "--step", "7")
+    assert code == 0 and "no step 7 in this trace (steps: 101, 102, 103, 104, 105)" in out
+
+
+def test_a_corrupt_trace_is_one_line_and_exit_2(run_cli: RunCli, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "k"')
+    code, _, err = run_cli("trace", str(bad))
+    assert code == 2
+    assert err.startswith("lightspeed: error: ") and str(bad) in err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_reading_traces_never_imports_torch() -> None:
+    # main() ends with typer's SystemExit, so the check runs at interpreter exit.
+    program = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('torch imported:', 'torch' in sys.modules))\n"
+        "from lightspeed.cli import main\n"
+        f"main(['trace', {str(trace('hta-a100-cuda-event-sync'))!r}, '--json', '-'])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("torch imported: False")
