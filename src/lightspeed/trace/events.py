@@ -10,12 +10,12 @@ it did not analyse.
 
 from __future__ import annotations
 
-import array
 import dataclasses
 import enum
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from math import isfinite
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,13 @@ CATEGORY_KINDS: Mapping[str, Kind] = {
     "cuda_sync": Kind.SYNC,
 }
 NO_ID = -1
+# The categories exactly as Kineto writes them, for the common case (no lower-casing).
+_KIND_OF = dict(CATEGORY_KINDS) | {
+    "Kernel": Kind.KERNEL,
+    "Memcpy": Kind.MEMCPY,
+    "Memset": Kind.MEMSET,
+}
+_INT64 = 2**63
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -114,59 +121,72 @@ class Trace:
 
 
 class TraceBuilder:
-    """Collects events one at a time into compact columns (8 bytes a value)."""
+    """Collects events into compact columns: each batch is checked and flattened into
+    two Python lists per kind, then converted to numpy and the lists dropped, so memory
+    holds numpy columns (8 bytes a value) and one batch."""
 
     def __init__(self) -> None:
         self._names: dict[str, int] = {}
         self._ids: dict[str, int] = {}  # non-numeric pid/tid values → negative ids
-        self._columns: dict[Kind, dict[str, array.array[Any]]] = {
-            kind: {
-                f.name: array.array("d" if f.name in ("ts_us", "dur_us") else "q") for f in _FIELDS
-            }
-            for kind in Kind
-        }
+        self._ints: dict[Kind, list[IntArray]] = {kind: [] for kind in Kind}
+        self._floats: dict[Kind, list[FloatArray]] = {kind: [] for kind in Kind}
         self.skipped: Counter[str] = Counter()
         self.malformed = 0
         self.count = 0
 
     def add(self, event: Any) -> None:
         """Keep `event` if it is a complete event of a kind the analyses read."""
-        self.count += 1
-        if not isinstance(event, dict):
-            self.malformed += 1
-            return
-        cat = event.get("cat")
-        kind = CATEGORY_KINDS.get(cat.lower()) if isinstance(cat, str) else None
-        if kind is None or event.get("ph") != "X":
-            self.skipped[str(cat) if cat is not None else f"ph {event.get('ph')}"] += 1
-            return
-        ts = _number(event.get("ts"))
-        dur = _number(event.get("dur", 0))
-        name = event.get("name")
-        if ts is None or dur is None or dur < 0 or not isinstance(name, str):
-            self.malformed += 1
-            return
-        args = event.get("args")
-        args = args if isinstance(args, dict) else {}
-        cols = self._columns[kind]
-        cols["name"].append(self._name_id(name))
-        cols["ts_us"].append(ts)
-        cols["dur_us"].append(dur)
-        cols["pid"].append(self._int_id(event.get("pid")))
-        cols["tid"].append(self._int_id(event.get("tid")))
-        cols["correlation"].append(_int_or(args.get("correlation"), NO_ID))
-        cols["external_id"].append(_int_or(args.get("External id"), NO_ID))
+        self.add_all((event,))
 
-    def _name_id(self, name: str) -> int:
-        found = self._names.get(name)
-        if found is None:
-            found = self._names[name] = len(self._names)
-        return found
+    def add_all(self, events: Sequence[Any]) -> None:
+        """`add` each of `events`. One loop, with the common case kept short: it runs
+        once per event of traces with millions of them."""
+        ints: dict[Kind, list[int]] = {kind: [] for kind in Kind}
+        floats: dict[Kind, list[float]] = {kind: [] for kind in Kind}
+        names = self._names
+        self.count += len(events)
+        for event in events:
+            if type(event) is not dict:
+                self.malformed += 1
+                continue
+            get = event.get
+            cat = get("cat")
+            kind = _KIND_OF.get(cat) if type(cat) is str else None
+            if kind is None and type(cat) is str:  # another Kineto's capitalisation
+                kind = CATEGORY_KINDS.get(cat.lower())
+            if kind is None or get("ph") != "X":
+                self.skipped[str(cat) if cat is not None else f"ph {get('ph')}"] += 1
+                continue
+            ts, dur, name, args = get("ts"), get("dur", 0), get("name"), get("args")
+            if type(ts) is not float or not isfinite(ts):
+                ts = _number(ts)
+            if type(dur) is not float or not isfinite(dur):
+                dur = _number(dur)
+            if ts is None or dur is None or dur < 0 or type(name) is not str:
+                self.malformed += 1
+                continue
+            if type(args) is not dict:
+                args = _NO_ARGS
+            name_id = names.get(name)
+            if name_id is None:
+                name_id = names[name] = len(names)
+            pid, tid = get("pid"), get("tid")
+            corr, ext = args.get("correlation", NO_ID), args.get("External id", NO_ID)
+            if not (type(pid) is int and type(tid) is int and -_INT64 <= pid < _INT64):
+                pid, tid = self._int_id(pid), self._int_id(tid)
+            if not (type(corr) is int and type(ext) is int):
+                corr, ext = _int_or(corr, NO_ID), _int_or(ext, NO_ID)
+            ints[kind].extend((name_id, pid, tid, corr, ext))
+            floats[kind].extend((ts, dur))
+        for kind in Kind:
+            if floats[kind]:
+                self._floats[kind].append(np.array(floats[kind], dtype=np.float64))
+                self._ints[kind].append(_int_array(ints[kind]))
 
     def _int_id(self, value: Any) -> int:
         as_int = _int_or(value, None)
         if as_int is not None:
-            return as_int
+            return int(as_int)
         key = str(value)
         found = self._ids.get(key)
         if found is None:
@@ -174,7 +194,7 @@ class TraceBuilder:
         return found
 
     def build(self, path: str, metadata: Mapping[str, Any]) -> Trace:
-        tables = {kind: _table(cols) for kind, cols in self._columns.items()}
+        tables = {kind: self._table(kind) for kind in Kind}
         info = metadata.get("distributedInfo")
         info = info if isinstance(info, dict) else {}
         return Trace(
@@ -189,23 +209,36 @@ class TraceBuilder:
             event_count=self.count,
         )
 
+    def _table(self, kind: Kind) -> EventTable:
+        ints = (
+            np.concatenate(self._ints[kind]).reshape(-1, 5)
+            if self._ints[kind]
+            else np.zeros((0, 5), dtype=np.int64)
+        )
+        floats = (
+            np.concatenate(self._floats[kind]).reshape(-1, 2)
+            if self._floats[kind]
+            else np.zeros((0, 2))
+        )
+        return EventTable(
+            name=ints[:, 0].copy(),
+            pid=ints[:, 1].copy(),
+            tid=ints[:, 2].copy(),
+            correlation=ints[:, 3].copy(),
+            external_id=ints[:, 4].copy(),
+            ts_us=floats[:, 0].copy(),
+            dur_us=floats[:, 1].copy(),
+        )
 
-def _table(cols: Mapping[str, array.array[Any]]) -> EventTable:
-    def ints(name: str) -> IntArray:
-        return np.frombuffer(cols[name], dtype=np.int64)
 
-    def floats(name: str) -> FloatArray:
-        return np.frombuffer(cols[name], dtype=np.float64)
+_NO_ARGS: dict[str, Any] = {}
 
-    return EventTable(
-        name=ints("name"),
-        ts_us=floats("ts_us"),
-        dur_us=floats("dur_us"),
-        pid=ints("pid"),
-        tid=ints("tid"),
-        correlation=ints("correlation"),
-        external_id=ints("external_id"),
-    )
+
+def _int_array(values: list[int]) -> IntArray:
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:  # an id beyond 64 bits: such ids mean nothing here
+        return np.array([v if -_INT64 <= v < _INT64 else NO_ID for v in values], dtype=np.int64)
 
 
 def _number(value: Any) -> float | None:

@@ -15,15 +15,21 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from lightspeed.errors import TraceError
 
 CHUNK_CHARS = 1 << 20
 _WHITESPACE = " \t\n\r"
+_SEPARATORS = re.compile(r"[ \t\n\r,]*")
+# The last "}, {" of a window: greedy ".*" puts the match at the final boundary.
+_LAST_BOUNDARY = re.compile(r"(?s:.*)(\}[ \t\n\r]*,[ \t\n\r]*\{)")
 _GZIP_MAGIC = b"\x1f\x8b"
 _EVENTS_KEY = "traceEvents"
 
@@ -44,6 +50,11 @@ class TraceStream:
 
     def events(self) -> Iterator[Any]:
         """Each element of the events array, decoded, in file order."""
+        for batch in self.batches():
+            yield from batch
+
+    def batches(self) -> Iterator[list[Any]]:
+        """The elements of the events array, decoded, in file order, a chunk's worth at a time."""
         with _open_text(self.path) as fh:
             reader = _Reader(fh, self._chunk, self._fail)
             first = reader.next_char()
@@ -58,7 +69,7 @@ class TraceStream:
             if reader.next_char() != "":
                 self._fail("has data after the end of the JSON document", reader)
 
-    def _object(self, reader: _Reader) -> Iterator[Any]:
+    def _object(self, reader: _Reader) -> Iterator[list[Any]]:
         reader.pos += 1
         if reader.next_char() == "}":
             reader.pos += 1
@@ -78,21 +89,68 @@ class TraceStream:
             reader.expect("}")
             return
 
-    def _array(self, reader: _Reader) -> Iterator[Any]:
+    def _array(self, reader: _Reader) -> Iterator[list[Any]]:
+        """Decode the array at the cursor, one batch per window of the file.
+
+        The fast loop decodes whole elements from the window; an element cut by the
+        window's end (it fails to decode, or ends exactly there) waits for the next
+        chunk. At the end of the file the careful `_Reader.decode` reports what is wrong.
+        """
         reader.pos += 1
+        decode = self._decoder.raw_decode
+        skip = _SEPARATORS.match  # whitespace, commas, and a trailing comma before "]"
         while True:
-            char = reader.next_char()
-            if char == "]":
-                reader.pos += 1
-                return
-            if char == ",":  # separators, and the trailing comma some writers leave
-                reader.pos += 1
-                continue
-            yield reader.decode(self._decoder)
+            buf, pos = reader.buf, reader.pos
+            batch: list[Any] = []
+            end_of_window = len(buf)
+            pos = _bulk(buf, skip(buf, pos).end(), batch)  # type: ignore[union-attr]
+            while True:
+                pos = skip(buf, pos).end()  # type: ignore[union-attr]
+                if pos >= end_of_window:
+                    break
+                if buf[pos] == "]":
+                    reader.pos = pos + 1
+                    yield batch
+                    return
+                try:
+                    value, end = decode(buf, pos)
+                except json.JSONDecodeError:
+                    break
+                if end >= end_of_window:
+                    break
+                batch.append(value)
+                pos = end
+            reader.pos = pos
+            if batch:
+                yield batch
+            if not reader.fill():
+                if reader.next_char() == "":
+                    self._fail("ends in the middle of the event array (truncated?)", reader)
+                yield [reader.decode(self._decoder)]  # raises on what is wrong
 
     def _fail(self, what: str, reader: _Reader | None = None) -> Any:
         where = "" if reader is None else f" (near character {reader.offset})"
         raise TraceError(f"{self.path}: {what}{where}; is it a complete profiler trace?")
+
+
+def _bulk(buf: str, pos: int, batch: list[Any]) -> int:
+    """Decode, in one call, the whole elements from `pos` up to the window's last
+    `}, {` element boundary into `batch`; returns where decoding stopped.
+
+    `[` + text + `]` parses only when the text is a run of complete elements (a cut
+    inside a string or a nested value leaves it unbalanced), so a failed parse just
+    leaves the careful loop to decode the window.
+    """
+    boundary = _LAST_BOUNDARY.search(buf, pos)
+    if boundary is None:
+        return pos
+    cut = boundary.start(1) + 1  # just past the "}"
+    try:
+        values = orjson.loads("[" + buf[pos:cut] + "]")
+    except orjson.JSONDecodeError:
+        return pos
+    batch.extend(values)
+    return cut
 
 
 class _Reader:
@@ -111,7 +169,7 @@ class _Reader:
     def offset(self) -> int:
         return self.base + self.pos
 
-    def _fill(self) -> bool:
+    def fill(self) -> bool:
         """Read one more chunk; False at the end of the file."""
         if self.eof:
             return False
@@ -133,7 +191,7 @@ class _Reader:
                 self.pos += 1
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
-            if not self._fill():
+            if not self.fill():
                 return ""
 
     def expect(self, char: str) -> None:
@@ -153,7 +211,7 @@ class _Reader:
             except json.JSONDecodeError as exc:
                 # A value cut by the chunk boundary fails like a malformed one; only
                 # at the end of the file is the failure real.
-                if self._fill():
+                if self.fill():
                     continue
                 if exc.pos >= len(self.buf) - 1 or exc.msg.startswith("Unterminated string"):
                     self.fail("ends in the middle of an event (truncated?)", self)
@@ -161,7 +219,7 @@ class _Reader:
                 self.fail(f"is not valid JSON: {exc.msg}", self)
             # A number at the very end of the window may continue in the next chunk.
             at_edge = end == len(self.buf) and self.buf[end - 1] not in '}]"'
-            if at_edge and self._fill():
+            if at_edge and self.fill():
                 continue
             self.pos = end
             return value

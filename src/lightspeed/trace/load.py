@@ -21,8 +21,8 @@ def load_trace(path: Path) -> Trace:
     """Read one trace file (`.json` or `.json.gz`), streaming its events."""
     stream = TraceStream(path)
     builder = TraceBuilder()
-    for event in stream.events():
-        builder.add(event)
+    for batch in stream.batches():
+        builder.add_all(batch)
     events = stream.metadata.get("traceEvents")
     if events is not None and not isinstance(events, list):
         raise TraceError(
