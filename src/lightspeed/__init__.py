@@ -37,6 +37,10 @@ _EXPORTS = {
     "TimerConfig": "lightspeed.measure.timer",
     "StepTiming": "lightspeed.measure.timing",
     "time_workload": "lightspeed.measure.timing",
+    "observe": "lightspeed.observation",
+    "Observation": "lightspeed.observation",
+    "analyse_traces": "lightspeed.analysis.trace_summary",
+    "load_traces": "lightspeed.trace.load",
     "Workload": "lightspeed.workload",
     "load_target": "lightspeed.workload",
 }
@@ -48,6 +52,7 @@ __all__ = [
     "Hardware",
     "LightspeedError",
     "Measurement",
+    "Observation",
     "Precision",
     "Profile",
     "ProfileAnalysis",
@@ -59,10 +64,13 @@ __all__ = [
     "TraceError",
     "Workload",
     "analyse",
+    "analyse_traces",
     "catalog_hardware",
     "catalog_ids",
     "load_profile",
     "load_target",
+    "load_traces",
+    "observe",
     "place",
     "profile",
     "resolve_hardware",
@@ -86,6 +94,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from lightspeed.analysis.roofline import Bound, Ceilings, RooflinePoint, place
+    from lightspeed.analysis.trace_summary import analyse_traces
     from lightspeed.api import ProfileAnalysis, analyse, load_profile, profile, save_profile
     from lightspeed.dtypes import Precision
     from lightspeed.errors import LightspeedError, ProfileIncomplete, TraceError
@@ -95,4 +104,6 @@ if TYPE_CHECKING:
     from lightspeed.measure.step import StepSettings
     from lightspeed.measure.timer import Measurement, TimerConfig
     from lightspeed.measure.timing import StepTiming, time_workload
+    from lightspeed.observation import Observation, observe
+    from lightspeed.trace.load import load_traces
     from lightspeed.workload import Workload, load_target

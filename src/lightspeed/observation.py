@@ -1,0 +1,170 @@
+"""`lightspeed.observe()`: profile a user's own training loop and diagnose its steps.
+
+    with lightspeed.observe() as obs:
+        for batch in obs.loop(loader):      # or call obs.step() after each step
+            train_step(batch)
+    print(obs.bound, obs.trace_path)
+
+The loop runs under torch.profiler with a wait/warm-up/active schedule. The active
+steps are written as a Chrome trace (`*.pt.trace.json.gz`, which Perfetto and
+TensorBoard's profiler open) and analysed like `lightspeed trace` does, DataLoader
+waits included: torch records each DataLoader iteration.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+from lightspeed.analysis.bottleneck_rules import StepBound
+from lightspeed.analysis.trace_summary import RankAnalysis, TraceAnalysis, analyse_traces
+from lightspeed.errors import ConfigError, LightspeedError
+from lightspeed.trace.load import load_traces
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ObserveSchedule:
+    """Steps to skip (`wait`), to run profiled but unrecorded (`warmup`), then record (`active`)."""
+
+    wait: int = 1
+    warmup: int = 1
+    active: int = 3
+
+    def __post_init__(self) -> None:
+        if self.wait < 0 or self.warmup < 0:
+            raise ConfigError("observe(): wait and warmup must be 0 or more.")
+        if self.active < 1:
+            raise ConfigError("observe(): active must be at least 1 step.")
+
+    @property
+    def steps(self) -> int:
+        return self.wait + self.warmup + self.active
+
+
+class Observation:
+    """A profiled stretch of a training loop; the context manager `observe()` returns.
+
+    Call `step()` at the end of every training step (or iterate `loop(iterable)`).
+    After the block: `trace_path` (the Chrome trace file), `analysis` (the full
+    TraceAnalysis), `rank` (this process's part of it), `bound` (what bounds most
+    recorded steps) and `findings`.
+    """
+
+    def __init__(self, plan: ObserveSchedule, trace_dir: Path) -> None:
+        self.plan = plan
+        self.trace_dir = trace_dir
+        self.steps_taken = 0
+        self.trace_path: Path | None = None
+        self._profiler: profile | None = None
+        self._analysis: TraceAnalysis | None = None
+
+    def __enter__(self) -> Observation:
+        activities = [ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(ProfilerActivity.CUDA)
+        self._profiler = profile(
+            activities=activities,
+            schedule=schedule(
+                wait=self.plan.wait, warmup=self.plan.warmup, active=self.plan.active, repeat=1
+            ),
+            on_trace_ready=self._save,
+        )
+        self._profiler.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._profiler is not None
+        self._profiler.__exit__(exc_type, exc, tb)
+        self._profiler = None
+        if exc_type is None and self.trace_path is None:
+            raise ConfigError(
+                f"observe() saw {self.steps_taken} step(s), but its schedule records steps"
+                f" {self.plan.wait + self.plan.warmup + 1}–{self.plan.steps}: call step()"
+                " after every training step, run more steps, or lower wait/warmup."
+            )
+
+    def step(self) -> None:
+        """Mark the end of one training step."""
+        if self._profiler is None:
+            raise ConfigError("observe(): step() is called inside the `with observe()` block.")
+        self.steps_taken += 1
+        self._profiler.step()
+
+    def loop(self, iterable: Iterable[T]) -> Iterator[T]:
+        """Yield from `iterable` (a DataLoader…), ending a step after each item's body,
+        and stop once the schedule has recorded its active steps."""
+        for item in iterable:
+            yield item
+            self.step()
+            if self.steps_taken >= self.plan.steps:
+                return
+
+    def _save(self, prof: profile) -> None:
+        self.trace_dir.mkdir(parents=True, exist_ok=True)
+        # TensorBoard's profiler plugin finds `<worker>.<time>.pt.trace.json(.gz)`.
+        worker = f"{socket.gethostname()}_{os.getpid()}"
+        path = self.trace_dir / f"{worker}.{time.time_ns() // 1_000_000}.pt.trace.json.gz"
+        prof.export_chrome_trace(str(path))
+        self.trace_path = path
+
+    @property
+    def analysis(self) -> TraceAnalysis:
+        """The diagnosis of the recorded steps (read from the saved trace)."""
+        if self._analysis is None:
+            if self.trace_path is None:
+                raise LightspeedError("observe(): nothing was recorded yet.")
+            self._analysis = analyse_traces(load_traces([self.trace_path]))
+        return self._analysis
+
+    @property
+    def rank(self) -> RankAnalysis:
+        return self.analysis.ranks[0]
+
+    @property
+    def bound(self) -> StepBound:
+        """The bound of most recorded steps (of the whole trace when it has no steps)."""
+        steps = [w.bound for w in self.rank.steps]
+        if not steps:
+            return self.rank.whole.bound
+        return collections.Counter(steps).most_common(1)[0][0]
+
+    @property
+    def findings(self) -> list[Any]:
+        """The findings of the whole recorded stretch, largest possible gain first."""
+        return self.rank.whole.findings
+
+
+def observe(
+    *,
+    wait: int = 1,
+    warmup: int = 1,
+    active: int = 3,
+    trace_dir: str | Path | None = None,
+) -> Observation:
+    """Profile the steps of a training loop and diagnose them (see the module docstring).
+
+    `wait` steps run unprofiled, `warmup` steps profiled but discarded, then `active`
+    steps are recorded. The trace goes to `trace_dir` (a new temporary directory when
+    None) and stays there.
+    """
+    plan = ObserveSchedule(wait=wait, warmup=warmup, active=active)
+    directory = Path(trace_dir) if trace_dir is not None else Path(tempfile.mkdtemp("-lightspeed"))
+    return Observation(plan, directory)

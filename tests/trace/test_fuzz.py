@@ -1,0 +1,90 @@
+"""Fuzzing the trace reader and the analyses: truncated, mutated and wrongly-typed
+traces either analyse or raise TraceError, never anything else."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from trace_paths import trace
+
+from lightspeed.analysis.trace_summary import analyse_traces
+from lightspeed.errors import TraceError
+from lightspeed.trace.load import load_traces
+
+SOURCE = gzip.decompress(trace("hta-a100-cuda-event-sync").read_bytes())
+DOCUMENT = json.loads(SOURCE)
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def read_and_analyse(data: bytes, name: str = "t.json") -> None:
+    """Load and analyse `data` as a trace file: a TraceError is the only failure allowed."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / name
+        path.write_bytes(data)
+        try:
+            analyse_traces(load_traces([path]))
+        except TraceError as exc:
+            assert str(path) in str(exc)
+
+
+@FUZZ
+@given(st.integers(min_value=0, max_value=len(SOURCE)))
+def test_truncated_json(cut: int) -> None:
+    read_and_analyse(SOURCE[:cut])
+
+
+@FUZZ
+@given(st.integers(min_value=0, max_value=len(SOURCE)))
+def test_truncated_gzip(cut: int) -> None:
+    read_and_analyse(gzip.compress(SOURCE)[:cut], "t.json.gz")
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.integers(0, len(SOURCE) - 1), st.integers(0, 255)), max_size=8))
+def test_mutated_bytes(changes: list[tuple[int, int]]) -> None:
+    data = bytearray(SOURCE)
+    for position, value in changes:
+        data[position] = value
+    read_and_analyse(bytes(data))
+
+
+@FUZZ
+@given(st.data())
+def test_wrongly_typed_fields(data: Any) -> None:
+    document = json.loads(SOURCE)
+    events = document["traceEvents"]
+    for _ in range(data.draw(st.integers(1, 6))):
+        event = events[data.draw(st.integers(0, len(events) - 1))]
+        key = data.draw(st.sampled_from(["ph", "cat", "name", "ts", "dur", "pid", "tid", "args"]))
+        event[key] = data.draw(json_values)
+    read_and_analyse(json.dumps(document).encode())
+
+
+@FUZZ
+@given(json_values)
+def test_any_json_document(value: Any) -> None:
+    read_and_analyse(json.dumps(value).encode())
+
+
+@FUZZ
+@given(st.lists(json_values, max_size=6))
+def test_any_events(events: list[Any]) -> None:
+    read_and_analyse(json.dumps({**DOCUMENT, "traceEvents": events}).encode())

@@ -1,0 +1,95 @@
+"""`lightspeed.observe()` on CPU training loops built to be bound by one thing each."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import lightspeed
+from lightspeed.analysis.bottleneck_rules import StepBound
+from lightspeed.errors import ConfigError
+
+
+class SlowDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """Each sample takes 3 ms to "decode": a batch of 8 waits 24 ms for data."""
+
+    def __len__(self) -> int:
+        return 1000
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        time.sleep(0.003)
+        return torch.randn(32), torch.randn(1)
+
+
+def test_a_slow_dataset_is_data_loading_bound(tmp_path: Path) -> None:
+    model = torch.nn.Linear(32, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(SlowDataset(), batch_size=8)
+    with lightspeed.observe(trace_dir=tmp_path) as obs:
+        for x, y in obs.loop(loader):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert obs.bound is StepBound.DATA_LOADING
+    assert obs.steps_taken == 5  # wait 1 + warm-up 1 + active 3, then the loop stops
+    (step, *_) = obs.rank.steps
+    assert step.host.data_loading_s > 0.5 * step.host.window_s
+    assert obs.findings[0].kind == "data-loading"
+    # The trace is a gzipped Chrome trace, named as TensorBoard's profiler expects.
+    assert obs.trace_path is not None and obs.trace_path.parent == tmp_path
+    assert obs.trace_path.name.endswith(".pt.trace.json.gz")
+    events = json.loads(gzip.decompress(obs.trace_path.read_bytes()))["traceEvents"]
+    assert any(e.get("name", "").startswith("ProfilerStep#") for e in events)
+
+
+def test_an_item_after_every_op_is_synchronization_bound() -> None:
+    x = torch.randn(64)
+    with lightspeed.observe() as obs:
+        for _ in range(5):
+            total = 0.0
+            for _ in range(50):
+                x = torch.tanh(x * 1.0001)
+                total += x.sum().item()
+            obs.step()
+    assert obs.bound is StepBound.SYNCHRONIZATION
+    # 50 .item() calls per step among 200 top-level ops (mul, tanh, sum, item).
+    assert [w.host.syncs for w in obs.rank.steps] == [50, 50, 50]
+
+
+def test_many_tiny_ops_are_overhead_bound() -> None:
+    x = torch.randn(8)
+    with lightspeed.observe() as obs:
+        for _ in range(5):
+            for _ in range(300):
+                x = x * 1.0001 + 0.0001
+            obs.step()
+    assert obs.bound is StepBound.CPU_LAUNCH_OVERHEAD
+    assert all(w.host.overhead_s > 0.5 * w.host.window_s for w in obs.rank.steps)
+
+
+def test_large_matmuls_are_cpu_compute_bound() -> None:
+    a = torch.randn(384, 384)
+    with lightspeed.observe() as obs:
+        for _ in range(5):
+            for _ in range(3):
+                a = torch.tanh(a @ a * 0.001)
+            obs.step()
+    assert obs.bound is StepBound.CPU_COMPUTE
+
+
+def test_a_loop_shorter_than_the_schedule_says_so() -> None:
+    # One step ends inside the warm-up: nothing is recorded before the block ends.
+    expected = r"saw 1 step\(s\), but its schedule records steps 3–5"
+    with pytest.raises(ConfigError, match=expected), lightspeed.observe() as obs:
+        obs.step()
+
+
+def test_the_schedule_is_checked() -> None:
+    with pytest.raises(ConfigError, match="active must be at least 1"):
+        lightspeed.observe(active=0)
