@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lightspeed.analysis.bottleneck_rules import StepBound
 from lightspeed.analysis.roofline import Bound
 from lightspeed.analysis.step_roofline import module_ancestors
 from lightspeed.analysis.summary import analyse
@@ -328,3 +329,15 @@ def test_ops_faster_than_the_speed_of_light_are_reported() -> None:
     # Within the ceilings nothing is said.
     kinds = {f.kind for f in analyse(profile_of([fine], hw=calibrated)).findings}
     assert "above-speed-of-light" not in kinds
+
+
+def test_the_step_bound_uses_the_trace_rules() -> None:
+    # Step 1 ms, 0.1 ms unattributed + 5 µs of overhead-bound add_: host 10.5 % < 50 %.
+    # Compute-bound matmuls take 50 µs, the memory-bound relu 4 µs: compute, on a CPU.
+    assert analyse(profile_of(OPS)).bound is StepBound.CPU_COMPUTE
+    # The same ops in a step of 20 ms of which 18 ms ran outside them: host bound.
+    slow = dataclasses.replace(profile_of(OPS, step_s=20e-3), unattributed_s=18e-3)
+    assert analyse(slow).bound is StepBound.CPU_LAUNCH_OVERHEAD
+    # Only memory-bound time: memory.
+    relu = op(0, "aten::relu", "a", Phase.FORWARD, 4_096, 32_768, 40e-6)
+    assert analyse(profile_of([relu], step_s=50e-6)).bound is StepBound.MEMORY

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from lightspeed.analysis.bottleneck_rules import HOST_OVERHEAD_SHARE, StepBound, max_speedup
 from lightspeed.analysis.finding import Finding
 from lightspeed.analysis.roofline import Bound
 from lightspeed.analysis.step_roofline import OpAnalysis, StepTotals
@@ -96,6 +97,7 @@ def step_findings(
     overhead = [a for a in analyses if a.bound is Bound.OVERHEAD]
     overhead_s = sum(a.time_s or 0.0 for a in overhead)
     measured_s = sum(a.time_s or 0.0 for a in analyses)
+    profiled_s = profile.profiled_step_s or measured_s
     if measured_s and overhead_s / measured_s > REPORT_FRACTION:
         findings.append(
             Finding(
@@ -104,7 +106,12 @@ def step_findings(
                     f"{len(overhead)} ops spend {100 * overhead_s / measured_s:.0f}% of op time on"
                     " fixed per-op cost: a larger batch, fused ops or torch.compile cut it"
                 ),
-                evidence={"ops": len(overhead), "time_s": overhead_s, "op_time_s": measured_s},
+                evidence={
+                    "ops": len(overhead),
+                    "time_s": overhead_s,
+                    "op_time_s": measured_s,
+                    "max_speedup": max_speedup(overhead_s / profiled_s),
+                },
             )
         )
     if profile.unattributed_s and profile.profiled_step_s:
@@ -120,6 +127,7 @@ def step_findings(
                     evidence={
                         "unattributed_s": profile.unattributed_s,
                         "profiled_step_s": profile.profiled_step_s,
+                        "max_speedup": max_speedup(fraction),
                     },
                 )
             )
@@ -133,7 +141,11 @@ def step_findings(
                     f" {profile.hardware.name}: at most {1 / max(totals.efficiency, 1e-12):.1f}×"
                     " faster with perfect kernels and no overhead"
                 ),
-                evidence={"sol_time_s": totals.sol_time_s, "step_time_s": step},
+                evidence={
+                    "sol_time_s": totals.sol_time_s,
+                    "step_time_s": step,
+                    "max_speedup": 1 / max(totals.efficiency, 1e-12),
+                },
             )
         )
     return findings
@@ -174,3 +186,28 @@ def above_speed_of_light(
             },
         )
     ]
+
+
+def step_bound(profile: Profile, analyses: Sequence[OpAnalysis]) -> StepBound:
+    """What bounds the profiled step, by the rules `lightspeed trace` applies.
+
+    Host overhead (time outside captured ops, and ops bound by per-op cost) past
+    HOST_OVERHEAD_SHARE of the profiled step bounds it on the host; otherwise the
+    measured time of memory-bound against compute-bound ops decides, which a trace
+    cannot tell but a profile, knowing each op's FLOPs and bytes, can.
+    """
+    measured_s = sum(a.time_s or 0.0 for a in analyses)
+    step_s = profile.profiled_step_s or measured_s
+    if not step_s:
+        return StepBound.UNKNOWN
+    host_s = (profile.unattributed_s or 0.0) + sum(
+        a.time_s or 0.0 for a in analyses if a.bound is Bound.OVERHEAD
+    )
+    if host_s / step_s >= HOST_OVERHEAD_SHARE:
+        return StepBound.CPU_LAUNCH_OVERHEAD
+    memory_s = sum(a.time_s or 0.0 for a in analyses if a.bound is Bound.MEMORY)
+    compute_s = sum(a.time_s or 0.0 for a in analyses if a.bound is Bound.COMPUTE)
+    if memory_s > compute_s:
+        return StepBound.MEMORY
+    on_gpu = profile.workload.device.value != "cpu"
+    return StepBound.GPU_COMPUTE if on_gpu else StepBound.CPU_COMPUTE

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from lightspeed.analysis.findings import Finding, step_findings, tensor_core_findings
+from lightspeed.analysis.bottleneck_rules import StepBound
+from lightspeed.analysis.findings import Finding, step_bound, step_findings, tensor_core_findings
 from lightspeed.analysis.step_roofline import (
     Aggregate,
     OpAnalysis,
@@ -29,6 +30,7 @@ class ProfileAnalysis:
     phases: dict[Phase, Aggregate]
     modules: dict[str, Aggregate]
     findings: list[Finding]
+    bound: StepBound
 
     def top(self, n: int) -> list[OpAnalysis]:
         """The n ops with the most headroom."""
@@ -48,4 +50,5 @@ def analyse(profile: Profile) -> ProfileAnalysis:
         phases=by_phase(ops),
         modules=by_module(ops),
         findings=findings,
+        bound=step_bound(profile, ops),
     )

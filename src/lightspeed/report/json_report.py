@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lightspeed.analysis.finding import Finding
 from lightspeed.analysis.roofline import RooflinePoint, roofline_to_dict
 from lightspeed.hardware.model import Hardware, hardware_to_dict
 from lightspeed.measure.timer import Measurement
@@ -44,6 +45,11 @@ def _finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    """A finding's JSON object: kind, message, evidence."""
+    return {"kind": f.kind, "message": f.message, "evidence": dict(f.evidence)}
 
 
 def hardware_doc(hw: Hardware) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from lightspeed.measure.timing import WorkloadInfo
 from lightspeed.report.json_report import (
     SCHEMA_VERSION,
     document,
+    finding_dict,
     timing_to_dict,
     workload_to_dict,
     write,
@@ -63,10 +64,8 @@ def profile_doc(analysis: ProfileAnalysis) -> dict[str, Any]:
             "unattributed_s": profile.unattributed_s,
             "ops": [_op(a) for a in analysis.ops],
             "memory": None if profile.memory is None else _memory(profile.memory),
-            "findings": [
-                {"kind": f.kind, "message": f.message, "evidence": dict(f.evidence)}
-                for f in analysis.findings
-            ],
+            "bound": analysis.bound.value,
+            "findings": [finding_dict(f) for f in analysis.findings],
             "failure": profile.failure,
         },
     )

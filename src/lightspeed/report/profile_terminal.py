@@ -59,6 +59,7 @@ def summary(analysis: ProfileAnalysis) -> RenderableType:
             f"{units.percent(t.mfu or 0)} / {units.percent(t.hfu or 0)} of"
             f" {units.flops_rate(t.peak_flops_per_s)}",
         )
+    grid.add_row("bound", Text(analysis.bound.value, style="bold"))
     if p.profiled_step_s:
         grid.add_row(
             "unattributed",

@@ -10,9 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from lightspeed.analysis.finding import Finding
 from lightspeed.analysis.trace_summary import RankAnalysis, TraceAnalysis, WindowAnalysis
-from lightspeed.report.json_report import document
+from lightspeed.report.json_report import document, finding_dict
 
 
 def trace_doc(analysis: TraceAnalysis) -> dict[str, Any]:
@@ -24,10 +23,6 @@ def trace_doc(analysis: TraceAnalysis) -> dict[str, Any]:
             "findings": [finding_dict(f) for f in analysis.findings],
         },
     )
-
-
-def finding_dict(f: Finding) -> dict[str, Any]:
-    return {"kind": f.kind, "message": f.message, "evidence": dict(f.evidence)}
 
 
 def _rank(r: RankAnalysis) -> dict[str, Any]:
