@@ -187,7 +187,7 @@ def _device_findings(f: WindowFacts) -> list[Finding]:
                     f"the device idles {_pct(idle)} of the step, {_pct(host_wait / step)} of the"
                     f" step waiting for the host ({_pct(f.edge_idle_s / step)} before its first"
                     f" or after its last kernel; {f.launches.launches} launches at"
-                    f" {_us(f.launches.cpu_per_launch_s)} of CPU each): CUDA graphs"
+                    f" {_duration(f.launches.cpu_per_launch_s)} of CPU each): CUDA graphs"
                     " (torch.compile mode='reduce-overhead'), fewer and larger kernels"
                     " (torch.compile, a larger batch), less Python per step"
                 ),
@@ -222,5 +222,10 @@ def _device_findings(f: WindowFacts) -> list[Finding]:
     return found
 
 
-def _us(seconds: float | None) -> str:
-    return "—" if seconds is None else f"{seconds * 1e6:.1f} µs"
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms")):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e6:.3g} µs"

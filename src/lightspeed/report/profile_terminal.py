@@ -182,5 +182,8 @@ def findings(analysis: ProfileAnalysis) -> RenderableType:
         return Text("No findings.")
     lines = [Text("Findings", style="bold")]
     for f in analysis.findings:
-        lines.append(Text(f"• [{f.kind}] {f.message}"))
+        if f.kind == "speed-of-light":  # its message already says how much faster
+            lines.append(Text(units.finding_line(f.kind, f.message)))
+        else:
+            lines.append(Text(units.finding_line(f.kind, f.message, f.evidence.get("max_speedup"))))
     return Group(*lines)

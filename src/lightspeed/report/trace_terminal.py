@@ -9,6 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from lightspeed.analysis.finding import Finding
 from lightspeed.analysis.trace_summary import RankAnalysis, TraceAnalysis, WindowAnalysis
 from lightspeed.report import units
 
@@ -17,7 +18,7 @@ def trace_report(analysis: TraceAnalysis, *, step: int | None = None) -> Rendera
     """Every rank's report; `step` details one ProfilerStep instead of the whole trace."""
     parts: list[RenderableType] = [rank_report(r, step) for r in analysis.ranks]
     if analysis.findings:
-        parts.append(_findings("Across ranks", [f.message for f in analysis.findings]))
+        parts.append(_findings("Across ranks", _lines(analysis.findings)))
     return Group(*parts)
 
 
@@ -32,9 +33,9 @@ def rank_report(r: RankAnalysis, step: int | None) -> RenderableType:
         parts.append(_steps(r.steps))
     if chosen.temporal.total_s:
         parts += [_kernels(chosen)]
-    parts.append(_findings("Findings", [f.message for f in chosen.findings]))
+    parts.append(_findings("Findings", _lines(chosen.findings)))
     if r.notes:
-        parts.append(_findings("Not analysed", r.notes))
+        parts.append(_findings("Not analysed", [f"• {note}" for note in r.notes]))
     return Panel(Group(*parts), title=title, title_align="left")
 
 
@@ -148,4 +149,8 @@ def _devices(names: tuple[str, ...]) -> str:
 def _findings(title: str, lines: list[str]) -> RenderableType:
     if not lines:
         return Text(f"{title}: none.")
-    return Group(Text(title, style="bold"), *(Text(f"• {line}") for line in lines))
+    return Group(Text(title, style="bold"), *(Text(line) for line in lines))
+
+
+def _lines(findings: list[Finding]) -> list[str]:
+    return [units.finding_line(f.kind, f.message, f.evidence.get("max_speedup")) for f in findings]
