@@ -121,3 +121,29 @@ def test_the_test_copies_are_the_shared_files() -> None:
         pytest.skip("the shared trace collection is not beside this checkout")
     for copy in TRACES.glob("*.json.gz"):
         assert copy.read_bytes() == (SHARED_TRACES / copy.name).read_bytes()
+
+
+def test_reading_on_two_processes_gives_the_same_trace() -> None:
+    path = trace("hta-v100-ddp-cnn-train-rank0")
+    one = load_trace(path, parallel=False)
+    two = load_trace(path, parallel=True, chunk_chars=1 << 16)  # many runs per process
+    assert (one.event_count, one.names, one.skipped) == (two.event_count, two.names, two.skipped)
+    for kind in Kind:
+        a, b = one.table(kind), two.table(kind)
+        assert np.array_equal(a.ts_us, b.ts_us) and np.array_equal(a.name, b.name), kind
+        assert np.array_equal(a.correlation, b.correlation), kind
+
+
+def test_a_run_cut_inside_a_string_falls_back_to_one_process(tmp_path: Path) -> None:
+    # Every name holds "}, {", so the last one in a window is often inside a string:
+    # that run cannot decode, and the file is read again on one process.
+    events = [
+        {"ph": "X", "cat": "kernel", "name": f"k{i}}}, {{x", "ts": i, "dur": 1, "pid": 0}
+        for i in range(3000)
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    two = load_trace(path, parallel=True, chunk_chars=4096)
+    one = load_trace(path, parallel=False, chunk_chars=4096)
+    assert len(two.table(Kind.KERNEL)) == 3000 == len(one.table(Kind.KERNEL))
+    assert two.names == one.names

@@ -26,6 +26,8 @@ import orjson
 from lightspeed.errors import TraceError
 
 CHUNK_CHARS = 1 << 20
+# A batch of decoded events and a key that sorts batches in file order.
+Key_Batch = tuple[tuple[int, int], list[Any]]
 _WHITESPACE = " \t\n\r"
 _SEPARATORS = re.compile(r"[ \t\n\r,]*")
 # The last "}, {" of a window: greedy ".*" puts the match at the final boundary.
@@ -45,6 +47,8 @@ class TraceStream:
     def __init__(self, path: Path, chunk_chars: int = CHUNK_CHARS) -> None:
         self.path = path
         self.metadata: dict[str, Any] = {}
+        self._share: tuple[int, int] | None = None
+        self._run = 0
         self._chunk = chunk_chars
         self._decoder = json.JSONDecoder()
 
@@ -55,6 +59,20 @@ class TraceStream:
 
     def batches(self) -> Iterator[list[Any]]:
         """The elements of the events array, decoded, in file order, a chunk's worth at a time."""
+        for _, batch in self.keyed_batches():
+            yield batch
+
+    def keyed_batches(self, share: tuple[int, int] | None = None) -> Iterator[Key_Batch]:
+        """Batches of elements with a key that sorts them in file order.
+
+        With `share=(i, n)` the events array is cut into runs at fixed places (the last
+        `}, {` of each window), run k is decoded only when k % n == i, and what follows
+        the last run is decoded only by share 0: n processes reading the same file with
+        shares 0…n−1 decode every element exactly once between them. A run that does not
+        decode raises SplitFailed (its cut fell inside a value); read without sharing.
+        """
+        self._share = share
+        self._run = 0
         with _open_text(self.path) as fh:
             reader = _Reader(fh, self._chunk, self._fail)
             first = reader.next_char()
@@ -69,7 +87,7 @@ class TraceStream:
             if reader.next_char() != "":
                 self._fail("has data after the end of the JSON document", reader)
 
-    def _object(self, reader: _Reader) -> Iterator[list[Any]]:
+    def _object(self, reader: _Reader) -> Iterator[Key_Batch]:
         reader.pos += 1
         if reader.next_char() == "}":
             reader.pos += 1
@@ -89,28 +107,43 @@ class TraceStream:
             reader.expect("}")
             return
 
-    def _array(self, reader: _Reader) -> Iterator[list[Any]]:
+    def _array(self, reader: _Reader) -> Iterator[Key_Batch]:
         """Decode the array at the cursor, one batch per window of the file.
 
-        The fast loop decodes whole elements from the window; an element cut by the
-        window's end (it fails to decode, or ends exactly there) waits for the next
-        chunk. At the end of the file the careful `_Reader.decode` reports what is wrong.
+        Each window's run of whole elements (up to its last `}, {`) is decoded in one
+        orjson call. Without sharing, the careful loop then decodes what remains of
+        the window; an element cut by the window's end (it fails to decode, or ends
+        exactly there) waits for the next chunk. When shared, the rest waits for the
+        next window's run instead, until the end of the file. At the end of the file
+        the careful `_Reader.decode` reports what is wrong.
         """
         reader.pos += 1
         decode = self._decoder.raw_decode
         skip = _SEPARATORS.match  # whitespace, commas, and a trailing comma before "]"
         while True:
             buf, pos = reader.buf, reader.pos
-            batch: list[Any] = []
             end_of_window = len(buf)
-            pos = _bulk(buf, skip(buf, pos).end(), batch)  # type: ignore[union-attr]
+            pos = skip(buf, pos).end()  # type: ignore[union-attr]
+            run = self._decode_run(buf, pos)
+            if run is not None:
+                pos, values = run
+                if values:
+                    yield (self._run - 1, 0), values
+                if self._share is not None:
+                    reader.pos = pos
+                    if reader.fill():
+                        continue
+            if self._share is not None and reader.fill():
+                continue
+            batch: list[Any] = []
             while True:
                 pos = skip(buf, pos).end()  # type: ignore[union-attr]
                 if pos >= end_of_window:
                     break
                 if buf[pos] == "]":
                     reader.pos = pos + 1
-                    yield batch
+                    if self._owns_rest():
+                        yield (self._run - 1, 1), batch
                     return
                 try:
                     value, end = decode(buf, pos)
@@ -121,36 +154,50 @@ class TraceStream:
                 batch.append(value)
                 pos = end
             reader.pos = pos
-            if batch:
-                yield batch
+            if batch and self._owns_rest():
+                yield (self._run - 1, 1), batch
             if not reader.fill():
                 if reader.next_char() == "":
                     self._fail("ends in the middle of the event array (truncated?)", reader)
-                yield [reader.decode(self._decoder)]  # raises on what is wrong
+                last = reader.decode(self._decoder)  # raises on what is wrong
+                if self._owns_rest():
+                    yield (self._run - 1, 2), [last]
+
+    def _owns_rest(self) -> bool:
+        return self._share is None or self._share[0] == 0
+
+    def _decode_run(self, buf: str, pos: int) -> tuple[int, list[Any]] | None:
+        """(end, elements) of the run of whole elements from `pos` to the window's last
+        `}, {` boundary, decoded in one call when it is this share's; None when the
+        window has no boundary, or the run does not decode (unshared: the careful loop
+        takes over).
+
+        `[` + text + `]` parses only when the text is a run of complete elements (a cut
+        inside a string or a nested value leaves it unbalanced).
+        """
+        boundary = _LAST_BOUNDARY.search(buf, pos)
+        if boundary is None:
+            return None
+        cut = boundary.start(1) + 1  # just past the "}"
+        run = self._run
+        self._run += 1
+        if self._share is not None and run % self._share[1] != self._share[0]:
+            return cut, []
+        try:
+            return cut, orjson.loads("[" + buf[pos:cut] + "]")
+        except orjson.JSONDecodeError:
+            if self._share is not None:
+                raise SplitFailed(str(self.path)) from None
+            self._run -= 1
+            return None
 
     def _fail(self, what: str, reader: _Reader | None = None) -> Any:
         where = "" if reader is None else f" (near character {reader.offset})"
         raise TraceError(f"{self.path}: {what}{where}; is it a complete profiler trace?")
 
 
-def _bulk(buf: str, pos: int, batch: list[Any]) -> int:
-    """Decode, in one call, the whole elements from `pos` up to the window's last
-    `}, {` element boundary into `batch`; returns where decoding stopped.
-
-    `[` + text + `]` parses only when the text is a run of complete elements (a cut
-    inside a string or a nested value leaves it unbalanced), so a failed parse just
-    leaves the careful loop to decode the window.
-    """
-    boundary = _LAST_BOUNDARY.search(buf, pos)
-    if boundary is None:
-        return pos
-    cut = boundary.start(1) + 1  # just past the "}"
-    try:
-        values = orjson.loads("[" + buf[pos:cut] + "]")
-    except orjson.JSONDecodeError:
-        return pos
-    batch.extend(values)
-    return cut
+class SplitFailed(Exception):
+    """A shared read cut the events array inside a value: read it without sharing."""
 
 
 class _Reader:

@@ -3,35 +3,97 @@
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import re
+import sys
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from lightspeed.errors import TraceError
-from lightspeed.trace.events import Trace, TraceBuilder
-from lightspeed.trace.json_stream import TraceStream
+from lightspeed.trace.columns import Part, build_part, merge_parts
+from lightspeed.trace.events import Trace
+from lightspeed.trace.json_stream import CHUNK_CHARS, SplitFailed, TraceStream
 
 # File names a directory of traces is searched for: Kineto writes `*.pt.trace.json`,
 # often gzipped; other writers use plain `.json`.
 TRACE_SUFFIXES = (".json", ".json.gz")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+# Below this many bytes on disk a second process costs more than it saves.
+PARALLEL_MIN_BYTES = 1 << 20
+
+KeyedPart = tuple[tuple[int, int], Part]
 
 
-def load_trace(path: Path) -> Trace:
-    """Read one trace file (`.json` or `.json.gz`), streaming its events."""
-    stream = TraceStream(path)
-    builder = TraceBuilder()
-    for batch in stream.batches():
-        builder.add_all(batch)
-    events = stream.metadata.get("traceEvents")
+def load_trace(
+    path: Path, *, parallel: bool | None = None, chunk_chars: int = CHUNK_CHARS
+) -> Trace:
+    """Read one trace file (`.json` or `.json.gz`), streaming its events.
+
+    With `parallel` (by default: for files over PARALLEL_MIN_BYTES, where the process
+    can fork safely) a second process reads the same file and decodes every other run
+    of events (`TraceStream.keyed_batches`); only its columns come back. Should a run
+    not decode (its cut fell inside a value), the file is read again by this process
+    alone.
+    """
+    if parallel is None:
+        parallel = _can_fork() and _size(path) >= PARALLEL_MIN_BYTES
+    if parallel:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+            other = pool.submit(keyed_parts, path, (1, 2), chunk_chars)
+            try:
+                mine, metadata = _keyed_parts(path, (0, 2), chunk_chars)
+                theirs = other.result()
+            except SplitFailed:
+                other.cancel()
+            else:
+                if theirs is not None:
+                    parts = sorted(mine + theirs, key=lambda kp: kp[0])
+                    return _trace(path, [p for _, p in parts], metadata)
+    mine, metadata = _keyed_parts(path, None, chunk_chars)
+    return _trace(path, [p for _, p in mine], metadata)
+
+
+def keyed_parts(path: Path, share: tuple[int, int], chunk_chars: int) -> list[KeyedPart] | None:
+    """This share's parts of `path`, for the second process; None when the split failed."""
+    try:
+        return _keyed_parts(path, share, chunk_chars)[0]
+    except SplitFailed:
+        return None
+
+
+def _keyed_parts(
+    path: Path, share: tuple[int, int] | None, chunk_chars: int
+) -> tuple[list[KeyedPart], dict[str, Any]]:
+    stream = TraceStream(path, chunk_chars)
+    parts = [(key, build_part(batch)) for key, batch in stream.keyed_batches(share)]
+    return parts, stream.metadata
+
+
+def _trace(path: Path, parts: list[Part], metadata: dict[str, Any]) -> Trace:
+    events = metadata.get("traceEvents")
     if events is not None and not isinstance(events, list):
         raise TraceError(
             f"{path}: traceEvents is a {type(events).__name__}, not an array of events."
         )
-    trace = builder.build(str(path), stream.metadata)
+    trace = merge_parts(parts, str(path), metadata)
     if trace.event_count == 0:
         raise TraceError(f"{path}: holds no trace events; is it a profiler trace?")
     return trace
+
+
+def _can_fork() -> bool:
+    # A forked child inherits only the calling thread; torch's thread pools (loaded by
+    # `observe()` and the profile) would be left half-copied.
+    return "fork" in multiprocessing.get_all_start_methods() and "torch" not in sys.modules
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def trace_files(paths: Sequence[Path]) -> list[Path]:

@@ -1,0 +1,211 @@
+"""Turn decoded trace events into `Trace` columns, a batch at a time.
+
+`build_part` checks and flattens one batch (the hot loop: it runs once per event) into
+a `Part` with batch-local name ids; `merge_parts` merges parts in file order into one
+name table and numpy columns. Parts built in another process merge the same way,
+which is how `load` reads large traces on two cores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from math import isfinite
+from typing import Any
+
+import numpy as np
+
+from lightspeed.trace.events import (
+    CATEGORY_KINDS,
+    NO_ID,
+    EventTable,
+    FloatArray,
+    IntArray,
+    Kind,
+    Trace,
+)
+
+# The categories exactly as Kineto writes them, for the common case (no lower-casing).
+_KIND_OF = dict(CATEGORY_KINDS) | {
+    "Kernel": Kind.KERNEL,
+    "Memcpy": Kind.MEMCPY,
+    "Memset": Kind.MEMSET,
+}
+_INT64 = 2**63
+# Non-integer pids and tids get ids at and below this: far below any real process or
+# thread id (Kineto writes some as negative numbers).
+LABEL_BASE = -(2**62)
+_NO_ARGS: dict[str, Any] = {}
+# An integer time beyond this is no time (and would not convert to a float).
+_HUGE = 10**300
+# Columns of the integer block of a part, in order.
+_INT_COLUMNS = ("name", "pid", "tid", "correlation", "external_id")
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One batch of events as columns. Name ids index `names`; a pid or tid that is not
+    an integer ("Spans", "GPU 0") is stored as LABEL_BASE − k for the k-th of `labels`."""
+
+    ints: dict[Kind, IntArray]  # (n, 5): name, pid, tid, correlation, external id
+    floats: dict[Kind, FloatArray]  # (n, 2): ts, dur in µs
+    names: list[str]
+    labels: list[str]
+    skipped: Counter[str]
+    malformed: int
+    count: int
+
+
+def build_part(events: Sequence[Any]) -> Part:
+    """Check and flatten `events`: complete events of the kinds the analyses read are
+    kept, other events counted by category, unreadable ones counted as malformed."""
+    ints: dict[Kind, list[int]] = {kind: [] for kind in Kind}
+    floats: dict[Kind, list[float]] = {kind: [] for kind in Kind}
+    names: dict[str, int] = {}
+    labels: dict[str, int] = {}
+    skipped: Counter[str] = Counter()
+    malformed = 0
+    for event in events:
+        if type(event) is not dict:
+            malformed += 1
+            continue
+        get = event.get
+        cat = get("cat")
+        kind = _KIND_OF.get(cat) if type(cat) is str else None
+        if kind is None and type(cat) is str:  # another Kineto's capitalisation
+            kind = CATEGORY_KINDS.get(cat.lower())
+        if kind is None or get("ph") != "X":
+            skipped[str(cat) if cat is not None else f"ph {get('ph')}"] += 1
+            continue
+        ts, dur, name, args = get("ts"), get("dur", 0), get("name"), get("args")
+        # Kineto writes µs as integers or floats; anything else goes the slow way.
+        if not ((type(ts) is int and -_HUGE < ts < _HUGE) or (type(ts) is float and isfinite(ts))):
+            ts = _number(ts)
+        if not (
+            (type(dur) is int and -_HUGE < dur < _HUGE) or (type(dur) is float and isfinite(dur))
+        ):
+            dur = _number(dur)
+        if ts is None or dur is None or dur < 0 or type(name) is not str:
+            malformed += 1
+            continue
+        if type(args) is not dict:
+            args = _NO_ARGS
+        name_id = names.get(name)
+        if name_id is None:
+            name_id = names[name] = len(names)
+        pid, tid = get("pid"), get("tid")
+        corr, ext = args.get("correlation", NO_ID), args.get("External id", NO_ID)
+        if not (
+            type(pid) is int
+            and type(tid) is int
+            and LABEL_BASE < pid < _INT64
+            and LABEL_BASE < tid < _INT64
+        ):
+            pid, tid = _label_id(pid, labels), _label_id(tid, labels)
+        if not (type(corr) is int and type(ext) is int):
+            corr, ext = _int_or(corr, NO_ID), _int_or(ext, NO_ID)
+        ints[kind].extend((name_id, pid, tid, corr, ext))
+        floats[kind].extend((ts, dur))
+    return Part(
+        ints={k: _int_array(v).reshape(-1, 5) for k, v in ints.items() if v},
+        floats={k: np.array(v, dtype=np.float64).reshape(-1, 2) for k, v in floats.items() if v},
+        names=list(names),
+        labels=list(labels),
+        skipped=skipped,
+        malformed=malformed,
+        count=len(events),
+    )
+
+
+def merge_parts(parts: Sequence[Part], path: str, metadata: Mapping[str, Any]) -> Trace:
+    """The Trace of `parts` in file order: one name table, one set of columns."""
+    names: dict[str, int] = {}
+    labels: dict[str, int] = {}
+    ints: dict[Kind, list[IntArray]] = {kind: [] for kind in Kind}
+    floats: dict[Kind, list[FloatArray]] = {kind: [] for kind in Kind}
+    skipped: Counter[str] = Counter()
+    malformed = count = 0
+    for part in parts:
+        name_map = np.array([names.setdefault(n, len(names)) for n in part.names] or [0])
+        label_map = np.array(
+            [LABEL_BASE - labels.setdefault(x, len(labels)) for x in part.labels] or [0]
+        )
+        for kind, block in part.ints.items():
+            block = block.copy()
+            block[:, 0] = name_map[block[:, 0]]
+            for column in (1, 2):  # pid, tid: renumber the non-integer labels
+                named = block[:, column] <= LABEL_BASE
+                block[named, column] = label_map[LABEL_BASE - block[named, column]]
+            ints[kind].append(block)
+            floats[kind].append(part.floats[kind])
+        skipped.update(part.skipped)
+        malformed += part.malformed
+        count += part.count
+    info = metadata.get("distributedInfo")
+    info = info if isinstance(info, dict) else {}
+    return Trace(
+        path=path,
+        rank=_int_or(info.get("rank"), None),
+        world_size=_int_or(info.get("world_size"), None),
+        device_names=_device_names(metadata.get("deviceProperties")),
+        names=tuple(names),
+        tables={kind: _table(ints[kind], floats[kind]) for kind in Kind},
+        skipped=dict(skipped),
+        malformed=malformed,
+        event_count=count,
+    )
+
+
+def _table(ints: list[IntArray], floats: list[FloatArray]) -> EventTable:
+    i = np.concatenate(ints) if ints else np.zeros((0, 5), dtype=np.int64)
+    f = np.concatenate(floats) if floats else np.zeros((0, 2))
+    columns = {name: i[:, k].copy() for k, name in enumerate(_INT_COLUMNS)}
+    return EventTable(ts_us=f[:, 0].copy(), dur_us=f[:, 1].copy(), **columns)
+
+
+def _label_id(value: Any, labels: dict[str, int]) -> int:
+    as_int = _int_or(value, None)
+    if as_int is not None and as_int > LABEL_BASE:
+        return int(as_int)
+    return LABEL_BASE - labels.setdefault(str(value), len(labels))
+
+
+def _int_array(values: list[int]) -> IntArray:
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:  # an id beyond 64 bits: such ids mean nothing here
+        return np.array([v if -_INT64 <= v < _INT64 else NO_ID for v in values], dtype=np.int64)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+def _int_or(value: Any, default: int | None) -> Any:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value if -_INT64 <= value < _INT64 else default
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return _int_or(int(value), default)
+    if isinstance(value, float) and value.is_integer():
+        return _int_or(int(value), default)
+    return default
+
+
+def _device_names(props: Any) -> tuple[str, ...]:
+    if not isinstance(props, list):
+        return ()
+    return tuple(str(p.get("name")) for p in props if isinstance(p, dict) and p.get("name"))
