@@ -13,8 +13,11 @@ fresh process, `--repeats` times:
 - lightspeed: `lightspeed trace FILE --json OUT`.
 
 Each run goes through `/usr/bin/time` (GNU time): its peak resident set size is that of
-the measured program alone. `os.wait4` or `RUSAGE_CHILDREN` from this Python process would
-not do: on Linux a child's high-water mark starts at its parent's RSS at fork time. Wall
+the measured program alone. lightspeed reads a large trace on two processes, the second a
+fork of the first that shares its pages; the figure is the first one's, and even counting
+every page of both twice lightspeed's total stays under twice it. `os.wait4` or
+`RUSAGE_CHILDREN` from this Python process would not do: on Linux a child's high-water
+mark starts at its parent's RSS at fork time. Wall
 time is taken here around the whole process, interpreter start and imports included, as a
 user of either tool waits for it. The table gives the median wall time and the largest
 peak RSS over the repeats, and HTA/lightspeed ratios of both (above 1: lightspeed is
@@ -30,7 +33,8 @@ Run, from the repository root:
     .venv/bin/python benchmarks/trace_vs_hta.py [TRACE ...] [--repeats 3]
         [--hta-python .bench-venv/bin/python] [--tools hta lightspeed]
 
-Without TRACE arguments it takes the three largest trace files in /work/shared/traces.
+Without TRACE arguments it takes the three largest trace files in ../shared/traces
+(beside the repository; `--traces-dir` changes it).
 """
 
 from __future__ import annotations
@@ -313,7 +317,9 @@ def bench_trace(trace: Path, args: argparse.Namespace) -> tuple[Summary | None, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("traces", nargs="*", type=Path, help="trace files (.json or .json.gz)")
-    parser.add_argument("--traces-dir", type=Path, default=Path("/work/shared/traces"))
+    parser.add_argument(
+        "--traces-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "traces"
+    )
     parser.add_argument("--largest", type=int, default=3, help="traces taken when none given")
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per tool")
     parser.add_argument("--hta-python", type=Path, default=REPO / ".bench-venv" / "bin" / "python")
