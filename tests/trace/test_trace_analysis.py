@@ -3,6 +3,8 @@ bound on each acceptance trace, and every shared trace read without a crash."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from trace_paths import SHARED_TRACES, trace
 
@@ -112,3 +114,28 @@ def test_every_shared_trace_is_analysed_and_says_what_it_could_not() -> None:
         if "cpu-only" in path.name or "mtia" in path.name:
             assert "no GPU kernels" in rank.notes[0], path.name
         assert rank.whole.bound is not None
+
+
+def test_two_ranks_are_compared_step_by_step(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        name = f"hta-recsys-128ranks-sampled-rank{rank}"
+        (tmp_path / f"{name}.json.gz").write_bytes(trace(name).read_bytes())
+    analysis = analyse_traces(load_traces([tmp_path]))
+    assert [r.rank for r in analysis.ranks] == [0, 1]
+    assert [s.step for s in analysis.skew] == [551, 552]
+    for s in analysis.skew:
+        for r in analysis.ranks:
+            (window,) = [w for w in r.steps if w.step == s.step]
+            assert s.communication_s[r.rank] == window.overlap.communication_s
+            assert s.step_s[r.rank] == window.step_s
+        spread = max(s.communication_s.values()) - min(s.communication_s.values())
+        assert s.communication_spread_s == pytest.approx(spread)
+
+
+def test_an_accelerator_without_gpu_kernels_is_read_and_said_so() -> None:
+    rank = analyse_rank(load_trace(trace("hta-mtia-inference-rank0")))
+    assert rank.notes[0] == (
+        "no GPU kernels in this trace: only the host side is analysed"
+        " (events of category mtia_ccp_events are not read)"
+    )
+    assert rank.whole.temporal.total_s == 0.0

@@ -76,17 +76,36 @@ class RankAnalysis:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class StepSkew:
+    """One step across ranks: each rank's step time and communication time, seconds.
+
+    A rank that computes faster than the others waits for them inside the collectives,
+    so the spread of communication time is the time lost to imbalance."""
+
+    step: int
+    step_s: dict[int, float]
+    communication_s: dict[int, float]
+
+    @property
+    def communication_spread_s(self) -> float:
+        values = self.communication_s.values()
+        return max(values) - min(values)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TraceAnalysis:
-    """Every rank's analysis, and findings across ranks (skew)."""
+    """Every rank's analysis, steps compared across ranks, and findings across ranks."""
 
     ranks: list[RankAnalysis]
+    skew: list[StepSkew]
     findings: list[Finding]
 
 
 def analyse_traces(traces: Sequence[Trace]) -> TraceAnalysis:
     """Analyse each rank's trace, then compare the ranks."""
     ranks = [analyse_rank(t) for t in traces]
-    return TraceAnalysis(ranks=ranks, findings=_skew(ranks))
+    skew = step_skew(ranks)
+    return TraceAnalysis(ranks=ranks, skew=skew, findings=_skew_findings(skew))
 
 
 def analyse_rank(trace: Trace) -> RankAnalysis:
@@ -177,38 +196,45 @@ def _notes(trace: Trace, steps: list[StepWindow]) -> list[str]:
     return notes
 
 
-def _skew(ranks: list[RankAnalysis]) -> list[Finding]:
-    """Steps whose length differs across ranks: the fast ranks wait at each collective."""
+def step_skew(ranks: list[RankAnalysis]) -> list[StepSkew]:
+    """Each step that two or more ranks recorded, compared across them."""
     if len(ranks) < 2:
         return []
-    by_step: dict[int, list[tuple[int, float, float]]] = {}
+    by_step: dict[int, StepSkew] = {}
     for r in ranks:
         for w in r.steps:
-            if w.step is not None:
-                by_step.setdefault(w.step, []).append((r.rank, w.step_s, w.overlap.communication_s))
+            if w.step is None:
+                continue
+            entry = by_step.setdefault(w.step, StepSkew(step=w.step, step_s={}, communication_s={}))
+            entry.step_s[r.rank] = w.step_s
+            entry.communication_s[r.rank] = w.overlap.communication_s
+    return [s for _, s in sorted(by_step.items()) if len(s.step_s) >= 2]
+
+
+def _skew_findings(skew: list[StepSkew]) -> list[Finding]:
+    """Steps whose length differs across ranks: the fast ranks wait at each collective."""
     findings = []
-    for step, rows in sorted(by_step.items()):
-        if len(rows) < 2:
+    for s in skew:
+        slow = max(s.step_s, key=lambda rank: s.step_s[rank])
+        fast = min(s.step_s, key=lambda rank: s.step_s[rank])
+        slow_s, fast_s = s.step_s[slow], s.step_s[fast]
+        if fast_s <= 0 or slow_s / fast_s - 1 < SKEW_REPORT_FRACTION:
             continue
-        slow = max(rows, key=lambda x: x[1])
-        fast = min(rows, key=lambda x: x[1])
-        if fast[1] <= 0 or slow[1] / fast[1] - 1 < SKEW_REPORT_FRACTION:
-            continue
-        wait = (slow[1] - fast[1]) / slow[1]
         findings.append(
             Finding(
                 kind="rank-skew",
                 message=(
-                    f"step {step}: rank {slow[0]} takes {slow[1] * 1e3:.2f} ms, rank {fast[0]}"
-                    f" {fast[1] * 1e3:.2f} ms; the faster ranks wait for it in each collective"
+                    f"step {s.step}: rank {slow} takes {slow_s * 1e3:.2f} ms, rank {fast}"
+                    f" {fast_s * 1e3:.2f} ms; the faster ranks wait for it in each collective"
                 ),
                 evidence={
-                    "step": step,
-                    "slowest_rank": slow[0],
-                    "fastest_rank": fast[0],
-                    "slowest_s": slow[1],
-                    "fastest_s": fast[1],
-                    "max_speedup": max_speedup(wait),
+                    "step": s.step,
+                    "slowest_rank": slow,
+                    "fastest_rank": fast,
+                    "slowest_s": slow_s,
+                    "fastest_s": fast_s,
+                    "communication_spread_s": s.communication_spread_s,
+                    "max_speedup": max_speedup((slow_s - fast_s) / slow_s),
                 },
             )
         )

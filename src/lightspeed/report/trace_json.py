@@ -20,6 +20,15 @@ def trace_doc(analysis: TraceAnalysis) -> dict[str, Any]:
         "trace-analysis",
         {
             "ranks": [_rank(r) for r in analysis.ranks],
+            "skew": [
+                {
+                    "step": s.step,
+                    "step_s": {str(k): v for k, v in s.step_s.items()},
+                    "communication_s": {str(k): v for k, v in s.communication_s.items()},
+                    "communication_spread_s": s.communication_spread_s,
+                }
+                for s in analysis.skew
+            ],
             "findings": [finding_dict(f) for f in analysis.findings],
         },
     )

@@ -120,11 +120,10 @@ def build_part(events: Sequence[Any]) -> Part:
 
 
 def merge_parts(parts: Sequence[Part], path: str, metadata: Mapping[str, Any]) -> Trace:
-    """The Trace of `parts` in file order: one name table, one set of columns."""
+    """The Trace of `parts` in file order: one name table, one set of columns. The
+    parts' arrays are renumbered in place, then each column is gathered once."""
     names: dict[str, int] = {}
     labels: dict[str, int] = {}
-    ints: dict[Kind, list[IntArray]] = {kind: [] for kind in Kind}
-    floats: dict[Kind, list[FloatArray]] = {kind: [] for kind in Kind}
     skipped: Counter[str] = Counter()
     malformed = count = 0
     for part in parts:
@@ -132,14 +131,11 @@ def merge_parts(parts: Sequence[Part], path: str, metadata: Mapping[str, Any]) -
         label_map = np.array(
             [LABEL_BASE - labels.setdefault(x, len(labels)) for x in part.labels] or [0]
         )
-        for kind, block in part.ints.items():
-            block = block.copy()
+        for block in part.ints.values():
             block[:, 0] = name_map[block[:, 0]]
             for column in (1, 2):  # pid, tid: renumber the non-integer labels
                 named = block[:, column] <= LABEL_BASE
                 block[named, column] = label_map[LABEL_BASE - block[named, column]]
-            ints[kind].append(block)
-            floats[kind].append(part.floats[kind])
         skipped.update(part.skipped)
         malformed += part.malformed
         count += part.count
@@ -151,18 +147,27 @@ def merge_parts(parts: Sequence[Part], path: str, metadata: Mapping[str, Any]) -
         world_size=_int_or(info.get("world_size"), None),
         device_names=_device_names(metadata.get("deviceProperties")),
         names=tuple(names),
-        tables={kind: _table(ints[kind], floats[kind]) for kind in Kind},
+        tables={kind: _table(parts, kind) for kind in Kind},
         skipped=dict(skipped),
         malformed=malformed,
         event_count=count,
     )
 
 
-def _table(ints: list[IntArray], floats: list[FloatArray]) -> EventTable:
-    i = np.concatenate(ints) if ints else np.zeros((0, 5), dtype=np.int64)
-    f = np.concatenate(floats) if floats else np.zeros((0, 2))
-    columns = {name: i[:, k].copy() for k, name in enumerate(_INT_COLUMNS)}
-    return EventTable(ts_us=f[:, 0].copy(), dur_us=f[:, 1].copy(), **columns)
+def _table(parts: Sequence[Part], kind: Kind) -> EventTable:
+    ints = [p.ints[kind] for p in parts if kind in p.ints]
+    floats = [p.floats[kind] for p in parts if kind in p.floats]
+
+    def gather(blocks: list[Any], column: int, dtype: type) -> Any:
+        if not blocks:
+            return np.zeros(0, dtype=dtype)
+        return np.concatenate([b[:, column] for b in blocks])
+
+    return EventTable(
+        ts_us=gather(floats, 0, np.float64),
+        dur_us=gather(floats, 1, np.float64),
+        **{name: gather(ints, k, np.int64) for k, name in enumerate(_INT_COLUMNS)},
+    )
 
 
 def _label_id(value: Any, labels: dict[str, int]) -> int:

@@ -25,7 +25,9 @@ import orjson
 
 from lightspeed.errors import TraceError
 
-CHUNK_CHARS = 1 << 20
+# Decoding a window's events makes Python objects of about 20× its size: a small window
+# keeps that transient small; more windows cost little.
+CHUNK_CHARS = 1 << 17
 # A batch of decoded events and a key that sorts batches in file order.
 Key_Batch = tuple[tuple[int, int], list[Any]]
 _WHITESPACE = " \t\n\r"
