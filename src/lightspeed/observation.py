@@ -3,7 +3,7 @@
     with lightspeed.observe() as obs:
         for batch in obs.loop(loader):      # or call obs.step() after each step
             train_step(batch)
-    print(obs.bound, obs.trace_path)
+    obs.bound, obs.findings, obs.trace_path  # what bounds the steps, why, the trace
 
 The loop runs under torch.profiler with a wait/warm-up/active schedule. The active
 steps are written as a Chrome trace (`*.pt.trace.json.gz`, which Perfetto and
@@ -22,12 +22,13 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from lightspeed.analysis.bottleneck_rules import StepBound
+from lightspeed.analysis.finding import Finding
 from lightspeed.analysis.trace_summary import RankAnalysis, TraceAnalysis, analyse_traces
 from lightspeed.errors import ConfigError, LightspeedError
 from lightspeed.trace.load import load_traces
@@ -147,7 +148,7 @@ class Observation:
         return collections.Counter(steps).most_common(1)[0][0]
 
     @property
-    def findings(self) -> list[Any]:
+    def findings(self) -> list[Finding]:
         """The findings of the whole recorded stretch, largest possible gain first."""
         return self.rank.whole.findings
 

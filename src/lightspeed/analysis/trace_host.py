@@ -14,8 +14,20 @@ import dataclasses
 import numpy as np
 
 from lightspeed.analysis import intervals
-from lightspeed.analysis.trace_names import is_data_loading, is_host_sync, is_launch, names_where
-from lightspeed.analysis.trace_steps import StepWindow, correlate, top_level
+from lightspeed.analysis.trace_names import (
+    BoolArray,
+    is_data_loading,
+    is_host_sync,
+    is_launch,
+    names_where,
+)
+from lightspeed.analysis.trace_steps import (
+    StepWindow,
+    correlate,
+    count_names,
+    in_window,
+    top_level,
+)
 from lightspeed.trace.events import EventTable, Kind, Trace
 
 US = 1e-6
@@ -70,19 +82,32 @@ class HostStats:
         return max(0.0, self.window_s - self.busy_s)
 
 
-def _in_window(table: EventTable, window: StepWindow) -> np.ndarray:
-    return (table.ts_us >= window.start_us) & (table.ts_us < window.end_us) | (
-        (window.number is None) & (table.ts_us == window.end_us)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HostIndex:
+    """What the host analyses ask of every event, worked out once per trace: which
+    names launch work, synchronize or load data, and which CPU ops are top-level."""
+
+    launch: BoolArray  # by name id
+    sync: BoolArray
+    loading: BoolArray
+    outer_ops: BoolArray  # by row of the CPU-op table
+
+
+def host_index(trace: Trace) -> HostIndex:
+    return HostIndex(
+        launch=names_where(trace, is_launch),
+        sync=names_where(trace, is_host_sync),
+        loading=names_where(trace, is_data_loading),
+        outer_ops=top_level(trace.table(Kind.CPU_OP)),
     )
 
 
-def launch_stats(trace: Trace, window: StepWindow, device: EventTable) -> LaunchStats:
+def launch_stats(
+    trace: Trace, index: HostIndex, window: StepWindow, device: EventTable
+) -> LaunchStats:
     """HTA's launch statistics for launch calls that start in `window`."""
     runtime = trace.table(Kind.RUNTIME)
-    launch_name = names_where(trace, is_launch)
-    rows = np.flatnonzero(
-        _in_window(runtime, window) & launch_name[runtime.name] if len(runtime) else []
-    )
+    rows = np.flatnonzero(in_window(runtime, window) & index.launch[runtime.name])
     if len(rows) == 0:
         return LaunchStats()
     cpu_us = runtime.dur_us[rows]
@@ -104,28 +129,21 @@ def launch_stats(trace: Trace, window: StepWindow, device: EventTable) -> Launch
     )
 
 
-def host_stats(trace: Trace, window: StepWindow) -> HostStats:
+def host_stats(trace: Trace, index: HostIndex, window: StepWindow) -> HostStats:
     """The host side of `window` (see HostStats)."""
     lo, hi = window.start_us, window.end_us
     ops = trace.table(Kind.CPU_OP)
-    annotations = trace.table(Kind.ANNOTATION)
     runtime = trace.table(Kind.RUNTIME)
-
-    loading = _spans(annotations, names_where(trace, is_data_loading), lo, hi)
-    loading = _join(loading, _spans(ops, names_where(trace, is_data_loading), lo, hi))
-    sync_name = names_where(trace, is_host_sync)
-    syncs = _join(_spans(runtime, sync_name, lo, hi), _spans(ops, sync_name, lo, hi))
-    sync_calls: dict[str, int] = {}
-    for table in (runtime, ops):
-        if len(table):
-            rows = sync_name[table.name] & _in_window(table, window)
-            for name_id in table.name[rows]:
-                name = trace.names[name_id]
-                sync_calls[name] = sync_calls.get(name, 0) + 1
+    loading = _join(
+        _spans(trace.table(Kind.ANNOTATION), index.loading, lo, hi),
+        _spans(ops, index.loading, lo, hi),
+    )
+    syncs = _join(_spans(runtime, index.sync, lo, hi), _spans(ops, index.sync, lo, hi))
     sync_union = intervals.union(*syncs)
-
-    in_window = _in_window(ops, window)
-    outer = top_level(ops) & in_window if len(ops) else np.zeros(0, dtype=bool)
+    sync_names = np.concatenate(
+        [t.name[index.sync[t.name] & in_window(t, window)] for t in (runtime, ops)]
+    )
+    outer = index.outer_ops & in_window(ops, window)
     big = outer & (ops.dur_us >= SMALL_OP_US)
     work = intervals.clip(ops.ts_us[big], ops.end_us[big], lo, hi)
     everything = _join(_join(work, loading), syncs)
@@ -137,16 +155,14 @@ def host_stats(trace: Trace, window: StepWindow) -> HostStats:
         ops=int(outer.sum()),
         work_s=intervals.length(*work) * US,
         busy_s=intervals.length(*everything) * US,
-        sync_calls=sync_calls,
+        sync_calls=count_names(trace, sync_names),
     )
 
 
 _Spans = tuple[np.ndarray, np.ndarray]
 
 
-def _spans(table: EventTable, name_mask: np.ndarray, lo: float, hi: float) -> _Spans:
-    if len(table) == 0 or len(name_mask) == 0:
-        return np.empty(0), np.empty(0)
+def _spans(table: EventTable, name_mask: BoolArray, lo: float, hi: float) -> _Spans:
     rows = name_mask[table.name]
     return intervals.clip(table.ts_us[rows], table.end_us[rows], lo, hi)
 

@@ -13,7 +13,7 @@ import dataclasses
 
 import numpy as np
 
-from lightspeed.analysis.trace_names import profiler_step
+from lightspeed.analysis.trace_names import BoolArray, profiler_step
 from lightspeed.trace.events import NO_ID, EventTable, FloatArray, IntArray, Kind, Trace
 
 DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
@@ -34,7 +34,7 @@ class StepWindow:
 
 
 def step_windows(trace: Trace) -> list[StepWindow]:
-    """The trace's ProfilerStep windows in time order, or one window over all events."""
+    """The trace's ProfilerStep windows in time order (none when it has no steps)."""
     annotations = trace.table(Kind.ANNOTATION)
     windows = []
     for i in range(len(annotations)):
@@ -46,13 +46,32 @@ def step_windows(trace: Trace) -> list[StepWindow]:
                     number=number, start_us=start, end_us=start + float(annotations.dur_us[i])
                 )
             )
-    if windows:
-        return sorted(windows, key=lambda w: w.start_us)
-    starts = [t.ts_us.min() for t in trace.tables.values() if len(t)]
-    ends = [t.end_us.max() for t in trace.tables.values() if len(t)]
+    return sorted(windows, key=lambda w: w.start_us)
+
+
+def whole_window(trace: Trace) -> StepWindow:
+    """One window over every event of the trace (`number` None)."""
+    starts = [float(t.ts_us.min()) for t in trace.tables.values() if len(t)]
+    ends = [float(t.end_us.max()) for t in trace.tables.values() if len(t)]
     if not starts:
-        return []
-    return [StepWindow(number=None, start_us=float(min(starts)), end_us=float(max(ends)))]
+        return StepWindow(number=None, start_us=0.0, end_us=0.0)
+    return StepWindow(number=None, start_us=min(starts), end_us=max(ends))
+
+
+def in_window(table: EventTable, window: StepWindow) -> BoolArray:
+    """Which events of `table` start in `window`: [start, end), and for the whole-trace
+    window its end too, where its last event may start."""
+    inside = (table.ts_us >= window.start_us) & (table.ts_us < window.end_us)
+    if window.number is None:
+        inside |= table.ts_us == window.end_us
+    return inside
+
+
+def count_names(trace: Trace, names: IntArray) -> dict[str, int]:
+    """How often each name id in `names` occurs, by name, in first-seen order."""
+    ids, first, counts = np.unique(names, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    return {trace.names[ids[i]]: int(counts[i]) for i in order}
 
 
 def window_index(times_us: FloatArray, windows: list[StepWindow]) -> IntArray:
@@ -63,9 +82,6 @@ def window_index(times_us: FloatArray, windows: list[StepWindow]) -> IntArray:
     ends = np.array([w.end_us for w in windows])
     index = np.searchsorted(starts, times_us, side="right") - 1
     inside = (index >= 0) & (times_us < ends[np.clip(index, 0, None)])
-    # A window without steps spans its last event's end: that end is inside it.
-    if windows[0].number is None:
-        inside |= (index == 0) & (times_us <= ends[0])
     return np.where(inside, index, -1)
 
 
@@ -107,7 +123,7 @@ def device_steps(
     return window_index(placed_at, windows)
 
 
-def top_level(ops: EventTable) -> np.ndarray:
+def top_level(ops: EventTable) -> BoolArray:
     """Whether each CPU op runs inside no other op of the same thread."""
     if len(ops) == 0:
         return np.zeros(0, dtype=bool)

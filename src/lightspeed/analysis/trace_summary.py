@@ -25,14 +25,23 @@ from lightspeed.analysis.trace_breakdown import (
     type_totals,
 )
 from lightspeed.analysis.trace_diagnosis import WindowFacts, diagnose
-from lightspeed.analysis.trace_host import HostStats, LaunchStats, host_stats, launch_stats
+from lightspeed.analysis.trace_host import (
+    HostStats,
+    LaunchStats,
+    host_index,
+    host_stats,
+    launch_stats,
+)
 from lightspeed.analysis.trace_names import KernelType, name_types
 from lightspeed.analysis.trace_steps import (
     StepWindow,
+    count_names,
     device_events,
     device_steps,
+    in_window,
     launch_times,
     step_windows,
+    whole_window,
 )
 from lightspeed.trace.events import Kind, Trace
 
@@ -113,8 +122,8 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
     device = device_events(trace)
     launches = launch_times(trace, device)
     types = name_types(trace)
-    steps = [w for w in step_windows(trace) if w.number is not None]
-    everything = _whole_window(trace)
+    steps = step_windows(trace)
+    index = host_index(trace)
     per_step = device_steps(device, launches, steps)
 
     def window(w: StepWindow, rows: np.ndarray) -> WindowAnalysis:
@@ -131,8 +140,8 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
             temporal=temporal_breakdown(ev),
             idle=idle_breakdown(ev),
             overlap=comm_overlap(ev),
-            launches=launch_stats(trace, w, device),
-            host=host_stats(trace, w),
+            launches=launch_stats(trace, index, w, device),
+            host=host_stats(trace, index, w),
         )
         bound, findings = diagnose(facts)
         return WindowAnalysis(
@@ -155,7 +164,7 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
         rank=trace.rank or 0,
         path=trace.path,
         devices=trace.device_names,
-        whole=window(everything, all_rows),
+        whole=window(whole_window(trace), all_rows),
         steps=[window(w, per_step == i) for i, w in enumerate(steps)],
         notes=_notes(trace, steps),
     )
@@ -163,19 +172,7 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
 
 def _device_syncs(trace: Trace, w: StepWindow) -> dict[str, int]:
     syncs = trace.table(Kind.SYNC)
-    inside = (syncs.ts_us >= w.start_us) & (syncs.ts_us <= w.end_us)
-    counts: dict[str, int] = {}
-    for name_id in syncs.name[inside]:
-        counts[trace.names[name_id]] = counts.get(trace.names[name_id], 0) + 1
-    return counts
-
-
-def _whole_window(trace: Trace) -> StepWindow:
-    starts = [float(t.ts_us.min()) for t in trace.tables.values() if len(t)]
-    ends = [float(t.end_us.max()) for t in trace.tables.values() if len(t)]
-    if not starts:
-        return StepWindow(number=None, start_us=0.0, end_us=0.0)
-    return StepWindow(number=None, start_us=min(starts), end_us=max(ends))
+    return count_names(trace, syncs.name[in_window(syncs, w)])
 
 
 def _notes(trace: Trace, steps: list[StepWindow]) -> list[str]:

@@ -78,13 +78,6 @@ class EventTable:
     def end_us(self) -> FloatArray:
         return self.ts_us + self.dur_us
 
-    def take(self, mask: npt.NDArray[np.bool_] | IntArray) -> EventTable:
-        """The rows selected by a boolean mask or an index array."""
-        return EventTable(**{f.name: getattr(self, f.name)[mask] for f in _FIELDS})
-
-
-_FIELDS = dataclasses.fields(EventTable)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Trace:
