@@ -18,6 +18,24 @@ from lightspeed.workload import Workload, load_target
 __all__ = ["ProfileAnalysis", "analyse", "load_profile", "profile", "save_profile"]
 
 
+def run_setup(
+    workload: Workload | str,
+    device: str | Device,
+    dtype: str,
+    batch_size: int | None,
+    hardware: Hardware | str | None,
+) -> tuple[Workload, StepSettings, Hardware]:
+    """The workload to run (at `batch_size` when given), where and in which precision it
+    runs, and the Hardware it is placed on (see `profile` for what each may be)."""
+    dev = device if isinstance(device, Device) else Device.parse(device)
+    settings = StepSettings(device=dev, precision=step_precision(dtype))
+    wl = load_target(workload) if isinstance(workload, str) else workload
+    if batch_size is not None:
+        wl = wl.with_batch_size(batch_size)
+    hw = hardware if isinstance(hardware, Hardware) else resolve_hardware(hardware, dev)
+    return wl, settings, hw
+
+
 def profile(
     workload: Workload | str,
     *,
@@ -41,12 +59,7 @@ def profile(
     """
     if steps < 1:
         raise ConfigError(f"steps={steps} must be at least 1.")
-    wl = load_target(workload) if isinstance(workload, str) else workload
-    if batch_size is not None:
-        wl = wl.with_batch_size(batch_size)
-    dev = device if isinstance(device, Device) else Device.parse(device)
-    settings = StepSettings(device=dev, precision=step_precision(dtype))
-    hw = hardware if isinstance(hardware, Hardware) else resolve_hardware(hardware, dev)
+    wl, settings, hw = run_setup(workload, device, dtype, batch_size, hardware)
     return profile_workload(
         wl, hw, settings, timer=TimerConfig(budget_s=budget_s), profiled_steps=steps
     )

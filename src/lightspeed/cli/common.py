@@ -33,17 +33,9 @@ def workload_run(
     target: str, device: str, dtype: str, batch_size: int | None, hardware: str | None
 ) -> tuple[Workload, StepSettings, Hardware]:
     """The workload a command runs, where and how it runs, and the hardware it is placed on."""
-    from lightspeed.dtypes import step_precision
-    from lightspeed.hardware import resolve_hardware
-    from lightspeed.measure.device import Device
-    from lightspeed.measure.step import StepSettings
-    from lightspeed.workload import load_target
+    from lightspeed.api import run_setup
 
-    settings = StepSettings(device=Device.parse(device), precision=step_precision(dtype))
-    workload = load_target(target)
-    if batch_size is not None:
-        workload = workload.with_batch_size(batch_size)
-    return workload, settings, resolve_hardware(hardware, settings.device)
+    return run_setup(target, device, dtype, batch_size, hardware)
 
 
 def report(renderable: RenderableType, doc: dict[str, object], json_path: Path | None) -> None:
