@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 
 from lightspeed.analysis.bottleneck_rules import HOST_OVERHEAD_SHARE, StepBound, max_speedup
@@ -95,8 +96,9 @@ def step_findings(
     if not step:
         return findings
     overhead = [a for a in analyses if a.bound is Bound.OVERHEAD]
-    overhead_s = sum(a.time_s or 0.0 for a in overhead)
-    measured_s = sum(a.time_s or 0.0 for a in analyses)
+    by_bound = time_by_bound(analyses)
+    overhead_s = by_bound[Bound.OVERHEAD]
+    measured_s = sum(by_bound.values())
     profiled_s = profile.profiled_step_s or measured_s
     if measured_s and overhead_s / measured_s > REPORT_FRACTION:
         findings.append(
@@ -188,6 +190,14 @@ def above_speed_of_light(
     ]
 
 
+def time_by_bound(analyses: Sequence[OpAnalysis]) -> defaultdict[Bound | None, float]:
+    """Measured seconds of the ops of each bound (None: ops that move and compute nothing)."""
+    totals: defaultdict[Bound | None, float] = defaultdict(float)
+    for a in analyses:
+        totals[a.bound] += a.time_s or 0.0
+    return totals
+
+
 def step_bound(profile: Profile, analyses: Sequence[OpAnalysis]) -> StepBound:
     """What bounds the profiled step, by the rules `lightspeed trace` applies.
 
@@ -196,18 +206,14 @@ def step_bound(profile: Profile, analyses: Sequence[OpAnalysis]) -> StepBound:
     measured time of memory-bound against compute-bound ops decides, which a trace
     cannot tell but a profile, knowing each op's FLOPs and bytes, can.
     """
-    measured_s = sum(a.time_s or 0.0 for a in analyses)
-    step_s = profile.profiled_step_s or measured_s
+    by_bound = time_by_bound(analyses)
+    step_s = profile.profiled_step_s or sum(by_bound.values())
     if not step_s:
         return StepBound.UNKNOWN
-    host_s = (profile.unattributed_s or 0.0) + sum(
-        a.time_s or 0.0 for a in analyses if a.bound is Bound.OVERHEAD
-    )
+    host_s = (profile.unattributed_s or 0.0) + by_bound[Bound.OVERHEAD]
     if host_s / step_s >= HOST_OVERHEAD_SHARE:
         return StepBound.CPU_LAUNCH_OVERHEAD
-    memory_s = sum(a.time_s or 0.0 for a in analyses if a.bound is Bound.MEMORY)
-    compute_s = sum(a.time_s or 0.0 for a in analyses if a.bound is Bound.COMPUTE)
-    if memory_s > compute_s:
+    if by_bound[Bound.MEMORY] > by_bound[Bound.COMPUTE]:
         return StepBound.MEMORY
     on_gpu = profile.workload.device.value != "cpu"
     return StepBound.GPU_COMPUTE if on_gpu else StepBound.CPU_COMPUTE
