@@ -55,6 +55,13 @@ def test_cuda_event_sync_trace_exact() -> None:
         "aten::_local_scalar_dense": 1,
     }
     assert step.device_syncs == {"Stream Sync": 1, "Event Sync": 2, "Context Sync": 1}
+    # Syncs: item 2912–2957, event sync 3047–3081, device sync 3139–3147; the step
+    # ends at 3154. While the device idles: 2912–2935, 2937–2957, 3073–3081 and
+    # 3139–3147 = 23 + 20 + 8 + 8 µs. Gaps that start inside a sync (the device drained
+    # while the host waited): 2937–3037 (item) and 3073–3154 (event sync) = 100 + 81.
+    assert h.window_s == pytest.approx(3154e-6)
+    assert h.sync_while_idle_s == pytest.approx(59e-6)
+    assert h.sync_idle_gaps_s == pytest.approx(181e-6)
 
 
 def test_v100_ddp_cnn_training_is_gpu_compute_bound() -> None:
@@ -130,6 +137,15 @@ def test_two_ranks_are_compared_step_by_step(tmp_path: Path) -> None:
             assert s.step_s[r.rank] == window.step_s
         spread = max(s.communication_s.values()) - min(s.communication_s.values())
         assert s.communication_spread_s == pytest.approx(spread)
+        # Five all-to-all SendRecv kernels a step on each rank; with two ranks exactly
+        # one of them waits at each, so the waits add up to the spreads.
+        (collective,) = s.collectives
+        assert (collective.matched, collective.unmatched) == (5, 0)
+        assert sum(collective.wait_s.values()) == pytest.approx(collective.spread_s)
+        assert sum(collective.last_arrivals.values()) == 5
+    assert analysis.notes == [
+        "2 of 128 ranks given: waits in collectives are measured between these ranks only"
+    ]
 
 
 def test_an_accelerator_without_gpu_kernels_is_read_and_said_so() -> None:

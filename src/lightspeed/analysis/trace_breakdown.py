@@ -25,7 +25,7 @@ import dataclasses
 import numpy as np
 
 from lightspeed.analysis import intervals
-from lightspeed.analysis.trace_names import KernelType
+from lightspeed.analysis.trace_names import BoolArray, KernelType
 from lightspeed.trace.events import FloatArray, IntArray
 
 US = 1e-6
@@ -119,8 +119,11 @@ class DeviceEvents:
     launch_us: FloatArray
     name: IntArray
 
+    def is_type(self, kernel_type: KernelType) -> BoolArray:
+        return self.type == _TYPES.index(kernel_type)
+
     def of_type(self, kernel_type: KernelType) -> tuple[FloatArray, FloatArray]:
-        mask = self.type == _TYPES.index(kernel_type)
+        mask = self.is_type(kernel_type)
         return self.start_us[mask], self.end_us[mask]
 
 

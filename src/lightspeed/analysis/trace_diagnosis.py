@@ -45,6 +45,13 @@ class WindowFacts:
         return max(0.0, self.step_s - self.temporal.busy_s) if self.has_device else 0.0
 
     @property
+    def sync_lost_s(self) -> float:
+        """Device time the host syncs cost: the idle gaps they drained the device into,
+        or the time they sat on an idle device, whichever is more (0 without a device)."""
+        h = self.host
+        return max(h.sync_while_idle_s or 0.0, h.sync_idle_gaps_s or 0.0)
+
+    @property
     def edge_idle_s(self) -> float:
         """Idle before the device's first event or after its last, while the step goes on."""
         return max(0.0, self.step_s - self.temporal.total_s) if self.has_device else 0.0
@@ -63,9 +70,10 @@ def diagnose(f: WindowFacts) -> tuple[StepBound, list[Finding]]:
     data = f.host.data_loading_s / step
     if data >= DATA_LOADING_SHARE:
         findings.append(_data_loading(f, data))
-    sync = f.host.sync_s / step
-    # On a device, waiting shows as time; on the CPU alone a sync costs nearly nothing
-    # but still stops the host from running ahead, so there its frequency decides.
+    # On a device a sync costs the idle time it causes (the host waiting while the
+    # device works costs nothing); on the CPU alone a sync costs nearly nothing but
+    # still stops the host from running ahead, so there its frequency decides.
+    sync = (f.sync_lost_s if f.has_device else f.host.sync_s) / step
     dense = not f.has_device and syncs_dominate(f.host.syncs, f.host.ops)
     if sync >= SYNC_SHARE or dense:
         findings.append(_synchronization(f, sync, dense))
@@ -114,11 +122,15 @@ def _data_loading(f: WindowFacts, share: float) -> Finding:
 
 def _synchronization(f: WindowFacts, share: float, dense: bool) -> Finding:
     per = f"one per {f.host.ops / f.host.syncs:.1f} ops" if f.host.syncs else "none counted"
-    how = (
-        f"{f.host.syncs} host syncs in the step ({per})"
-        if dense
-        else f"{_pct(share)} of the step is spent in host syncs"
-    )
+    if dense:
+        how = f"{f.host.syncs} host syncs in the step ({per})"
+    elif f.has_device:
+        how = (
+            f"the device idles {_pct(share)} of the step after host syncs drain it"
+            f" ({f.host.syncs} syncs, {_duration(f.host.sync_s)} of host time in them)"
+        )
+    else:
+        how = f"{_pct(share)} of the step is spent in host syncs"
     return Finding(
         kind=StepBound.SYNCHRONIZATION.value,
         message=(
@@ -130,6 +142,7 @@ def _synchronization(f: WindowFacts, share: float, dense: bool) -> Finding:
             "syncs": f.host.syncs,
             "ops": f.host.ops,
             "sync_s": f.host.sync_s,
+            **({"device_idle_after_sync_s": f.sync_lost_s} if f.has_device else {}),
             "step_s": f.step_s,
             "max_speedup": max_speedup(share),
         },

@@ -64,6 +64,13 @@ class HostStats:
     number of host synchronizations (device/stream/event synchronize, blocking copies,
     `aten::item`/`_local_scalar_dense`). `ops`: top-level CPU ops. `work_s`: time in
     top-level ops of at least 20 µs. Times are unions: nothing counts twice.
+
+    With device events in the window (else None): `sync_while_idle_s` is the host's
+    time in syncs while the device runs nothing; `sync_idle_gaps_s` the device's idle
+    gaps that begin while the host is in a sync, each counted whole: the device ran
+    dry while the host waited on it, and stayed idle until the host's next launch,
+    since the host could not queue work ahead. That is what the syncs cost the step;
+    a sync that finds the device already idle costs only its own time.
     """
 
     window_s: float
@@ -74,6 +81,8 @@ class HostStats:
     work_s: float
     busy_s: float  # union of work, data loading and syncs
     sync_calls: dict[str, int] = dataclasses.field(default_factory=dict)  # by name, nested too
+    sync_while_idle_s: float | None = None
+    sync_idle_gaps_s: float | None = None
 
     @property
     def overhead_s(self) -> float:
@@ -129,8 +138,14 @@ def launch_stats(
     )
 
 
-def host_stats(trace: Trace, index: HostIndex, window: StepWindow) -> HostStats:
-    """The host side of `window` (see HostStats)."""
+def host_stats(
+    trace: Trace,
+    index: HostIndex,
+    window: StepWindow,
+    device_busy: _Spans | None = None,
+) -> HostStats:
+    """The host side of `window` (see HostStats); `device_busy` is the union of the
+    window's device events (µs), None or empty when it has none."""
     lo, hi = window.start_us, window.end_us
     ops = trace.table(Kind.CPU_OP)
     runtime = trace.table(Kind.RUNTIME)
@@ -156,7 +171,26 @@ def host_stats(trace: Trace, index: HostIndex, window: StepWindow) -> HostStats:
         work_s=intervals.length(*work) * US,
         busy_s=intervals.length(*everything) * US,
         sync_calls=count_names(trace, sync_names),
+        **_sync_idle(sync_union, device_busy, lo, hi),
     )
+
+
+def _sync_idle(syncs: _Spans, busy: _Spans | None, lo: float, hi: float) -> dict[str, float]:
+    """`sync_while_idle_s` and `sync_idle_gaps_s` of HostStats; {} without device events."""
+    if busy is None or len(busy[0]) == 0:
+        return {}
+    # The device's gaps over the step and its own span, whichever reaches further.
+    gap_s, gap_e = intervals.gaps(*busy, min(lo, busy[0][0]), max(hi, busy[1][-1]))
+    sync_s, sync_e = syncs
+    # The sync holding each gap's start, if any: the last one starting at or before it.
+    # A gap before the device's first event is no draining.
+    holder = np.searchsorted(sync_s, gap_s, side="right") - 1
+    drained = (holder >= 0) & (gap_s >= busy[0][0])
+    drained[drained] = gap_s[drained] < sync_e[holder[drained]]
+    return {
+        "sync_while_idle_s": intervals.overlap(syncs, (gap_s, gap_e)) * US,
+        "sync_idle_gaps_s": float(np.sum(gap_e[drained] - gap_s[drained])) * US,
+    }
 
 
 _Spans = tuple[np.ndarray, np.ndarray]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lightspeed.analysis import intervals
 from lightspeed.analysis.bottleneck_rules import StepBound, max_speedup
 from lightspeed.analysis.finding import Finding
 from lightspeed.analysis.trace_breakdown import (
@@ -23,6 +24,14 @@ from lightspeed.analysis.trace_breakdown import (
     stream_idle,
     temporal_breakdown,
     type_totals,
+)
+from lightspeed.analysis.trace_collectives import (
+    CollectiveSkew,
+    CommEvents,
+    comm_events,
+    match_collectives,
+    merge,
+    summed,
 )
 from lightspeed.analysis.trace_diagnosis import WindowFacts, diagnose
 from lightspeed.analysis.trace_host import (
@@ -64,6 +73,7 @@ class WindowAnalysis:
     kernels: list[KernelStat]
     kernel_types: dict[KernelType, float]
     device_syncs: dict[str, int]  # the device's own sync records (`cuda_sync`), by name
+    comm: CommEvents  # for matching collectives across ranks
     bound: StepBound
     findings: list[Finding]
 
@@ -86,7 +96,8 @@ class RankAnalysis:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StepSkew:
-    """One step across ranks: each rank's step time and communication time, seconds.
+    """One step across ranks: each rank's step time and communication time, seconds,
+    and its collectives matched across the ranks (`trace_collectives`).
 
     A rank that computes faster than the others waits for them inside the collectives,
     so the spread of communication time is the time lost to imbalance."""
@@ -94,11 +105,22 @@ class StepSkew:
     step: int
     step_s: dict[int, float]
     communication_s: dict[int, float]
+    collectives: list[CollectiveSkew] = dataclasses.field(default_factory=list)
 
     @property
     def communication_spread_s(self) -> float:
         values = self.communication_s.values()
         return max(values) - min(values)
+
+    @property
+    def collective_wait_s(self) -> dict[int, float]:
+        """Each rank's time in this step's collectives waiting for later ranks."""
+        return summed(c.wait_s for c in self.collectives)
+
+    @property
+    def last_arrivals(self) -> dict[int, int]:
+        """How often each rank arrived last at this step's collectives."""
+        return summed(c.last_arrivals for c in self.collectives)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -107,6 +129,8 @@ class TraceAnalysis:
 
     ranks: list[RankAnalysis]
     skew: list[StepSkew]
+    collectives: list[CollectiveSkew]  # by kernel name, over the compared steps
+    notes: list[str]  # what the comparison across ranks could not see
     findings: list[Finding]
 
 
@@ -114,7 +138,27 @@ def analyse_traces(traces: Sequence[Trace]) -> TraceAnalysis:
     """Analyse each rank's trace, then compare the ranks."""
     ranks = [analyse_rank(t) for t in traces]
     skew = step_skew(ranks)
-    return TraceAnalysis(ranks=ranks, skew=skew, findings=_skew_findings(skew))
+    if skew:
+        collectives = merge(c for s in skew for c in s.collectives)
+    else:  # no step in common: the whole traces
+        collectives = match_collectives({r.rank: r.whole.comm for r in ranks})
+    return TraceAnalysis(
+        ranks=ranks,
+        skew=skew,
+        collectives=collectives,
+        notes=_rank_notes(traces),
+        findings=_skew_findings(skew),
+    )
+
+
+def _rank_notes(traces: Sequence[Trace]) -> list[str]:
+    worlds = {t.world_size for t in traces if t.world_size}
+    if len(traces) < 2 or not worlds or len(traces) >= max(worlds):
+        return []
+    return [
+        f"{len(traces)} of {max(worlds)} ranks given: waits in collectives are measured"
+        " between these ranks only"
+    ]
 
 
 def analyse_rank(trace: Trace) -> RankAnalysis:
@@ -141,7 +185,7 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
             idle=idle_breakdown(ev),
             overlap=comm_overlap(ev),
             launches=launch_stats(trace, index, w, device),
-            host=host_stats(trace, index, w),
+            host=host_stats(trace, index, w, intervals.union(ev.start_us, ev.end_us)),
         )
         bound, findings = diagnose(facts)
         return WindowAnalysis(
@@ -155,6 +199,7 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
             kernels=kernel_stats(ev, trace.names, TOP_KERNELS),
             kernel_types=type_totals(ev),
             device_syncs=_device_syncs(trace, w),
+            comm=comm_events(ev, trace.names),
             bound=bound,
             findings=findings,
         )
@@ -197,20 +242,27 @@ def step_skew(ranks: list[RankAnalysis]) -> list[StepSkew]:
     """Each step that two or more ranks recorded, compared across them."""
     if len(ranks) < 2:
         return []
-    by_step: dict[int, StepSkew] = {}
+    by_step: dict[int, dict[int, WindowAnalysis]] = {}
     for r in ranks:
         for w in r.steps:
-            if w.step is None:
-                continue
-            entry = by_step.setdefault(w.step, StepSkew(step=w.step, step_s={}, communication_s={}))
-            entry.step_s[r.rank] = w.step_s
-            entry.communication_s[r.rank] = w.overlap.communication_s
-    return [s for _, s in sorted(by_step.items()) if len(s.step_s) >= 2]
+            if w.step is not None:
+                by_step.setdefault(w.step, {})[r.rank] = w
+    return [
+        StepSkew(
+            step=step,
+            step_s={rank: w.step_s for rank, w in windows.items()},
+            communication_s={rank: w.overlap.communication_s for rank, w in windows.items()},
+            collectives=match_collectives({rank: w.comm for rank, w in windows.items()}),
+        )
+        for step, windows in sorted(by_step.items())
+        if len(windows) >= 2
+    ]
 
 
 def _skew_findings(skew: list[StepSkew]) -> list[Finding]:
-    """Steps whose length differs across ranks: the fast ranks wait at each collective."""
-    findings = []
+    """Steps whose length differs across ranks, and steps in whose collectives a rank
+    waits long for the others."""
+    findings = [f for f in map(_collective_wait, skew) if f is not None]
     for s in skew:
         slow = max(s.step_s, key=lambda rank: s.step_s[rank])
         fast = min(s.step_s, key=lambda rank: s.step_s[rank])
@@ -236,3 +288,38 @@ def _skew_findings(skew: list[StepSkew]) -> list[Finding]:
             )
         )
     return findings
+
+
+def _collective_wait(s: StepSkew) -> Finding | None:
+    """The step's longest wait in collectives, when it is a sizeable share of the step."""
+    wait = s.collective_wait_s
+    if not wait:
+        return None
+    waiter = max(wait, key=lambda rank: wait[rank])
+    step_s = s.step_s[waiter]
+    share = wait[waiter] / step_s if step_s > 0 else 0.0
+    if share < SKEW_REPORT_FRACTION:
+        return None
+    last = s.last_arrivals
+    matched = sum(c.matched for c in s.collectives)
+    often = sorted(last, key=lambda rank: -last[rank])[:3]
+    arrivals = ", ".join(f"rank {rank} ×{last[rank]}" for rank in often if last[rank])
+    return Finding(
+        kind="collective-wait",
+        message=(
+            f"step {s.step}: rank {waiter} waits {wait[waiter] * 1e3:.2f} ms"
+            f" ({100 * share:.0f}% of its step) in collectives for later ranks; last to"
+            f" arrive at the {matched} collectives: {arrivals}; even out the work between"
+            " ranks (batch or sequence lengths, uneven shards), or find what the last"
+            " ranks do before their collectives"
+        ),
+        evidence={
+            "step": s.step,
+            "waiting_rank": waiter,
+            "wait_s": wait[waiter],
+            "step_s": step_s,
+            "most_often_last_rank": often[0],
+            "collectives": matched,
+            "max_speedup": max_speedup(share),
+        },
+    )

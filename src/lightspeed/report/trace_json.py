@@ -2,14 +2,18 @@
 
 Per rank: `temporal_breakdown`, `idle_breakdown`, `bound` and `findings` for the whole
 trace, the same for each step under `steps`, and the detail beside them (streams,
-kernels, launches, host, overlap, notes). Seconds throughout.
+kernels, launches, host, overlap, notes). Across ranks: each step compared (`skew`,
+with its collectives matched across ranks), the collectives by kernel name, notes and
+findings. Seconds throughout; ranks as string keys.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
+from lightspeed.analysis.trace_collectives import CollectiveSkew
 from lightspeed.analysis.trace_summary import RankAnalysis, TraceAnalysis, WindowAnalysis
 from lightspeed.report.json_report import document, finding_dict
 
@@ -23,15 +27,33 @@ def trace_doc(analysis: TraceAnalysis) -> dict[str, Any]:
             "skew": [
                 {
                     "step": s.step,
-                    "step_s": {str(k): v for k, v in s.step_s.items()},
-                    "communication_s": {str(k): v for k, v in s.communication_s.items()},
+                    "step_s": _by_rank(s.step_s),
+                    "communication_s": _by_rank(s.communication_s),
                     "communication_spread_s": s.communication_spread_s,
+                    "collective_wait_s": _by_rank(s.collective_wait_s),
+                    "last_arrivals": _by_rank(s.last_arrivals),
+                    "collectives": [_collective(c) for c in s.collectives],
                 }
                 for s in analysis.skew
             ],
+            "collectives": [_collective(c) for c in analysis.collectives],
+            "notes": list(analysis.notes),
             "findings": [finding_dict(f) for f in analysis.findings],
         },
     )
+
+
+def _by_rank(values: Mapping[int, float]) -> dict[str, float]:
+    return {str(rank): v for rank, v in values.items()}
+
+
+def _collective(c: CollectiveSkew) -> dict[str, Any]:
+    return {
+        **dataclasses.asdict(c),
+        "mean_spread_s": c.mean_spread_s,
+        "wait_s": _by_rank(c.wait_s),
+        "last_arrivals": _by_rank(c.last_arrivals),
+    }
 
 
 def _rank(r: RankAnalysis) -> dict[str, Any]:

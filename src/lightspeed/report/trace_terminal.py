@@ -17,9 +17,64 @@ from lightspeed.report import units
 def trace_report(analysis: TraceAnalysis, *, step: int | None = None) -> RenderableType:
     """Every rank's report; `step` details one ProfilerStep instead of the whole trace."""
     parts: list[RenderableType] = [rank_report(r, step) for r in analysis.ranks]
-    if analysis.findings:
-        parts.append(_findings("Across ranks", _lines(analysis.findings)))
+    if len(analysis.ranks) > 1:
+        parts.append(across_ranks(analysis))
     return Group(*parts)
+
+
+def across_ranks(analysis: TraceAnalysis) -> RenderableType:
+    """Steps compared across ranks, collectives matched across them, and findings."""
+    parts: list[RenderableType] = []
+    if analysis.skew:
+        table = Table(
+            title="Steps (rank); last: rank ×times it arrived last at a collective",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+        )
+        table.add_column("step", justify="right", no_wrap=True, min_width=4)
+        for column in ("slowest", "fastest", "max wait", "last"):
+            table.add_column(column, no_wrap=True)
+        for s in analysis.skew:
+            slow = max(s.step_s, key=lambda rank: s.step_s[rank])
+            fast = min(s.step_s, key=lambda rank: s.step_s[rank])
+            wait = s.collective_wait_s
+            waiter = max(wait, key=lambda rank: wait[rank]) if wait else None
+            last = s.last_arrivals
+            table.add_row(
+                str(s.step),
+                f"{units.seconds(s.step_s[slow])} ({slow})",
+                f"{units.seconds(s.step_s[fast])} ({fast})",
+                "—" if waiter is None else f"{units.seconds(wait[waiter])} ({waiter})",
+                ", ".join(
+                    f"{r} ×{n}" for r, n in sorted(last.items(), key=lambda x: -x[1])[:3] if n
+                )
+                or "—",
+            )
+        parts.append(table)
+    if analysis.collectives:
+        table = Table(
+            title="Collectives matched across ranks",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+        )
+        table.add_column("kernel", overflow="ellipsis")
+        for column in ("matched", "mean wait", "max wait", "total wait"):
+            table.add_column(column, justify="right", no_wrap=True)
+        for c in analysis.collectives:
+            table.add_row(
+                short_kernel_name(c.name),
+                str(c.matched) + (f" (+{c.unmatched} unmatched)" if c.unmatched else ""),
+                units.seconds(c.mean_spread_s),
+                units.seconds(c.max_spread_s),
+                units.seconds(c.spread_s),
+            )
+        parts.append(table)
+    parts.append(_findings("Findings", _lines(analysis.findings)))
+    if analysis.notes:
+        parts.append(_findings("Not analysed", [f"• {note}" for note in analysis.notes]))
+    return Panel(Group(*parts), title="Across ranks", title_align="left")
 
 
 def rank_report(r: RankAnalysis, step: int | None) -> RenderableType:
@@ -85,6 +140,13 @@ def _summary(r: RankAnalysis, w: WindowAnalysis) -> RenderableType:
         f"{h.ops} ops, data loading {units.seconds(h.data_loading_s)}, {h.syncs} syncs"
         f" ({units.seconds(h.sync_s)}), overhead {units.seconds(h.overhead_s)}",
     )
+    if h.syncs and h.sync_while_idle_s is not None and h.sync_idle_gaps_s is not None:
+        grid.add_row(
+            "syncs",
+            f"{units.seconds(h.sync_while_idle_s)} of the host's sync time with the device"
+            f" idle; {units.seconds(h.sync_idle_gaps_s)} of device idle in gaps that began"
+            " while the host waited in a sync",
+        )
     if h.sync_calls or w.device_syncs:
         calls = ", ".join(f"{n} ×{c}" for n, c in {**h.sync_calls, **w.device_syncs}.items())
         grid.add_row("sync calls", calls)

@@ -1,0 +1,72 @@
+"""Small Kineto traces written event by event, for tests whose expected figures follow
+by hand from the timeline (times in µs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+HOST_PID, HOST_TID = 100, 100
+DEVICE_PID, STREAM = 0, 7
+
+
+class KinetoTrace:
+    """A trace in the layout torch.profiler writes: CPU events on one thread, device
+    events on one stream, launches linked to their kernels by `correlation`."""
+
+    def __init__(self, *, rank: int | None = None, world_size: int | None = None) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.rank = rank
+        self.world_size = world_size
+        self._correlation = 0
+
+    def _add(self, cat: str, name: str, ts: float, dur: float, **args: Any) -> None:
+        device = cat in ("kernel", "gpu_memcpy")
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "ts": ts,
+                "dur": dur,
+                "pid": DEVICE_PID if device else HOST_PID,
+                "tid": STREAM if device else HOST_TID,
+                "args": args,
+            }
+        )
+
+    def step(self, number: int, ts: float, dur: float) -> None:
+        self._add("user_annotation", f"ProfilerStep#{number}", ts, dur)
+
+    def cpu_op(self, name: str, ts: float, dur: float) -> None:
+        self._add("cpu_op", name, ts, dur)
+
+    def runtime(self, name: str, ts: float, dur: float) -> None:
+        self._add("cuda_runtime", name, ts, dur)
+
+    def launch(
+        self, ts: float, kernel_ts: float, kernel_dur: float, name: str = "gemm", cpu: float = 5
+    ) -> None:
+        """A cudaLaunchKernel at `ts` taking `cpu` µs, and the kernel it launched."""
+        self._correlation += 1
+        self._add("cuda_runtime", "cudaLaunchKernel", ts, cpu, correlation=self._correlation)
+        self._add("kernel", name, kernel_ts, kernel_dur, correlation=self._correlation)
+
+    def copy_to_host(self, ts: float, copy_ts: float, copy_dur: float, cpu: float = 4) -> None:
+        self._correlation += 1
+        self._add("cuda_runtime", "cudaMemcpyAsync", ts, cpu, correlation=self._correlation)
+        self._add(
+            "gpu_memcpy",
+            "Memcpy DtoH (Device -> Pageable)",
+            copy_ts,
+            copy_dur,
+            correlation=self._correlation,
+        )
+
+    def write(self, path: Path) -> Path:
+        document: dict[str, Any] = {"traceEvents": self.events}
+        if self.rank is not None:
+            document["distributedInfo"] = {"rank": self.rank, "world_size": self.world_size}
+        path.write_text(json.dumps(document))
+        return path
