@@ -22,7 +22,7 @@ from lightspeed.measure.profile_facts import OpTimeSource, Profile
 from lightspeed.measure.records import OPTIMIZER_MODULE, MemoryBreakdown, OpRecord, Phase
 from lightspeed.measure.timer import measurement_from_times
 from lightspeed.measure.timing import WorkloadInfo
-from lightspeed.report.json_report import dumps
+from lightspeed.report.documents import dumps
 from lightspeed.report.profile_json import profile_doc, profile_from_doc
 
 CPU = Hardware(

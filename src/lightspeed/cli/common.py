@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console, RenderableType
 
-from lightspeed.report import json_report
+from lightspeed.report import documents
 
 DEVICE_HELP = "Where to run: cpu or cuda."
 DTYPE_HELP = "Precision of the step: fp32, bf16 or fp16 (parameters, activations and batch)."
@@ -58,7 +58,7 @@ def show(renderable: RenderableType) -> None:
 def emit_json(doc: dict[str, object], path: Path | None) -> None:
     """Write `doc` to `path`, or to stdout when `path` is '-' or None."""
     if path is None or str(path) == "-":
-        sys.stdout.write(json_report.dumps(doc) + "\n")
+        sys.stdout.write(documents.dumps(doc) + "\n")
     else:
-        json_report.write(path, doc)
+        documents.write(path, doc)
         print(f"wrote {path}", file=sys.stderr)

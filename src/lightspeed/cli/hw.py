@@ -17,12 +17,12 @@ def list_command(
 ) -> None:
     """List the catalog's hardware ids with their peaks and bandwidth."""
     from lightspeed.hardware import catalog_hardware, catalog_ids
-    from lightspeed.report import json_report, terminal
+    from lightspeed.report import documents, json_report, terminal
 
     entries = [catalog_hardware(hw_id) for hw_id in catalog_ids()]
     if as_json:
         body = {"hardware": [json_report.hardware_doc(h) for h in entries]}
-        emit_json(json_report.document("hardware_list", body), None)
+        emit_json(documents.document("hardware_list", body), None)
     else:
         show(terminal.hardware_list(entries))
 

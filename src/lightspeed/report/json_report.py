@@ -2,54 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lightspeed.analysis.finding import Finding
 from lightspeed.analysis.roofline import RooflinePoint, roofline_to_dict
 from lightspeed.hardware.model import Hardware, hardware_to_dict
 from lightspeed.measure.timer import Measurement
+from lightspeed.report.documents import document
 
 if TYPE_CHECKING:  # measure.timing imports torch; these are annotations only
     from lightspeed.measure.timing import StepTiming, WorkloadInfo
-
-SCHEMA_VERSION = 1
-
-
-def document(kind: str, body: dict[str, Any]) -> dict[str, Any]:
-    """`body` stamped with the schema version and what the document is."""
-    return {"schema_version": SCHEMA_VERSION, "document": kind, **body}
-
-
-def dumps(doc: dict[str, Any]) -> str:
-    """Strict JSON text: non-finite floats (an infinite intensity) become null."""
-    return json.dumps(_finite(doc), indent=2, allow_nan=False)
-
-
-def write(path: Path, doc: dict[str, Any]) -> Path:
-    """Write `doc` to `path` atomically (a failure never leaves half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(dumps(doc) + "\n", "utf-8")
-    tmp.replace(path)
-    return path
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
-def finding_dict(f: Finding) -> dict[str, Any]:
-    """A finding's JSON object: kind, message, evidence."""
-    return {"kind": f.kind, "message": f.message, "evidence": dict(f.evidence)}
 
 
 def hardware_doc(hw: Hardware) -> dict[str, Any]:

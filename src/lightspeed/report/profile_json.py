@@ -24,14 +24,8 @@ from lightspeed.measure.profile_facts import OpTimeSource, Profile
 from lightspeed.measure.records import MemoryBreakdown, OpRecord, Phase
 from lightspeed.measure.timer import Measurement
 from lightspeed.measure.timing import WorkloadInfo
-from lightspeed.report.json_report import (
-    SCHEMA_VERSION,
-    document,
-    finding_dict,
-    timing_to_dict,
-    workload_to_dict,
-    write,
-)
+from lightspeed.report.documents import SCHEMA_VERSION, document, finding_dict, write
+from lightspeed.report.json_report import timing_to_dict, workload_to_dict
 
 
 def profile_doc(analysis: ProfileAnalysis) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from lightspeed.analysis.trace_collectives import CollectiveSkew
 from lightspeed.analysis.trace_summary import RankAnalysis, TraceAnalysis, WindowAnalysis
-from lightspeed.report.json_report import document, finding_dict
+from lightspeed.report.documents import document, finding_dict
 
 
 def trace_doc(analysis: TraceAnalysis) -> dict[str, Any]:
