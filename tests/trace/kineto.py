@@ -15,10 +15,17 @@ class KinetoTrace:
     """A trace in the layout torch.profiler writes: CPU events on one thread, device
     events on one stream, launches linked to their kernels by `correlation`."""
 
-    def __init__(self, *, rank: int | None = None, world_size: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+        device_name: str | None = None,
+    ) -> None:
         self.events: list[dict[str, Any]] = []
         self.rank = rank
         self.world_size = world_size
+        self.device_name = device_name
         self._correlation = 0
 
     def _add(self, cat: str, name: str, ts: float, dur: float, **args: Any) -> None:
@@ -39,8 +46,8 @@ class KinetoTrace:
     def step(self, number: int, ts: float, dur: float) -> None:
         self._add("user_annotation", f"ProfilerStep#{number}", ts, dur)
 
-    def cpu_op(self, name: str, ts: float, dur: float) -> None:
-        self._add("cpu_op", name, ts, dur)
+    def cpu_op(self, name: str, ts: float, dur: float, **args: Any) -> None:
+        self._add("cpu_op", name, ts, dur, **args)
 
     def runtime(self, name: str, ts: float, dur: float) -> None:
         self._add("cuda_runtime", name, ts, dur)
@@ -68,5 +75,7 @@ class KinetoTrace:
         document: dict[str, Any] = {"traceEvents": self.events}
         if self.rank is not None:
             document["distributedInfo"] = {"rank": self.rank, "world_size": self.world_size}
+        if self.device_name is not None:
+            document["deviceProperties"] = [{"id": 0, "name": self.device_name}]
         path.write_text(json.dumps(document))
         return path

@@ -135,6 +135,15 @@ def test_reading_on_two_processes_gives_the_same_trace() -> None:
         assert np.array_equal(a.correlation, b.correlation), kind
 
 
+def test_recorded_shapes_survive_reading_on_two_processes() -> None:
+    path = trace("tracelens-h100-bert-small-inference")
+    one = load_trace(path, parallel=False)
+    two = load_trace(path, parallel=True, chunk_chars=1 << 14)
+    assert len(one.op_shapes) == 26 and one.op_shapes == two.op_shapes
+    ops = two.table(Kind.CPU_OP)
+    assert {two.names[ops.name[row]] for row in two.op_shapes} == {"aten::addmm"}
+
+
 def test_a_run_cut_inside_a_string_falls_back_to_one_process(tmp_path: Path) -> None:
     # Every name holds "}, {", so the last one in a window is often inside a string:
     # that run cannot decode, and the file is read again on one process.

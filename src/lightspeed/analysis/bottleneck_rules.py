@@ -33,6 +33,8 @@ SYNC_OPS_PER_SYNC = 8
 EXPOSED_COMMUNICATION_SHARE = 0.25
 DEVICE_IDLE_SHARE = 0.25
 HOST_OVERHEAD_SHARE = 0.5
+# Share of the step in 16-bit matrix products with shapes tensor cores cannot fully use.
+TENSOR_CORE_SHAPES_SHARE = 0.05
 
 
 def max_speedup(fraction: float) -> float:

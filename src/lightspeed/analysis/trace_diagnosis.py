@@ -11,6 +11,7 @@ from lightspeed.analysis.bottleneck_rules import (
     EXPOSED_COMMUNICATION_SHARE,
     HOST_OVERHEAD_SHARE,
     SYNC_SHARE,
+    TENSOR_CORE_SHAPES_SHARE,
     StepBound,
     max_speedup,
     syncs_dominate,
@@ -18,6 +19,7 @@ from lightspeed.analysis.bottleneck_rules import (
 from lightspeed.analysis.finding import Finding
 from lightspeed.analysis.trace_breakdown import IdleBreakdown, Overlap, TemporalBreakdown
 from lightspeed.analysis.trace_host import HostStats, LaunchStats
+from lightspeed.analysis.trace_matmuls import MatmulStats
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -29,6 +31,7 @@ class WindowFacts:
     overlap: Overlap
     launches: LaunchStats
     host: HostStats
+    matmuls: MatmulStats | None = None
 
     @property
     def has_device(self) -> bool:
@@ -79,6 +82,8 @@ def diagnose(f: WindowFacts) -> tuple[StepBound, list[Finding]]:
         findings.append(_synchronization(f, sync, dense))
     if f.has_device:
         findings += _device_findings(f)
+        if f.matmuls is not None and f.matmuls.unaligned_s / step >= TENSOR_CORE_SHAPES_SHARE:
+            findings.append(_tensor_core_shapes(f, f.matmuls))
     else:
         overhead = f.host.overhead_s / step
         if overhead >= HOST_OVERHEAD_SHARE:
@@ -149,6 +154,23 @@ def _synchronization(f: WindowFacts, share: float, dense: bool) -> Finding:
     )
 
 
+def _tensor_core_shapes(f: WindowFacts, m: MatmulStats) -> Finding:
+    evidence: dict[str, float | int | str] = {"unaligned_s": m.unaligned_s, "step_s": f.step_s}
+    if m.unaligned_sol_s is not None:
+        # At best those products would run at their speed of light.
+        evidence["max_speedup"] = max_speedup((m.unaligned_s - m.unaligned_sol_s) / f.step_s)
+    return Finding(
+        kind="tensor-core-shapes",
+        message=(
+            f"{_pct(m.unaligned_s / f.step_s)} of the step runs 16-bit matrix products with a"
+            " dimension that is not a multiple of 8, which tensor cores cannot fully use:"
+            " pad the hidden size, vocabulary and batch × sequence length to multiples of 8"
+            " (64 is better)"
+        ),
+        evidence=evidence,
+    )
+
+
 def _host_overhead(f: WindowFacts, share: float) -> Finding:
     return Finding(
         kind=StepBound.CPU_LAUNCH_OVERHEAD.value,
@@ -215,21 +237,29 @@ def _device_findings(f: WindowFacts) -> list[Finding]:
             )
         )
     else:
+        m = f.matmuls
+        sol = m.fraction_of_sol if m is not None else None
+        products = (
+            f"; its matrix products run at {_pct(sol)} of their speed of light on {m.hardware}"
+            if m is not None and sol is not None
+            else ""
+        )
         found.append(
             Finding(
                 kind=StepBound.GPU_COMPUTE.value,
                 message=(
                     f"the device is busy {_pct(f.temporal.busy_s / step)} of the step"
-                    f" ({_pct(f.temporal.compute_s / step)} computing): gains now come from"
-                    " faster kernels (mixed precision, tensor-core shapes, fusion);"
+                    f" ({_pct(f.temporal.compute_s / step)} computing{products}): gains now"
+                    " come from faster kernels (mixed precision, tensor-core shapes, fusion);"
                     " `lightspeed profile` shows each op's distance to the roofline"
                 ),
-                # No bound on the gain: a trace holds no FLOPs or bytes to place the
-                # kernels on the roofline.
+                # No bound on the gain: of all kernels, only matrix products (with
+                # recorded shapes) have FLOPs and bytes to place on the roofline.
                 evidence={
                     "busy_s": f.temporal.busy_s,
                     "compute_s": f.temporal.compute_s,
                     "step_s": step,
+                    **({"matmul_fraction_of_sol": sol} if sol is not None else {}),
                 },
             )
         )

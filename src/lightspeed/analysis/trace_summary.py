@@ -41,6 +41,7 @@ from lightspeed.analysis.trace_host import (
     host_stats,
     launch_stats,
 )
+from lightspeed.analysis.trace_matmuls import MatmulStats, matmul_index, matmul_stats
 from lightspeed.analysis.trace_names import KernelType, name_types
 from lightspeed.analysis.trace_steps import (
     StepWindow,
@@ -74,6 +75,7 @@ class WindowAnalysis:
     kernel_types: dict[KernelType, float]
     device_syncs: dict[str, int]  # the device's own sync records (`cuda_sync`), by name
     comm: CommEvents  # for matching collectives across ranks
+    matmuls: MatmulStats | None  # None: no matrix product with recorded shapes
     bound: StepBound
     findings: list[Finding]
 
@@ -169,6 +171,7 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
     steps = step_windows(trace)
     index = host_index(trace)
     per_step = device_steps(device, launches, steps)
+    products = matmul_index(trace, device)
 
     def window(w: StepWindow, rows: np.ndarray) -> WindowAnalysis:
         ev = DeviceEvents(
@@ -186,6 +189,7 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
             overlap=comm_overlap(ev),
             launches=launch_stats(trace, index, w, device),
             host=host_stats(trace, index, w, intervals.union(ev.start_us, ev.end_us)),
+            matmuls=matmul_stats(products, rows, device.dur_us, trace.device_names),
         )
         bound, findings = diagnose(facts)
         return WindowAnalysis(
@@ -200,6 +204,7 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
             kernel_types=type_totals(ev),
             device_syncs=_device_syncs(trace, w),
             comm=comm_events(ev, trace.names),
+            matmuls=facts.matmuls,
             bound=bound,
             findings=findings,
         )

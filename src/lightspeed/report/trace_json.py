@@ -86,6 +86,13 @@ def _window(w: WindowAnalysis) -> dict[str, Any]:
             "cpu_per_launch_s": w.launches.cpu_per_launch_s,
         },
         "host": {**dataclasses.asdict(w.host), "overhead_s": w.host.overhead_s},
+        "matmuls": None
+        if w.matmuls is None
+        else {
+            **dataclasses.asdict(w.matmuls),
+            "flops_per_s": w.matmuls.flops_per_s,
+            "fraction_of_sol": w.matmuls.fraction_of_sol,
+        },
         "device_syncs": dict(w.device_syncs),
         "kernel_types": {t.value: s for t, s in w.kernel_types.items()},
         "kernels": [{**dataclasses.asdict(k), "type": k.type.value} for k in w.kernels],

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lightspeed.analysis.finding import Finding
+from lightspeed.analysis.trace_matmuls import MatmulStats
 from lightspeed.analysis.trace_summary import RankAnalysis, TraceAnalysis, WindowAnalysis
 from lightspeed.report import units
 
@@ -126,6 +127,8 @@ def _summary(r: RankAnalysis, w: WindowAnalysis) -> RenderableType:
                 f"{units.seconds(w.overlap.communication_s)}, {overlapped} overlapped with"
                 f" compute, {units.seconds(w.overlap.exposed_s)} exposed",
             )
+    if w.matmuls is not None:
+        grid.add_row("matmuls", _matmuls(w.matmuls))
     launches = w.launches
     if launches.launches:
         grid.add_row(
@@ -151,6 +154,26 @@ def _summary(r: RankAnalysis, w: WindowAnalysis) -> RenderableType:
         calls = ", ".join(f"{n} ×{c}" for n, c in {**h.sync_calls, **w.device_syncs}.items())
         grid.add_row("sync calls", calls)
     return grid
+
+
+def _matmuls(m: MatmulStats) -> str:
+    """One line on the window's matrix products: work, rate, and where they stand."""
+    parts = [
+        f"{m.ops} products, {units.count(m.flops, 'FLOP')} in {units.seconds(m.time_s)}"
+        f" of kernels: {units.flops_rate(m.flops_per_s)}"
+    ]
+    sol = m.fraction_of_sol
+    if sol is not None:
+        parts.append(f"{units.percent(sol)} of their speed of light on {m.hardware}")
+        if m.tf32_ops:
+            parts.append(f"{m.tf32_ops} fp32 products faster than the fp32 peak (TF32)")
+    if m.memory_bound_s:
+        parts.append(f"{units.percent(m.memory_bound_s / m.time_s)} of their time memory-bound")
+    if m.unaligned_s:
+        parts.append(
+            f"{units.percent(m.unaligned_s / m.time_s)} of it in 16-bit shapes not multiples of 8"
+        )
+    return "; ".join(parts)
 
 
 def _steps(steps: list[WindowAnalysis]) -> RenderableType:

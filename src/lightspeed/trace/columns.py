@@ -20,6 +20,7 @@ import numpy as np
 from lightspeed.trace.events import (
     CATEGORY_KINDS,
     NO_ID,
+    SHAPED_OPS,
     EventTable,
     FloatArray,
     IntArray,
@@ -51,6 +52,7 @@ class Part:
 
     ints: dict[Kind, IntArray]  # (n, 5): name, pid, tid, correlation, external id
     floats: dict[Kind, FloatArray]  # (n, 2): ts, dur in µs
+    op_shapes: list[tuple[int, Any, Any]]  # CPU-op row in the part, Input Dims, Input type
     names: list[str]
     labels: list[str]
     skipped: Counter[str]
@@ -67,6 +69,8 @@ def build_part(events: Sequence[Any]) -> Part:
     labels: dict[str, int] = {}
     skipped: Counter[str] = Counter()
     malformed = 0
+    op_shapes: list[tuple[int, Any, Any]] = []
+    cpu_op = Kind.CPU_OP  # a local: this loop runs once per event
     for event in events:
         if type(event) is not dict:
             malformed += 1
@@ -106,11 +110,14 @@ def build_part(events: Sequence[Any]) -> Part:
             pid, tid = _label_id(pid, labels), _label_id(tid, labels)
         if not (type(corr) is int and type(ext) is int):
             corr, ext = _int_or(corr, NO_ID), _int_or(ext, NO_ID)
+        if kind is cpu_op and name in SHAPED_OPS and "Input Dims" in args:
+            op_shapes.append((len(floats[kind]) // 2, args["Input Dims"], args.get("Input type")))
         ints[kind].extend((name_id, pid, tid, corr, ext))
         floats[kind].extend((ts, dur))
     return Part(
         ints={k: _int_array(v).reshape(-1, 5) for k, v in ints.items() if v},
         floats={k: np.array(v, dtype=np.float64).reshape(-1, 2) for k, v in floats.items() if v},
+        op_shapes=op_shapes,
         names=list(names),
         labels=list(labels),
         skipped=skipped,
@@ -126,7 +133,12 @@ def merge_parts(parts: Sequence[Part], path: str, metadata: Mapping[str, Any]) -
     labels: dict[str, int] = {}
     skipped: Counter[str] = Counter()
     malformed = count = 0
+    op_shapes: dict[int, tuple[Any, Any]] = {}
+    op_rows = 0  # CPU-op rows in the parts before this one
     for part in parts:
+        op_shapes.update((op_rows + row, (dims, types)) for row, dims, types in part.op_shapes)
+        if Kind.CPU_OP in part.ints:
+            op_rows += len(part.ints[Kind.CPU_OP])
         name_map = np.array([names.setdefault(n, len(names)) for n in part.names] or [0])
         label_map = np.array(
             [LABEL_BASE - labels.setdefault(x, len(labels)) for x in part.labels] or [0]
@@ -151,6 +163,7 @@ def merge_parts(parts: Sequence[Part], path: str, metadata: Mapping[str, Any]) -
         skipped=dict(skipped),
         malformed=malformed,
         event_count=count,
+        op_shapes=op_shapes,
     )
 
 

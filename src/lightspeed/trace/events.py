@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +53,9 @@ CATEGORY_KINDS: Mapping[str, Kind] = {
     "cuda_sync": Kind.SYNC,
 }
 NO_ID = -1
+# CPU ops whose input shapes the reader keeps: matrix products, whose FLOPs and bytes
+# follow from them.
+SHAPED_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -86,6 +90,9 @@ class Trace:
     `rank` and `world_size` come from `distributedInfo` (None when absent).
     `device_names` from `deviceProperties`. `skipped` counts the events of categories
     no analysis reads, and `malformed` the events that could not be read at all.
+    `op_shapes` holds, for the CPU ops named in SHAPED_OPS (by row of the CPU-op
+    table), their `Input Dims` and `Input type` as the trace wrote them (present when
+    it was recorded with `record_shapes=True`), unchecked.
     """
 
     path: str
@@ -97,6 +104,7 @@ class Trace:
     skipped: Mapping[str, int]
     malformed: int
     event_count: int
+    op_shapes: Mapping[int, tuple[Any, Any]] = dataclasses.field(default_factory=dict)
 
     def table(self, kind: Kind) -> EventTable:
         return self.tables[kind]

@@ -1,0 +1,281 @@
+"""Matrix products in a trace, placed on the roofline of the GPU that ran them.
+
+A trace recorded with `record_shapes=True` gives each CPU op its `Input Dims` and
+`Input type`. For `aten::mm`, `addmm`, `bmm` and `baddbmm` those fix the work exactly:
+2·B·M·K·N FLOPs (as `torch.utils.flop_counter` counts them) and, at least, the bytes of
+the operands and the result. Each op's kernels are found through the runtime calls
+made inside it (`External id`, then `correlation`), so each op has a kernel time.
+
+When `deviceProperties` names a GPU of the catalog, each op's speed of light is
+max(FLOPs / peak, bytes / bandwidth) at its precision, and the ops' total speed of
+light over their kernel time is how close the matrix products run to it. An fp32
+product that ran faster than the fp32 peak allows was run by TF32 tensor cores, and is
+placed against that peak instead. 16-bit products with a dimension that is not a
+multiple of 8 cannot use tensor cores fully (NVIDIA's matrix-multiplication guide).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from lightspeed.analysis.trace_names import BoolArray
+from lightspeed.analysis.trace_steps import correlate
+from lightspeed.dtypes import Precision
+from lightspeed.trace.events import EventTable, FloatArray, IntArray, Kind, Trace
+
+US = 1e-6
+# Kineto's `Input type` strings for the floating-point types matrix products run in.
+_TYPES: Mapping[str, tuple[Precision, int]] = {
+    "float": (Precision.FP32, 4),
+    "double": (Precision.FP64, 8),
+    "c10::BFloat16": (Precision.BF16, 2),
+    "c10::Half": (Precision.FP16, 2),
+}
+# 16-bit tensor-core products want every dimension a multiple of this.
+TENSOR_CORE_MULTIPLE = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Product:
+    """One matrix product's work: `batch` products of (m × k) by (k × n)."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+    extra_elements: int  # a bias or an added input, read as well
+    precision: Precision
+    element_bytes: int
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.m * self.k * self.n
+
+    @property
+    def bytes(self) -> float:
+        b, m, k, n = self.batch, self.m, self.k, self.n
+        return float(self.element_bytes * (b * (m * k + k * n + m * n) + self.extra_elements))
+
+    @property
+    def tensor_core_aligned(self) -> bool | None:
+        """Whether m, k and n suit 16-bit tensor cores (None: not a 16-bit product)."""
+        if self.element_bytes != 2:
+            return None
+        return all(d % TENSOR_CORE_MULTIPLE == 0 for d in (self.m, self.k, self.n))
+
+
+def product(op: str, dims: Any, types: Any) -> Product | None:
+    """The product an `aten::mm/addmm/bmm/baddbmm` call with these `Input Dims` and
+    `Input type` computes; None when the shapes or the type do not make one."""
+    try:
+        if op == "aten::mm":
+            (m, k), (k2, n) = dims[0], dims[1]
+            batch, extra, operand = 1, 0, 0
+        elif op == "aten::addmm":
+            (m, k), (k2, n) = dims[1], dims[2]
+            batch, extra, operand = 1, math.prod(dims[0]), 1
+        elif op == "aten::bmm":
+            (batch, m, k), (b2, k2, n) = dims[0], dims[1]
+            extra, operand = 0, 0
+            if b2 != batch:
+                return None
+        elif op == "aten::baddbmm":
+            (batch, m, k), (b2, k2, n) = dims[1], dims[2]
+            extra, operand = math.prod(dims[0]), 1
+            if b2 != batch:
+                return None
+        else:
+            return None
+        precision, size = _TYPES[types[operand]]
+    except (TypeError, ValueError, IndexError, KeyError):
+        return None
+    sizes = (batch, m, k, n, extra)
+    if k != k2 or not all(type(v) is int and v >= 0 for v in sizes):
+        return None
+    return Product(
+        batch=batch, m=m, k=k, n=n, extra_elements=extra, precision=precision, element_bytes=size
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatmulIndex:
+    """The trace's matrix products with their kernels, worked out once per trace.
+
+    Per op: FLOPs, bytes, precision, tensor-core alignment (None: not 16-bit). Per
+    device event: the op it belongs to (-1: none)."""
+
+    flops: FloatArray
+    bytes: FloatArray
+    precision: list[Precision]
+    aligned: list[bool | None]
+    op_of_event: IntArray
+
+
+def _enclosing(ops: EventTable, rows: IntArray, runtime: EventTable) -> IntArray:
+    """For each runtime call, the index into `rows` of the op (of those CPU-op rows) it
+    runs inside on the same thread, else -1. Matrix products do not nest in one
+    another, so the op that starts last before a call is the only candidate.
+
+    By time, not by `External id`: older Kineto versions give runtime calls their
+    correlation id as External id."""
+    result = np.full(len(runtime), -1, dtype=np.int64)
+    for thread in np.unique(ops.tid[rows]):
+        mine = rows[ops.tid[rows] == thread]
+        order = np.argsort(ops.ts_us[mine], kind="stable")
+        starts, ends = ops.ts_us[mine][order], ops.end_us[mine][order]
+        calls = np.flatnonzero(runtime.tid == thread)
+        at = np.searchsorted(starts, runtime.ts_us[calls], side="right") - 1
+        inside = (at >= 0) & (runtime.ts_us[calls] < ends[np.maximum(at, 0)])
+        positions = np.flatnonzero(np.isin(rows, mine))  # index into rows of each of mine
+        result[calls[inside]] = positions[order][at[inside]]
+    return result
+
+
+def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
+    """The products of `trace` (shapes recorded, kernels among `device`); None if none."""
+    ops = trace.table(Kind.CPU_OP)
+    rows: list[int] = []
+    products: list[Product] = []
+    for row, (dims, types) in sorted(trace.op_shapes.items()):
+        p = product(trace.names[ops.name[row]], dims, types)
+        if p is not None:
+            rows.append(row)
+            products.append(p)
+    if not products:
+        return None
+    op_of_launch = _enclosing(ops, np.array(rows), trace.table(Kind.RUNTIME))
+    launched = op_of_launch >= 0
+    found, dev_rows = correlate(trace.table(Kind.RUNTIME).correlation[launched], device)
+    op_of_event = np.full(len(device), -1, dtype=np.int64)
+    op_of_event[dev_rows[found]] = op_of_launch[launched][found]
+    if not (op_of_event >= 0).any():
+        return None
+    return MatmulIndex(
+        flops=np.array([p.flops for p in products]),
+        bytes=np.array([p.bytes for p in products]),
+        precision=[p.precision for p in products],
+        aligned=[p.tensor_core_aligned for p in products],
+        op_of_event=op_of_event,
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatmulStats:
+    """The matrix products whose kernels ran in one window.
+
+    `time_s`: their kernels' total time. `hardware`: the catalog id their speed of
+    light is taken on (None: the GPU is not in the catalog, and the SoL figures are
+    None). `sol_s`: the sum of their speeds of light; `memory_bound_s`: kernel time of
+    products below the ridge point; `unaligned_s`: kernel time of 16-bit products with
+    a dimension not a multiple of 8, and `unaligned_sol_s` their speed of light.
+    """
+
+    ops: int
+    flops: float
+    bytes: float
+    time_s: float
+    by_precision: dict[str, float]  # kernel time by precision
+    unaligned_s: float
+    hardware: str | None = None
+    sol_s: float | None = None
+    sol_time_s: float | None = None  # kernel time of the products with a speed of light
+    memory_bound_s: float | None = None
+    unaligned_sol_s: float | None = None
+    tf32_ops: int = 0  # fp32 products faster than the fp32 peak: placed against TF32
+
+    @property
+    def flops_per_s(self) -> float:
+        return self.flops / self.time_s if self.time_s else 0.0
+
+    @property
+    def fraction_of_sol(self) -> float | None:
+        """Speed of light over kernel time: 1 is the hardware's limit."""
+        if self.sol_s is None or not self.sol_time_s:
+            return None
+        return self.sol_s / self.sol_time_s
+
+
+def matmul_stats(
+    index: MatmulIndex | None,
+    rows: BoolArray,
+    dur_us: FloatArray,
+    device_names: tuple[str, ...],
+) -> MatmulStats | None:
+    """The products whose kernels are among the device events `rows` (with durations
+    `dur_us`, all device events), on the catalog GPU `device_names` name if any."""
+    if index is None:
+        return None
+    events = np.flatnonzero(rows & (index.op_of_event >= 0))
+    if len(events) == 0:
+        return None
+    op_ids, inverse = np.unique(index.op_of_event[events], return_inverse=True)
+    time_us = np.bincount(inverse, weights=dur_us[events]).astype(np.float64)
+    flops = index.flops[op_ids]
+    nbytes = index.bytes[op_ids]
+    precisions = [index.precision[i] for i in op_ids]
+    unaligned = np.array([index.aligned[i] is False for i in op_ids], dtype=bool)
+    by_precision: dict[str, float] = {}
+    for p, t in zip(precisions, time_us, strict=True):
+        by_precision[p.value] = by_precision.get(p.value, 0.0) + float(t) * US
+    stats = MatmulStats(
+        ops=len(op_ids),
+        flops=float(flops.sum()),
+        bytes=float(nbytes.sum()),
+        time_s=float(time_us.sum()) * US,
+        by_precision=by_precision,
+        unaligned_s=float(time_us[unaligned].sum()) * US,
+    )
+    return _on_hardware(stats, device_names, flops, nbytes, precisions, time_us, unaligned)
+
+
+def _on_hardware(
+    stats: MatmulStats,
+    device_names: tuple[str, ...],
+    flops: FloatArray,
+    nbytes: FloatArray,
+    precisions: list[Precision],
+    time_us: FloatArray,
+    unaligned: BoolArray,
+) -> MatmulStats:
+    """`stats` with the speed-of-light figures, when the GPU is in the catalog."""
+    from lightspeed.hardware import catalog_hardware, catalog_id_for_device_name
+
+    ids = {catalog_id_for_device_name(n) for n in device_names}
+    if len(ids) != 1 or None in ids:  # unknown, or several kinds of GPU
+        return stats
+    (hw_id,) = ids
+    assert hw_id is not None
+    hw = catalog_hardware(hw_id)
+    bandwidth = hw.memory_bandwidth_bytes_per_s
+    sol = np.full(len(flops), np.nan)
+    ridge = np.full(len(flops), np.nan)
+    tf32 = 0
+    for i, precision in enumerate(precisions):
+        peak = hw.peak_flops_per_s.get(precision)
+        if peak is None:
+            continue
+        sol_s = max(flops[i] / peak, nbytes[i] / bandwidth)
+        faster = time_us[i] * US < sol_s
+        if precision is Precision.FP32 and faster and Precision.TF32 in hw.peak_flops_per_s:
+            peak = hw.peak_flops_per_s[Precision.TF32]
+            sol_s = max(flops[i] / peak, nbytes[i] / bandwidth)
+            tf32 += 1
+        sol[i], ridge[i] = sol_s, peak / bandwidth
+    known = ~np.isnan(sol)
+    if not known.any():
+        return stats
+    intensity = np.divide(flops, nbytes, out=np.full(len(flops), np.inf), where=nbytes > 0)
+    return dataclasses.replace(
+        stats,
+        hardware=hw_id,
+        sol_s=float(sol[known].sum()),
+        sol_time_s=float(time_us[known].sum()) * US,
+        memory_bound_s=float(time_us[known & (intensity < ridge)].sum()) * US,
+        unaligned_sol_s=float(sol[known & unaligned].sum()),
+        tf32_ops=tf32,
+    )
