@@ -46,6 +46,19 @@ def test_one_step_in_detail_and_an_unknown_step(run_cli: RunCli) -> None:
     assert code == 0 and "no step 7 in this trace (steps: 101, 102, 103, 104, 105)" in out
 
 
+def test_two_ranks_and_a_bert_trace_in_the_report(run_cli: RunCli, tmp_path: Path) -> None:
+    for rank in (0, 1):
+        name = f"hta-recsys-128ranks-sampled-rank{rank}.json.gz"
+        (tmp_path / name).write_bytes(trace(name.removesuffix(".json.gz")).read_bytes())
+    code, out, err = run_cli("trace", str(tmp_path))
+    assert code == 0, err
+    assert "Across ranks" in out and "Collectives matched across ranks" in out
+    assert "2 of 128 ranks given" in out
+    code, out, err = run_cli("trace", str(trace("tracelens-h100-bert-small-inference")))
+    assert code == 0, err
+    assert "26 products" in out and "of their speed of light on h100-sxm" in out
+
+
 def test_a_corrupt_trace_is_one_line_and_exit_2(run_cli: RunCli, tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [{"ph": "X", "name": "k"')

@@ -27,12 +27,7 @@ def across_ranks(analysis: TraceAnalysis) -> RenderableType:
     """Steps compared across ranks, collectives matched across them, and findings."""
     parts: list[RenderableType] = []
     if analysis.skew:
-        table = Table(
-            title="Steps (rank); last: rank ×times it arrived last at a collective",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            pad_edge=False,
-        )
+        table = _table("Steps (rank); last: rank ×times it arrived last at a collective")
         table.add_column("step", justify="right", no_wrap=True, min_width=4)
         for column in ("slowest", "fastest", "max wait", "last"):
             table.add_column(column, no_wrap=True)
@@ -54,12 +49,7 @@ def across_ranks(analysis: TraceAnalysis) -> RenderableType:
             )
         parts.append(table)
     if analysis.collectives:
-        table = Table(
-            title="Collectives matched across ranks",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            pad_edge=False,
-        )
+        table = _table("Collectives matched across ranks")
         table.add_column("kernel", overflow="ellipsis")
         for column in ("matched", "mean wait", "max wait", "total wait"):
             table.add_column(column, justify="right", no_wrap=True)
@@ -177,7 +167,7 @@ def _matmuls(m: MatmulStats) -> str:
 
 
 def _steps(steps: list[WindowAnalysis]) -> RenderableType:
-    table = Table(title="Steps", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = _table("Steps")
     for column, width in (("step", 4), ("time", 7), ("busy", 7), ("comm", 7), ("data", 7)):
         table.add_column(column, justify="right", no_wrap=True, min_width=width)
     table.add_column("syncs", justify="right", no_wrap=True, min_width=5)
@@ -196,7 +186,7 @@ def _steps(steps: list[WindowAnalysis]) -> RenderableType:
 
 
 def _kernels(w: WindowAnalysis) -> RenderableType:
-    table = Table(title="Top kernels", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = _table("Top kernels")
     table.add_column("kernel", overflow="ellipsis")
     table.add_column("type", no_wrap=True)
     for column in ("count", "total", "mean"):
@@ -210,6 +200,10 @@ def _kernels(w: WindowAnalysis) -> RenderableType:
             units.seconds(k.mean_s),
         )
     return table
+
+
+def _table(title: str) -> Table:
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
 
 
 def short_kernel_name(name: str) -> str:
