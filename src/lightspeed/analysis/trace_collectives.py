@@ -51,7 +51,8 @@ class CollectiveSkew:
     beyond what every rank has (their counts differ). `spread_s` and `max_spread_s`:
     total and largest duration spread over the matched instances, seconds (the first
     arrival's wait for the last). `wait_s`: each rank's total wait (its duration −
-    the shortest); `last_arrivals`: how often each rank arrived last.
+    the shortest); `last_arrivals`: how often each rank arrived last (instances whose
+    durations are all equal count for no one).
     """
 
     name: str
@@ -93,7 +94,9 @@ def _skew(name: str, ranks: list[int], dur_us: FloatArray, unmatched: int) -> Co
     """The CollectiveSkew of matched durations `dur_us` (ranks × instances)."""
     shortest = dur_us.min(axis=0, initial=np.inf)
     spread = dur_us.max(axis=0, initial=-np.inf) - shortest
-    last = np.bincount(dur_us.argmin(axis=0), minlength=len(ranks)) if dur_us.size else None
+    # Equal durations name no one last (argmin would always pick the first rank).
+    late = dur_us.argmin(axis=0)[spread > 0] if dur_us.size else np.zeros(0, dtype=np.int64)
+    last = np.bincount(late, minlength=len(ranks))
     return CollectiveSkew(
         name=name,
         matched=dur_us.shape[1],
@@ -101,7 +104,7 @@ def _skew(name: str, ranks: list[int], dur_us: FloatArray, unmatched: int) -> Co
         spread_s=float(spread.sum()) * US,
         max_spread_s=float(spread.max(initial=0.0)) * US,
         wait_s={r: float((dur_us[i] - shortest).sum()) * US for i, r in enumerate(ranks)},
-        last_arrivals={r: int(last[i]) if last is not None else 0 for i, r in enumerate(ranks)},
+        last_arrivals={r: int(last[i]) for i, r in enumerate(ranks)},
     )
 
 

@@ -48,13 +48,6 @@ class WindowFacts:
         return max(0.0, self.step_s - self.temporal.busy_s) if self.has_device else 0.0
 
     @property
-    def sync_lost_s(self) -> float:
-        """Device time the host syncs cost: the idle gaps they drained the device into,
-        or the time they sat on an idle device, whichever is more (0 without a device)."""
-        h = self.host
-        return max(h.sync_while_idle_s or 0.0, h.sync_idle_gaps_s or 0.0)
-
-    @property
     def edge_idle_s(self) -> float:
         """Idle before the device's first event or after its last, while the step goes on."""
         return max(0.0, self.step_s - self.temporal.total_s) if self.has_device else 0.0
@@ -76,7 +69,7 @@ def diagnose(f: WindowFacts) -> tuple[StepBound, list[Finding]]:
     # On a device a sync costs the idle time it causes (the host waiting while the
     # device works costs nothing); on the CPU alone a sync costs nearly nothing but
     # still stops the host from running ahead, so there its frequency decides.
-    sync = (f.sync_lost_s if f.has_device else f.host.sync_s) / step
+    sync = ((f.host.sync_lost_s or 0.0) if f.has_device else f.host.sync_s) / step
     dense = not f.has_device and syncs_dominate(f.host.syncs, f.host.ops)
     if sync >= SYNC_SHARE or dense:
         findings.append(_synchronization(f, sync, dense))
@@ -131,8 +124,9 @@ def _synchronization(f: WindowFacts, share: float, dense: bool) -> Finding:
         how = f"{f.host.syncs} host syncs in the step ({per})"
     elif f.has_device:
         how = (
-            f"the device idles {_pct(share)} of the step after host syncs drain it"
-            f" ({f.host.syncs} syncs, {_duration(f.host.sync_s)} of host time in them)"
+            f"host syncs cost the device {_pct(share)} of the step (the idle time they drain"
+            f" it into, and time spent syncing on an idle device; {f.host.syncs} syncs,"
+            f" {_duration(f.host.sync_s)} of host time in them)"
         )
     else:
         how = f"{_pct(share)} of the step is spent in host syncs"
@@ -147,7 +141,7 @@ def _synchronization(f: WindowFacts, share: float, dense: bool) -> Finding:
             "syncs": f.host.syncs,
             "ops": f.host.ops,
             "sync_s": f.host.sync_s,
-            **({"device_idle_after_sync_s": f.sync_lost_s} if f.has_device else {}),
+            **({"sync_lost_s": f.host.sync_lost_s or 0.0} if f.has_device else {}),
             "step_s": f.step_s,
             "max_speedup": max_speedup(share),
         },
@@ -156,9 +150,9 @@ def _synchronization(f: WindowFacts, share: float, dense: bool) -> Finding:
 
 def _tensor_core_shapes(f: WindowFacts, m: MatmulStats) -> Finding:
     evidence: dict[str, float | int | str] = {"unaligned_s": m.unaligned_s, "step_s": f.step_s}
-    if m.unaligned_sol_s is not None:
+    if m.unaligned_excess_s is not None:
         # At best those products would run at their speed of light.
-        evidence["max_speedup"] = max_speedup((m.unaligned_s - m.unaligned_sol_s) / f.step_s)
+        evidence["max_speedup"] = max_speedup(m.unaligned_excess_s / f.step_s)
     return Finding(
         kind="tensor-core-shapes",
         message=(

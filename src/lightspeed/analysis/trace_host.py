@@ -69,8 +69,8 @@ class HostStats:
     time in syncs while the device runs nothing; `sync_idle_gaps_s` the device's idle
     gaps that begin while the host is in a sync, each counted whole: the device ran
     dry while the host waited on it, and stayed idle until the host's next launch,
-    since the host could not queue work ahead. That is what the syncs cost the step;
-    a sync that finds the device already idle costs only its own time.
+    since the host could not queue work ahead. `sync_lost_s` is what the syncs cost
+    the device: those gaps, plus the time syncs spent on a device already idle.
     """
 
     window_s: float
@@ -83,6 +83,7 @@ class HostStats:
     sync_calls: dict[str, int] = dataclasses.field(default_factory=dict)  # by name, nested too
     sync_while_idle_s: float | None = None
     sync_idle_gaps_s: float | None = None
+    sync_lost_s: float | None = None
 
     @property
     def overhead_s(self) -> float:
@@ -144,8 +145,9 @@ def host_stats(
     window: StepWindow,
     device_busy: _Spans | None = None,
 ) -> HostStats:
-    """The host side of `window` (see HostStats); `device_busy` is the union of the
-    window's device events (µs), None or empty when it has none."""
+    """The host side of `window` (see HostStats); `device_busy` is the union of all the
+    trace's device events (µs), None when the window has none of its own. All of them:
+    a sync early in a step often waits on the kernels of the step before."""
     lo, hi = window.start_us, window.end_us
     ops = trace.table(Kind.CPU_OP)
     runtime = trace.table(Kind.RUNTIME)
@@ -176,20 +178,23 @@ def host_stats(
 
 
 def _sync_idle(syncs: _Spans, busy: _Spans | None, lo: float, hi: float) -> dict[str, float]:
-    """`sync_while_idle_s` and `sync_idle_gaps_s` of HostStats; {} without device events."""
+    """The sync figures of HostStats against the device; {} without device events."""
     if busy is None or len(busy[0]) == 0:
         return {}
-    # The device's gaps over the step and its own span, whichever reaches further.
-    gap_s, gap_e = intervals.gaps(*busy, min(lo, busy[0][0]), max(hi, busy[1][-1]))
+    gap_s, gap_e = intervals.gaps(*busy, lo, hi)
     sync_s, sync_e = syncs
-    # The sync holding each gap's start, if any: the last one starting at or before it.
-    # A gap before the device's first event is no draining.
+    # The sync holding each gap's start, if any: the last one starting at or before it
+    # (a sync that returns just as the device drains counts: it waited for that work).
+    # A gap cut by the window's start did not begin there.
     holder = np.searchsorted(sync_s, gap_s, side="right") - 1
-    drained = (holder >= 0) & (gap_s >= busy[0][0])
-    drained[drained] = gap_s[drained] < sync_e[holder[drained]]
+    drained = (holder >= 0) & (gap_s > lo)
+    drained[drained] = gap_s[drained] <= sync_e[holder[drained]]
+    gaps_us = float(np.sum(gap_e[drained] - gap_s[drained]))
+    on_idle_us = intervals.overlap(syncs, (gap_s[~drained], gap_e[~drained]))
     return {
         "sync_while_idle_s": intervals.overlap(syncs, (gap_s, gap_e)) * US,
-        "sync_idle_gaps_s": float(np.sum(gap_e[drained] - gap_s[drained])) * US,
+        "sync_idle_gaps_s": gaps_us * US,
+        "sync_lost_s": (gaps_us + on_idle_us) * US,
     }
 
 

@@ -172,7 +172,8 @@ class MatmulStats:
     light is taken on (None: the GPU is not in the catalog, and the SoL figures are
     None). `sol_s`: the sum of their speeds of light; `memory_bound_s`: kernel time of
     products below the ridge point; `unaligned_s`: kernel time of 16-bit products with
-    a dimension not a multiple of 8, and `unaligned_sol_s` their speed of light.
+    a dimension not a multiple of 8, and `unaligned_excess_s` how much of it lies above
+    their speed of light (of those the catalog has a peak for).
     """
 
     ops: int
@@ -185,7 +186,7 @@ class MatmulStats:
     sol_s: float | None = None
     sol_time_s: float | None = None  # kernel time of the products with a speed of light
     memory_bound_s: float | None = None
-    unaligned_sol_s: float | None = None
+    unaligned_excess_s: float | None = None
     tf32_ops: int = 0  # fp32 products faster than the fp32 peak: placed against TF32
 
     @property
@@ -276,6 +277,7 @@ def _on_hardware(
         sol_s=float(sol[known].sum()),
         sol_time_s=float(time_us[known].sum()) * US,
         memory_bound_s=float(time_us[known & (intensity < ridge)].sum()) * US,
-        unaligned_sol_s=float(sol[known & unaligned].sum()),
+        unaligned_excess_s=float(time_us[known & unaligned].sum()) * US
+        - float(sol[known & unaligned].sum()),
         tf32_ops=tf32,
     )

@@ -172,6 +172,7 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
     index = host_index(trace)
     per_step = device_steps(device, launches, steps)
     products = matmul_index(trace, device)
+    busy = intervals.union(device.ts_us, device.end_us)
 
     def window(w: StepWindow, rows: np.ndarray) -> WindowAnalysis:
         ev = DeviceEvents(
@@ -188,7 +189,7 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
             idle=idle_breakdown(ev),
             overlap=comm_overlap(ev),
             launches=launch_stats(trace, index, w, device),
-            host=host_stats(trace, index, w, intervals.union(ev.start_us, ev.end_us)),
+            host=host_stats(trace, index, w, busy if len(ev.start_us) else None),
             matmuls=matmul_stats(products, rows, device.dur_us, trace.device_names),
         )
         bound, findings = diagnose(facts)
