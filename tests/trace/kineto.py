@@ -71,11 +71,15 @@ class KinetoTrace:
             correlation=self._correlation,
         )
 
-    def write(self, path: Path) -> Path:
+    def document(self) -> dict[str, Any]:
+        """The trace as the JSON object torch.profiler writes."""
         document: dict[str, Any] = {"traceEvents": self.events}
         if self.rank is not None:
             document["distributedInfo"] = {"rank": self.rank, "world_size": self.world_size}
         if self.device_name is not None:
             document["deviceProperties"] = [{"id": 0, "name": self.device_name}]
-        path.write_text(json.dumps(document))
+        return document
+
+    def write(self, path: Path) -> Path:
+        path.write_text(json.dumps(self.document()))
         return path

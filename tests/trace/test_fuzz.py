@@ -11,6 +11,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kineto import KinetoTrace
 from trace_paths import trace
 
 from lightspeed.analysis.trace_summary import analyse_traces
@@ -88,3 +89,29 @@ def test_any_json_document(value: Any) -> None:
 @given(st.lists(json_values, max_size=6))
 def test_any_events(events: list[Any]) -> None:
     read_and_analyse(json.dumps({**DOCUMENT, "traceEvents": events}).encode())
+
+
+shapes = st.lists(
+    st.lists(st.integers(min_value=-(2**70), max_value=2**70), max_size=4) | json_values,
+    max_size=5,
+)
+type_names = st.lists(
+    st.sampled_from(["float", "c10::BFloat16", "c10::Half", "double", "int", "Scalar", ""])
+    | json_values,
+    max_size=5,
+)
+
+
+@FUZZ
+@given(
+    st.sampled_from(["aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"]),
+    shapes | json_values,
+    type_names | json_values,
+    st.sampled_from(["NVIDIA H100 80GB HBM3", "Tesla T4", "unknown"]),
+)
+def test_any_recorded_shapes(op: str, dims: Any, types: Any, device: str) -> None:
+    t = KinetoTrace(device_name=device)
+    t.step(1, 0, 100)
+    t.cpu_op(op, 0, 10, **{"Input Dims": dims, "Input type": types})
+    t.launch(2, 20, 5)
+    read_and_analyse(json.dumps(t.document()).encode())

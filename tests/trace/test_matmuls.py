@@ -49,6 +49,8 @@ def test_products_from_recorded_shapes() -> None:
         ("aten::bmm", [[2, 4, 4], [3, 4, 4]], [BF16, BF16]),  # batches differ
         ("aten::mm", [[64, 32.5], [32.5, 16]], ["float", "float"]),
         ("aten::mm", [[True, 2], [2, 2]], ["float", "float"]),
+        ("aten::mm", [[10**400, 2], [2, 2]], ["float", "float"]),  # no float holds its FLOPs
+        ("aten::addmm", [[10**400], [2, 2], [2, 2]], ["float"] * 3),
         ("aten::conv2d", [[1, 3, 8, 8], [4, 3, 3, 3]], ["float", "float"]),
     ],
 )

@@ -38,6 +38,8 @@ _TYPES: Mapping[str, tuple[Precision, int]] = {
 }
 # 16-bit tensor-core products want every dimension a multiple of this.
 TENSOR_CORE_MULTIPLE = 8
+# No real tensor has a dimension (or a bias) this large; beyond it a size is garbage.
+_MAX_SIZE = 2**40
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +97,7 @@ def product(op: str, dims: Any, types: Any) -> Product | None:
     except (TypeError, ValueError, IndexError, KeyError):
         return None
     sizes = (batch, m, k, n, extra)
-    if k != k2 or not all(type(v) is int and v >= 0 for v in sizes):
+    if k != k2 or not all(type(v) is int and 0 <= v < _MAX_SIZE for v in sizes):
         return None
     return Product(
         batch=batch, m=m, k=k, n=n, extra_elements=extra, precision=precision, element_bytes=size
