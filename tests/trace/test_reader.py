@@ -110,6 +110,15 @@ def test_truncated_and_corrupt_gzip_name_the_file(tmp_path: Path) -> None:
         load_trace(bad)
 
 
+def test_two_traces_of_one_rank_are_an_error(tmp_path: Path) -> None:
+    for run in ("a", "b"):  # two runs of rank 0 side by side
+        (tmp_path / f"run-{run}.json.gz").write_bytes(
+            trace("hta-a100-cuda-event-sync").read_bytes()
+        )
+    with pytest.raises(TraceError, match=r"run-a\.json\.gz and .*run-b\.json\.gz are both rank 0"):
+        load_traces([tmp_path])
+
+
 def test_missing_paths_and_empty_directories(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="no such file"):
         load_traces([tmp_path / "nope.json"])

@@ -162,3 +162,14 @@ def test_collectives_in_the_json_document(tmp_path: Path) -> None:
     assert first["name"] == ALL_REDUCE
     assert first["wait_s"] == pytest.approx({"0": 140e-6, "1": 50e-6})
     assert doc["notes"] == []
+
+
+def test_ranks_of_different_world_sizes_are_said_to_be(tmp_path: Path) -> None:
+    for rank, world in ((0, 2), (1, 8)):
+        t = KinetoTrace(rank=rank, world_size=world)
+        t.step(1, 0, 100)
+        t.launch(0, 10, 50, name=ALL_REDUCE)
+        t.write(tmp_path / f"rank{rank}.json")
+    assert analyse_traces(load_traces([tmp_path])).notes == [
+        "the traces record different world sizes (2, 8): are they from one run?"
+    ]

@@ -154,13 +154,19 @@ def analyse_traces(traces: Sequence[Trace]) -> TraceAnalysis:
 
 
 def _rank_notes(traces: Sequence[Trace]) -> list[str]:
-    worlds = {t.world_size for t in traces if t.world_size}
-    if len(traces) < 2 or not worlds or len(traces) >= max(worlds):
+    """What comparing these ranks cannot tell, from the world sizes they record."""
+    worlds = sorted({t.world_size for t in traces if t.world_size})
+    if len(traces) < 2 or not worlds:
         return []
-    return [
-        f"{len(traces)} of {max(worlds)} ranks given: waits in collectives are measured"
-        " between these ranks only"
-    ]
+    if len(worlds) > 1:
+        sizes = ", ".join(map(str, worlds))
+        return [f"the traces record different world sizes ({sizes}): are they from one run?"]
+    if len(traces) < worlds[0]:
+        return [
+            f"{len(traces)} of {worlds[0]} ranks given: waits in collectives are measured"
+            " between these ranks only"
+        ]
+    return []
 
 
 def analyse_rank(trace: Trace) -> RankAnalysis:

@@ -116,13 +116,19 @@ def trace_files(paths: Sequence[Path]) -> list[Path]:
 
 def load_traces(paths: Sequence[Path]) -> list[Trace]:
     """Every trace `paths` name, each with a rank: its own, a number in its file name
-    (`…rank3…`), or its position, in that order of preference; sorted by rank."""
-    traces = [load_trace(p) for p in trace_files(paths)]
-    ranked = []
-    for position, trace in enumerate(traces):
+    (`…rank3…`), or its position, in that order of preference; sorted by rank. Two
+    traces of one rank are an error: they come from different runs."""
+    ranked: dict[int, Trace] = {}
+    for position, path in enumerate(trace_files(paths)):
+        trace = load_trace(path)
         rank = trace.rank
         if rank is None:
             match = _RANK_IN_NAME.search(Path(trace.path).name)
             rank = int(match.group(1)) if match else position
-        ranked.append(dataclasses.replace(trace, rank=rank))
-    return sorted(ranked, key=lambda t: t.rank or 0)
+        if rank in ranked:
+            raise TraceError(
+                f"{ranked[rank].path} and {trace.path} are both rank {rank}: give the traces"
+                " of one run, one per rank (or each run's on its own)."
+            )
+        ranked[rank] = dataclasses.replace(trace, rank=rank)
+    return [ranked[rank] for rank in sorted(ranked)]
