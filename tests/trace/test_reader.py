@@ -119,6 +119,14 @@ def test_two_traces_of_one_rank_are_an_error(tmp_path: Path) -> None:
         load_traces([tmp_path])
 
 
+def test_a_directory_with_kineto_traces_reads_only_those(tmp_path: Path) -> None:
+    source = trace("hta-a100-cuda-event-sync").read_bytes()
+    (tmp_path / "host_1.1700000000.pt.trace.json.gz").write_bytes(source)
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')  # not a trace
+    (only,) = load_traces([tmp_path])
+    assert only.path.endswith(".pt.trace.json.gz")
+
+
 def test_missing_paths_and_empty_directories(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="no such file"):
         load_traces([tmp_path / "nope.json"])

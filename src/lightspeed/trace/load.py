@@ -19,6 +19,9 @@ from lightspeed.trace.json_stream import CHUNK_CHARS, SplitFailed, TraceStream
 # File names a directory of traces is searched for: Kineto writes `*.pt.trace.json`,
 # often gzipped; other writers use plain `.json`.
 TRACE_SUFFIXES = (".json", ".json.gz")
+# The names torch.profiler's trace handler gives: where a directory has them, its other
+# JSON files (configs, metrics) are not traces.
+KINETO_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 # Below this many bytes on disk a second process costs more than it saves.
 PARALLEL_MIN_BYTES = 1 << 20
@@ -97,7 +100,8 @@ def _size(path: Path) -> int:
 
 
 def trace_files(paths: Sequence[Path]) -> list[Path]:
-    """The trace files `paths` name: files as given, directories by their trace files."""
+    """The trace files `paths` name: files as given, directories by their trace files
+    (`*.pt.trace.json[.gz]` where there are any, else every `*.json[.gz]`)."""
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
@@ -106,7 +110,8 @@ def trace_files(paths: Sequence[Path]) -> list[Path]:
             )
             if not found:
                 raise TraceError(f"{path}: no *.json or *.json.gz trace files in this directory.")
-            files += found
+            kineto = [p for p in found if p.name.endswith(KINETO_SUFFIXES)]
+            files += kineto or found
         elif not path.exists():
             raise TraceError(f"{path}: no such file or directory.")
         else:
