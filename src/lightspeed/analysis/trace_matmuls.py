@@ -104,20 +104,6 @@ def product(op: str, dims: Any, types: Any) -> Product | None:
     )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class MatmulIndex:
-    """The trace's matrix products with their kernels, worked out once per trace.
-
-    Per op: FLOPs, bytes, precision, tensor-core alignment (None: not 16-bit). Per
-    device event: the op it belongs to (-1: none)."""
-
-    flops: FloatArray
-    bytes: FloatArray
-    precision: list[Precision]
-    aligned: list[bool | None]
-    op_of_event: IntArray
-
-
 def _enclosing(ops: EventTable, rows: IntArray, runtime: EventTable) -> IntArray:
     """For each runtime call, the index into `rows` of the op (of those CPU-op rows) it
     runs inside on the same thread, else -1. Matrix products do not nest in one
@@ -127,15 +113,34 @@ def _enclosing(ops: EventTable, rows: IntArray, runtime: EventTable) -> IntArray
     correlation id as External id."""
     result = np.full(len(runtime), -1, dtype=np.int64)
     for thread in np.unique(ops.tid[rows]):
-        mine = rows[ops.tid[rows] == thread]
-        order = np.argsort(ops.ts_us[mine], kind="stable")
-        starts, ends = ops.ts_us[mine][order], ops.end_us[mine][order]
+        positions = np.flatnonzero(ops.tid[rows] == thread)  # into rows
+        positions = positions[np.argsort(ops.ts_us[rows[positions]], kind="stable")]
+        starts, ends = ops.ts_us[rows[positions]], ops.end_us[rows[positions]]
         calls = np.flatnonzero(runtime.tid == thread)
         at = np.searchsorted(starts, runtime.ts_us[calls], side="right") - 1
         inside = (at >= 0) & (runtime.ts_us[calls] < ends[np.maximum(at, 0)])
-        positions = np.flatnonzero(np.isin(rows, mine))  # index into rows of each of mine
-        result[calls[inside]] = positions[order][at[inside]]
+        result[calls[inside]] = positions[at[inside]]
     return result
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatmulIndex:
+    """The trace's matrix products with their kernels, worked out once per trace.
+
+    Per op: FLOPs, bytes, precision, whether it is a 16-bit product in unaligned
+    shapes, and, on a catalog GPU (`hardware`), its speed of light (NaN: no peak for
+    its precision), whether it lies below the ridge, and whether TF32 ran it. Per
+    device event: the op it belongs to (-1: none)."""
+
+    flops: FloatArray
+    bytes: FloatArray
+    precision: list[Precision]
+    unaligned: BoolArray
+    op_of_event: IntArray
+    hardware: str | None = None
+    sol_s: FloatArray | None = None
+    memory_bound: BoolArray | None = None
+    tf32: BoolArray | None = None
 
 
 def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
@@ -155,14 +160,54 @@ def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
     found, dev_rows = correlate(trace.table(Kind.RUNTIME).correlation[launched], device)
     op_of_event = np.full(len(device), -1, dtype=np.int64)
     op_of_event[dev_rows[found]] = op_of_launch[launched][found]
-    if not (op_of_event >= 0).any():
+    mapped = op_of_event >= 0
+    if not mapped.any():
         return None
-    return MatmulIndex(
+    index = MatmulIndex(
         flops=np.array([p.flops for p in products]),
         bytes=np.array([p.bytes for p in products]),
         precision=[p.precision for p in products],
-        aligned=[p.tensor_core_aligned for p in products],
+        unaligned=np.array([p.tensor_core_aligned is False for p in products], dtype=bool),
         op_of_event=op_of_event,
+    )
+    op_time_us = np.bincount(
+        op_of_event[mapped], weights=device.dur_us[mapped], minlength=len(products)
+    ).astype(np.float64)
+    return _on_catalog_gpu(index, trace.device_names, op_time_us)
+
+
+def _on_catalog_gpu(
+    index: MatmulIndex, device_names: tuple[str, ...], op_time_us: FloatArray
+) -> MatmulIndex:
+    """`index` with each product placed on the roofline of the GPU `device_names` name,
+    when it is one GPU of the catalog."""
+    # Here, not at the top: only traces with recorded products load the catalog.
+    from lightspeed.analysis.roofline import Bound, Ceilings, place
+    from lightspeed.hardware import catalog_hardware, catalog_id_for_device_name
+
+    ids = {catalog_id_for_device_name(n) for n in device_names}
+    hw_id = ids.pop() if len(ids) == 1 else None  # unknown, or several kinds of GPU
+    if hw_id is None:
+        return index
+    hw = catalog_hardware(hw_id)
+    n = len(index.flops)
+    sol, below_ridge, tf32 = np.full(n, np.nan), np.zeros(n, bool), np.zeros(n, bool)
+    for i, precision in enumerate(index.precision):
+        if precision not in hw.peak_flops_per_s:
+            continue
+        if not (index.flops[i] or index.bytes[i]):  # an empty product: no work to place
+            sol[i] = 0.0
+            continue
+        point = place(index.flops[i], index.bytes[i], Ceilings.of(hw, precision))
+        faster = op_time_us[i] * US < point.sol_time_s
+        if precision is Precision.FP32 and faster and Precision.TF32 in hw.peak_flops_per_s:
+            point = place(index.flops[i], index.bytes[i], Ceilings.of(hw, Precision.TF32))
+            tf32[i] = True
+        sol[i], below_ridge[i] = point.sol_time_s, point.bound is Bound.MEMORY
+    if np.isnan(sol).all():
+        return index
+    return dataclasses.replace(
+        index, hardware=hw_id, sol_s=sol, memory_bound=below_ridge, tf32=tf32
     )
 
 
@@ -204,13 +249,10 @@ class MatmulStats:
 
 
 def matmul_stats(
-    index: MatmulIndex | None,
-    rows: BoolArray,
-    dur_us: FloatArray,
-    device_names: tuple[str, ...],
+    index: MatmulIndex | None, rows: BoolArray, dur_us: FloatArray
 ) -> MatmulStats | None:
     """The products whose kernels are among the device events `rows` (with durations
-    `dur_us`, all device events), on the catalog GPU `device_names` name if any."""
+    `dur_us`, all device events)."""
     if index is None:
         return None
     events = np.flatnonzero(rows & (index.op_of_event >= 0))
@@ -218,68 +260,32 @@ def matmul_stats(
         return None
     op_ids, inverse = np.unique(index.op_of_event[events], return_inverse=True)
     time_us = np.bincount(inverse, weights=dur_us[events]).astype(np.float64)
-    flops = index.flops[op_ids]
-    nbytes = index.bytes[op_ids]
-    precisions = [index.precision[i] for i in op_ids]
-    unaligned = np.array([index.aligned[i] is False for i in op_ids], dtype=bool)
+    unaligned = index.unaligned[op_ids]
     by_precision: dict[str, float] = {}
-    for p, t in zip(precisions, time_us, strict=True):
-        by_precision[p.value] = by_precision.get(p.value, 0.0) + float(t) * US
+    for i, t in zip(op_ids, time_us, strict=True):
+        key = index.precision[i].value
+        by_precision[key] = by_precision.get(key, 0.0) + float(t) * US
     stats = MatmulStats(
         ops=len(op_ids),
-        flops=float(flops.sum()),
-        bytes=float(nbytes.sum()),
+        flops=float(index.flops[op_ids].sum()),
+        bytes=float(index.bytes[op_ids].sum()),
         time_s=float(time_us.sum()) * US,
         by_precision=by_precision,
         unaligned_s=float(time_us[unaligned].sum()) * US,
     )
-    return _on_hardware(stats, device_names, flops, nbytes, precisions, time_us, unaligned)
-
-
-def _on_hardware(
-    stats: MatmulStats,
-    device_names: tuple[str, ...],
-    flops: FloatArray,
-    nbytes: FloatArray,
-    precisions: list[Precision],
-    time_us: FloatArray,
-    unaligned: BoolArray,
-) -> MatmulStats:
-    """`stats` with the speed-of-light figures, when the GPU is in the catalog."""
-    from lightspeed.hardware import catalog_hardware, catalog_id_for_device_name
-
-    ids = {catalog_id_for_device_name(n) for n in device_names}
-    if len(ids) != 1 or None in ids:  # unknown, or several kinds of GPU
+    if index.sol_s is None or index.memory_bound is None or index.tf32 is None:
         return stats
-    (hw_id,) = ids
-    assert hw_id is not None
-    hw = catalog_hardware(hw_id)
-    bandwidth = hw.memory_bandwidth_bytes_per_s
-    sol = np.full(len(flops), np.nan)
-    ridge = np.full(len(flops), np.nan)
-    tf32 = 0
-    for i, precision in enumerate(precisions):
-        peak = hw.peak_flops_per_s.get(precision)
-        if peak is None:
-            continue
-        sol_s = max(flops[i] / peak, nbytes[i] / bandwidth)
-        faster = time_us[i] * US < sol_s
-        if precision is Precision.FP32 and faster and Precision.TF32 in hw.peak_flops_per_s:
-            peak = hw.peak_flops_per_s[Precision.TF32]
-            sol_s = max(flops[i] / peak, nbytes[i] / bandwidth)
-            tf32 += 1
-        sol[i], ridge[i] = sol_s, peak / bandwidth
+    sol = index.sol_s[op_ids]
     known = ~np.isnan(sol)
     if not known.any():
         return stats
-    intensity = np.divide(flops, nbytes, out=np.full(len(flops), np.inf), where=nbytes > 0)
     return dataclasses.replace(
         stats,
-        hardware=hw_id,
+        hardware=index.hardware,
         sol_s=float(sol[known].sum()),
         sol_time_s=float(time_us[known].sum()) * US,
-        memory_bound_s=float(time_us[known & (intensity < ridge)].sum()) * US,
+        memory_bound_s=float(time_us[known & index.memory_bound[op_ids]].sum()) * US,
         unaligned_excess_s=float(time_us[known & unaligned].sum()) * US
         - float(sol[known & unaligned].sum()),
-        tf32_ops=tf32,
+        tf32_ops=int(index.tf32[op_ids].sum()),
     )

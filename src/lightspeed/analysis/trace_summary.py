@@ -115,6 +115,27 @@ class StepSkew:
         return max(values) - min(values)
 
     @property
+    def slowest(self) -> int:
+        """The rank with the longest step."""
+        return max(self.step_s, key=lambda rank: self.step_s[rank])
+
+    @property
+    def fastest(self) -> int:
+        """The rank with the shortest step."""
+        return min(self.step_s, key=lambda rank: self.step_s[rank])
+
+    @property
+    def longest_waiter(self) -> int | None:
+        """The rank that waits longest in the collectives (None: none matched)."""
+        wait = self.collective_wait_s
+        return max(wait, key=lambda rank: wait[rank]) if wait else None
+
+    def often_last(self, top: int = 3) -> list[tuple[int, int]]:
+        """(rank, times) of the ranks that arrived last most often, at most `top`."""
+        last = self.last_arrivals
+        return [(r, last[r]) for r in sorted(last, key=lambda r: -last[r])[:top] if last[r]]
+
+    @property
     def collective_wait_s(self) -> dict[int, float]:
         """Each rank's time in this step's collectives waiting for later ranks."""
         return summed(c.wait_s for c in self.collectives)
@@ -196,7 +217,7 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
             overlap=comm_overlap(ev),
             launches=launch_stats(trace, index, w, device),
             host=host_stats(trace, index, w, busy if len(ev.start_us) else None),
-            matmuls=matmul_stats(products, rows, device.dur_us, trace.device_names),
+            matmuls=matmul_stats(products, rows, device.dur_us),
         )
         bound, findings = diagnose(facts)
         return WindowAnalysis(
@@ -276,8 +297,7 @@ def _skew_findings(skew: list[StepSkew]) -> list[Finding]:
     waits long for the others."""
     findings = [f for f in map(_collective_wait, skew) if f is not None]
     for s in skew:
-        slow = max(s.step_s, key=lambda rank: s.step_s[rank])
-        fast = min(s.step_s, key=lambda rank: s.step_s[rank])
+        slow, fast = s.slowest, s.fastest
         slow_s, fast_s = s.step_s[slow], s.step_s[fast]
         if fast_s <= 0 or slow_s / fast_s - 1 < SKEW_REPORT_FRACTION:
             continue
@@ -304,18 +324,17 @@ def _skew_findings(skew: list[StepSkew]) -> list[Finding]:
 
 def _collective_wait(s: StepSkew) -> Finding | None:
     """The step's longest wait in collectives, when it is a sizeable share of the step."""
-    wait = s.collective_wait_s
-    if not wait:
+    waiter = s.longest_waiter
+    if waiter is None:
         return None
-    waiter = max(wait, key=lambda rank: wait[rank])
+    wait = s.collective_wait_s
     step_s = s.step_s[waiter]
     share = wait[waiter] / step_s if step_s > 0 else 0.0
     if share < SKEW_REPORT_FRACTION:
         return None
-    last = s.last_arrivals
     matched = sum(c.matched for c in s.collectives)
-    often = sorted(last, key=lambda rank: -last[rank])[:3]
-    arrivals = ", ".join(f"rank {rank} ×{last[rank]}" for rank in often if last[rank])
+    often = s.often_last()
+    arrivals = ", ".join(f"rank {rank} ×{times}" for rank, times in often)
     return Finding(
         kind="collective-wait",
         message=(
@@ -330,7 +349,7 @@ def _collective_wait(s: StepSkew) -> Finding | None:
             "waiting_rank": waiter,
             "wait_s": wait[waiter],
             "step_s": step_s,
-            "most_often_last_rank": often[0],
+            "most_often_last_rank": often[0][0],  # a wait > 0 has someone last
             "collectives": matched,
             "max_speedup": max_speedup(share),
         },

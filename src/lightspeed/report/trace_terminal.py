@@ -32,20 +32,14 @@ def across_ranks(analysis: TraceAnalysis) -> RenderableType:
         for column in ("slowest", "fastest", "max wait", "last"):
             table.add_column(column, no_wrap=True)
         for s in analysis.skew:
-            slow = max(s.step_s, key=lambda rank: s.step_s[rank])
-            fast = min(s.step_s, key=lambda rank: s.step_s[rank])
+            slow, fast, waiter = s.slowest, s.fastest, s.longest_waiter
             wait = s.collective_wait_s
-            waiter = max(wait, key=lambda rank: wait[rank]) if wait else None
-            last = s.last_arrivals
             table.add_row(
                 str(s.step),
                 f"{units.seconds(s.step_s[slow])} ({slow})",
                 f"{units.seconds(s.step_s[fast])} ({fast})",
                 "—" if waiter is None else f"{units.seconds(wait[waiter])} ({waiter})",
-                ", ".join(
-                    f"{r} ×{n}" for r, n in sorted(last.items(), key=lambda x: -x[1])[:3] if n
-                )
-                or "—",
+                ", ".join(f"{r} ×{n}" for r, n in s.often_last()) or "—",
             )
         parts.append(table)
     if analysis.collectives:
