@@ -55,6 +55,22 @@ _TORCH_DTYPE = {
 }
 
 
+# The precision of a tensor by its torch dtype name (float32 is fp32, not tf32).
+_PRECISION_OF_DTYPE = {name: p for p, name in _TORCH_DTYPE.items() if p is not Precision.TF32} | {
+    "float8_e5m2": Precision.FP8
+}
+
+# Tensor cores take matmul dimensions in multiples of this many elements (16 bytes for
+# fp16/bf16, NVIDIA Deep Learning Performance guide, "Matrix Multiplication
+# Background", tensor core requirements); precisions not listed use no tensor cores.
+TENSOR_CORE_MULTIPLE = {Precision.FP16: 8, Precision.BF16: 8, Precision.TF32: 4, Precision.FP8: 16}
+
+
+def precision_of_dtype(name: str) -> Precision | None:
+    """The precision of a tensor whose torch dtype is called `name` ("bfloat16"), or None."""
+    return _PRECISION_OF_DTYPE.get(name)
+
+
 def torch_dtype(precision: Precision) -> torch.dtype:
     """The torch storage dtype of `precision` (tf32 is stored as float32)."""
     import torch

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from lightspeed.analysis.bottleneck_rules import HOST_OVERHEAD_SHARE, StepBound, max_speedup
 from lightspeed.analysis.finding import Finding
 from lightspeed.analysis.roofline import Bound
 from lightspeed.analysis.step_roofline import OpAnalysis, StepTotals
-from lightspeed.dtypes import Precision
+from lightspeed.dtypes import TENSOR_CORE_MULTIPLE, Precision
 from lightspeed.hardware.model import DeviceKind, Hardware
 from lightspeed.measure.profile_facts import Profile
 from lightspeed.measure.records import OpRecord
 
-# Tensor cores take fp16/bf16 matmul dimensions in multiples of 8 elements (16 bytes),
-# tf32 in multiples of 4 (NVIDIA Deep Learning Performance guide, "Matrix
-# Multiplication Background", tensor core requirements).
-TENSOR_CORE_MULTIPLE = {Precision.FP16: 8, Precision.BF16: 8, Precision.TF32: 4, Precision.FP8: 16}
 # Fraction of the step above which overhead-bound ops or unattributed time are reported.
 REPORT_FRACTION = 0.2
 # An op measured this much faster than its speed of light is beyond timing noise: the
@@ -88,7 +84,10 @@ def tensor_core_findings(
 
 
 def step_findings(
-    profile: Profile, analyses: Sequence[OpAnalysis], totals: StepTotals
+    profile: Profile,
+    analyses: Sequence[OpAnalysis],
+    totals: StepTotals,
+    by_bound: Mapping[Bound | None, float],
 ) -> list[Finding]:
     """Findings about the whole step: overhead-bound ops, unattributed time, low efficiency."""
     findings: list[Finding] = []
@@ -96,7 +95,6 @@ def step_findings(
     if not step:
         return findings
     overhead = [a for a in analyses if a.bound is Bound.OVERHEAD]
-    by_bound = time_by_bound(analyses)
     overhead_s = by_bound[Bound.OVERHEAD]
     measured_s = sum(by_bound.values())
     profiled_s = profile.profiled_step_s or measured_s
@@ -198,7 +196,7 @@ def time_by_bound(analyses: Sequence[OpAnalysis]) -> defaultdict[Bound | None, f
     return totals
 
 
-def step_bound(profile: Profile, analyses: Sequence[OpAnalysis]) -> StepBound:
+def step_bound(profile: Profile, by_bound: Mapping[Bound | None, float]) -> StepBound:
     """What bounds the profiled step, by the rules `lightspeed trace` applies.
 
     Host overhead (time outside captured ops, and ops bound by per-op cost) past
@@ -206,7 +204,6 @@ def step_bound(profile: Profile, analyses: Sequence[OpAnalysis]) -> StepBound:
     measured time of memory-bound against compute-bound ops decides, which a trace
     cannot tell but a profile, knowing each op's FLOPs and bytes, can.
     """
-    by_bound = time_by_bound(analyses)
     step_s = profile.profiled_step_s or sum(by_bound.values())
     if not step_s:
         return StepBound.UNKNOWN

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from lightspeed.analysis.roofline import Bound, Ceilings, RooflinePoint, place
-from lightspeed.dtypes import Precision
+from lightspeed.dtypes import Precision, precision_of_dtype
 from lightspeed.hardware.model import Hardware, MemoryLevel
 from lightspeed.measure.profile_facts import Profile
 from lightspeed.measure.records import OpRecord, Phase
@@ -28,16 +28,6 @@ from lightspeed.measure.records import OpRecord, Phase
 # few µs per op on the CPU side, a GPU kernel launch about 5 µs), not by the roofs.
 OVERHEAD_TIME_S = 10e-6
 OVERHEAD_EFFICIENCY = 0.5
-
-_TORCH_PRECISION = {
-    "float64": Precision.FP64,
-    "float32": Precision.FP32,
-    "bfloat16": Precision.BF16,
-    "float16": Precision.FP16,
-    "float8_e4m3fn": Precision.FP8,
-    "float8_e5m2": Precision.FP8,
-    "int8": Precision.INT8,
-}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -94,6 +84,11 @@ class Aggregate:
     time_s: float = 0.0  # sum of measured op times (unmeasured ops add nothing)
     op_count: int = 0
 
+    @property
+    def efficiency(self) -> float | None:
+        """SoL time / measured time; None when nothing was measured."""
+        return self.sol_time_s / self.time_s if self.time_s else None
+
     def __add__(self, other: Aggregate) -> Aggregate:
         return Aggregate(
             flops=self.flops + other.flops,
@@ -117,9 +112,14 @@ class Aggregate:
 def op_precision(op: OpRecord, hardware: Hardware) -> Precision:
     """The precision whose peak bounds `op` on `hardware` (see the module docstring)."""
     if op.macs is not None and op.input_dtypes:
-        precision = _TORCH_PRECISION.get(op.input_dtypes[-1], Precision.FP32)
-        if precision in hardware.peak_flops_per_s:
-            return precision
+        return peak_precision(precision_of_dtype(op.input_dtypes[-1]) or Precision.FP32, hardware)
+    return peak_precision(Precision.FP32, hardware)
+
+
+def peak_precision(precision: Precision, hardware: Hardware) -> Precision:
+    """`precision` if `hardware` has a peak for it, else fp32 (else its first peak)."""
+    if precision in hardware.peak_flops_per_s:
+        return precision
     return (
         Precision.FP32
         if Precision.FP32 in hardware.peak_flops_per_s
@@ -154,8 +154,9 @@ def by_module(analyses: Iterable[OpAnalysis]) -> dict[str, Aggregate]:
     """Totals per module path, each including its submodules ("" is the whole model)."""
     totals: dict[str, Aggregate] = defaultdict(Aggregate)
     for a in analyses:
+        agg = Aggregate.of(a)
         for path in module_ancestors(a.op.module):
-            totals[path] = totals[path] + Aggregate.of(a)
+            totals[path] = totals[path] + agg
     return dict(totals)
 
 
@@ -213,9 +214,8 @@ class StepTotals:
 def step_totals(profile: Profile, analyses: Sequence[OpAnalysis]) -> StepTotals:
     """The totals of `profile`'s step."""
     model_phases = (Phase.FORWARD, Phase.BACKWARD)
-    precision = profile.workload.precision
     hw = profile.hardware
-    peak = hw.peak(precision) if precision in hw.peak_flops_per_s else hw.peak(Precision.FP32)
+    peak = hw.peak(peak_precision(profile.workload.precision, hw))
     return StepTotals(
         flops=sum(a.op.flops for a in analyses),
         bytes=sum(a.op.bytes for a in analyses),

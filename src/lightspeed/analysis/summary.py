@@ -5,7 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 from lightspeed.analysis.bottleneck_rules import StepBound
-from lightspeed.analysis.findings import Finding, step_bound, step_findings, tensor_core_findings
+from lightspeed.analysis.findings import (
+    Finding,
+    step_bound,
+    step_findings,
+    tensor_core_findings,
+    time_by_bound,
+)
 from lightspeed.analysis.step_roofline import (
     Aggregate,
     OpAnalysis,
@@ -41,7 +47,8 @@ def analyse(profile: Profile) -> ProfileAnalysis:
     """Analyse `profile` on its own hardware."""
     ops = analyse_ops(profile)
     totals = step_totals(profile, ops)
-    findings = step_findings(profile, ops, totals)
+    by_bound = time_by_bound(ops)
+    findings = step_findings(profile, ops, totals, by_bound)
     findings += tensor_core_findings(ops, profile.hardware, profile.workload.precision)
     return ProfileAnalysis(
         profile=profile,
@@ -50,5 +57,5 @@ def analyse(profile: Profile) -> ProfileAnalysis:
         phases=by_phase(ops),
         modules=by_module(ops),
         findings=findings,
-        bound=step_bound(profile, ops),
+        bound=step_bound(profile, by_bound),
     )

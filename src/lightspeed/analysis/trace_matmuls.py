@@ -25,7 +25,7 @@ import numpy as np
 
 from lightspeed.analysis.trace_names import BoolArray
 from lightspeed.analysis.trace_steps import correlate
-from lightspeed.dtypes import Precision
+from lightspeed.dtypes import TENSOR_CORE_MULTIPLE, Precision
 from lightspeed.trace.events import EventTable, FloatArray, IntArray, Kind, Trace
 
 US = 1e-6
@@ -36,8 +36,6 @@ _TYPES: Mapping[str, tuple[Precision, int]] = {
     "c10::BFloat16": (Precision.BF16, 2),
     "c10::Half": (Precision.FP16, 2),
 }
-# 16-bit tensor-core products want every dimension a multiple of this.
-TENSOR_CORE_MULTIPLE = 8
 # No real tensor has a dimension (or a bias) this large; beyond it a size is garbage.
 _MAX_SIZE = 2**40
 
@@ -68,7 +66,8 @@ class Product:
         """Whether m, k and n suit 16-bit tensor cores (None: not a 16-bit product)."""
         if self.element_bytes != 2:
             return None
-        return all(d % TENSOR_CORE_MULTIPLE == 0 for d in (self.m, self.k, self.n))
+        multiple = TENSOR_CORE_MULTIPLE[self.precision]
+        return all(d % multiple == 0 for d in (self.m, self.k, self.n))
 
 
 def product(op: str, dims: Any, types: Any) -> Product | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console, RenderableType
@@ -22,20 +21,6 @@ BatchSizeOption = typer.Option(None, "--batch-size", help="Samples per step.")
 HardwareOption = typer.Option(None, "--hardware", help=HARDWARE_HELP)
 BudgetOption = typer.Option(2.0, "--budget", help="Seconds to spend timing the step.")
 JsonOption = typer.Option(None, "--json", help="Also write JSON here ('-': stdout).")
-
-if TYPE_CHECKING:
-    from lightspeed.hardware.model import Hardware
-    from lightspeed.measure.step import StepSettings
-    from lightspeed.workload import Workload
-
-
-def workload_run(
-    target: str, device: str, dtype: str, batch_size: int | None, hardware: str | None
-) -> tuple[Workload, StepSettings, Hardware]:
-    """The workload a command runs, where and how it runs, and the hardware it is placed on."""
-    from lightspeed.api import run_setup
-
-    return run_setup(target, device, dtype, batch_size, hardware)
 
 
 def report(renderable: RenderableType, doc: dict[str, object], json_path: Path | None) -> None:

@@ -15,7 +15,6 @@ from lightspeed.cli.common import (
     JsonOption,
     TargetArgument,
     report,
-    workload_run,
 )
 
 
@@ -31,11 +30,12 @@ def time_command(
     json_path: Path | None = JsonOption,
 ) -> None:
     """Time a workload's training step: median with IQR, samples/s, tokens/s where known."""
+    from lightspeed.api import run_setup
     from lightspeed.measure.timer import TimerConfig
     from lightspeed.measure.timing import time_workload
     from lightspeed.report import json_report, terminal
 
-    workload, settings, hw = workload_run(target, device, dtype, batch_size, hardware)
+    workload, settings, hw = run_setup(target, device, dtype, batch_size, hardware)
     config = TimerConfig(warmup_steps=warmup, budget_s=budget, min_replicates=min_replicates)
     timing = time_workload(workload, settings, config)
     report(terminal.timing_report(timing, hw), json_report.timing_doc(timing, hw), json_path)

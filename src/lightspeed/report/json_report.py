@@ -50,13 +50,13 @@ def workload_to_dict(wl: WorkloadInfo) -> dict[str, Any]:
     }
 
 
-def timing_to_dict(m: Measurement, wl: WorkloadInfo) -> dict[str, Any]:
+def timing_to_dict(timing: StepTiming) -> dict[str, Any]:
     """A step's timing with its throughput: total samples (tokens) over total seconds."""
-    measured = measurement_to_dict(m)
-    measured["samples_per_s"] = m.per_second(wl.batch_size)
-    tokens = wl.tokens_per_sample
-    measured["tokens_per_s"] = None if tokens is None else m.per_second(wl.batch_size * tokens)
-    return measured
+    return {
+        **measurement_to_dict(timing.measurement),
+        "samples_per_s": timing.samples_per_s,
+        "tokens_per_s": timing.tokens_per_s,
+    }
 
 
 def timing_doc(timing: StepTiming, hardware: Hardware | None) -> dict[str, Any]:
@@ -65,6 +65,6 @@ def timing_doc(timing: StepTiming, hardware: Hardware | None) -> dict[str, Any]:
         {
             "workload": workload_to_dict(timing.workload),
             "hardware": None if hardware is None else hardware_to_dict(hardware),
-            "timing": timing_to_dict(timing.measurement, timing.workload),
+            "timing": timing_to_dict(timing),
         },
     )

@@ -23,7 +23,7 @@ from lightspeed.measure.device import Device
 from lightspeed.measure.profile_facts import OpTimeSource, Profile
 from lightspeed.measure.records import MemoryBreakdown, OpRecord, Phase
 from lightspeed.measure.timer import Measurement
-from lightspeed.measure.timing import WorkloadInfo
+from lightspeed.measure.timing import StepTiming, WorkloadInfo
 from lightspeed.report.documents import SCHEMA_VERSION, document, finding_dict, write
 from lightspeed.report.json_report import timing_to_dict, workload_to_dict
 
@@ -32,7 +32,11 @@ def profile_doc(analysis: ProfileAnalysis) -> dict[str, Any]:
     """The JSON document of a profile with its analysis."""
     profile = analysis.profile
     totals = analysis.totals
-    timing = None if profile.timing is None else timing_to_dict(profile.timing, profile.workload)
+    timing = (
+        None
+        if profile.timing is None
+        else timing_to_dict(StepTiming(workload=profile.workload, measurement=profile.timing))
+    )
     return document(
         "profile",
         {

@@ -72,7 +72,7 @@ def summary(analysis: ProfileAnalysis) -> RenderableType:
 
 
 def _aggregate_row(name: str, agg: Aggregate) -> list[str]:
-    eff = agg.sol_time_s / agg.time_s if agg.time_s else None
+    eff = agg.efficiency
     return [
         name,
         units.count(agg.flops, "FLOP"),
