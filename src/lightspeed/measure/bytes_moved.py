@@ -35,7 +35,6 @@ from torch._ops import OpOverload, OpOverloadPacket
 
 from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.measure.torch_internals import (
-    bind_arguments,
     storage_identity,
     written_arguments,
 )
@@ -103,16 +102,14 @@ _GRADS_WRITTEN_ONLY_WHEN_SCALED = frozenset(
 )
 
 
-def bytes_moved(
-    func: OpOverload, args: tuple[Any, ...], kwargs: Mapping[str, Any], out: Any
-) -> tuple[int, int]:
-    """(bytes read, bytes written) by one call of `func`, under the module's rules."""
+def bytes_moved(func: OpOverload, bound: Mapping[str, Any], out: Any) -> tuple[int, int]:
+    """(bytes read, bytes written) by one call of `func` with its arguments `bound` by
+    name (`bind_arguments`), under the module's rules."""
     if func.overloadpacket in _ALLOCATIONS:
         return 0, 0
-    bound = bind_arguments(func, args, kwargs)
     written = written_arguments(func)
     if func.overloadpacket in _GRADS_WRITTEN_ONLY_WHEN_SCALED and bound.get("grad_scale") is None:
-        written.pop("grads", None)
+        written = {name: is_out for name, is_out in written.items() if name != "grads"}
     overwrites = func.overloadpacket in _OVERWRITES
     partial_name, partial_elements = _PARTIAL_READS.get(func.overloadpacket, ("", _no_elements))
     reads: list[torch.Tensor] = []

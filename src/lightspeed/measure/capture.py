@@ -19,7 +19,7 @@ from torch.utils.module_tracker import ModuleTracker
 
 from lightspeed.measure.costs import attention_causal, op_cost
 from lightspeed.measure.records import OPTIMIZER_MODULE, OpRecord, Phase
-from lightspeed.measure.step import PreparedStep, guard
+from lightspeed.measure.step import PreparedStep
 from lightspeed.measure.tensor_walk import tensors_in
 
 _GLOBAL = "Global"
@@ -34,6 +34,11 @@ class _OpCapture(TorchDispatchMode):
         self.root_name = root_name
         self.phase = Phase.FORWARD
         self.records: list[OpRecord] = []
+
+    def entering(self, phase: Phase) -> contextlib.AbstractContextManager[object]:
+        """PreparedStep.step's hook: the ops that follow belong to `phase`."""
+        self.phase = phase
+        return contextlib.nullcontext()
 
     def __torch_dispatch__(
         self,
@@ -99,20 +104,12 @@ def module_path(parents: set[str], root_name: str) -> str:
 def capture_step(prepared: PreparedStep) -> list[OpRecord]:
     """Run one training step of `prepared` and return its ops in dispatch order.
 
-    The step is the same as `PreparedStep.step()`; only observation is added, so the
-    parameters after it are the same as after an unobserved step.
+    The step is `PreparedStep.step()` with the capture watching its phases; only
+    observation is added, so the parameters after it are the same as after an
+    unobserved step.
     """
-    wl = prepared.workload
-    with capturing(prepared) as capture, guard(wl, "the training step"):
-        capture.phase = Phase.OPTIMIZER
-        prepared.optimizer.zero_grad(set_to_none=True)
-        capture.phase = Phase.FORWARD
-        loss = wl.loss(prepared.model, prepared.batch)
-        capture.phase = Phase.BACKWARD
-        loss.backward()
-        capture.phase = Phase.OPTIMIZER
-        prepared.optimizer.step()
-    prepared.last_loss = loss.detach()
+    with capturing(prepared) as capture:
+        prepared.step(capture.entering)
     return capture.records
 
 

@@ -117,13 +117,18 @@ def op_cost(func: OpOverload, args: tuple[Any, ...], kwargs: Mapping[str, Any], 
     """The cost of one call `out = func(*args, **kwargs)` of an aten op."""
     if is_metadata_only(func):
         return OpCost.zero()
-    bytes_read, bytes_written = bytes_moved(func, args, kwargs, out)
-    flops, macs, flops_known = _flops(func, args, kwargs, out)
+    bound = bind_arguments(func, args, kwargs)
+    bytes_read, bytes_written = bytes_moved(func, bound, out)
+    flops, macs, flops_known = _flops(func, args, kwargs, bound, out)
     return OpCost(flops, macs, bytes_read, bytes_written, flops_known)
 
 
 def _flops(
-    func: OpOverload, args: tuple[Any, ...], kwargs: Mapping[str, Any], out: Any
+    func: OpOverload,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    bound: Mapping[str, Any],
+    out: Any,
 ) -> tuple[int, int | None, bool]:
     """(FLOPs, MACs or None, known) of one call."""
     packet = func.overloadpacket
@@ -136,8 +141,7 @@ def _flops(
         rule = flop_rule(packet)
         if rule is None:
             return 0, None, False
-        bound = _to_shapes(bind_arguments(func, args, kwargs))
-        flops = int(rule.formula(bound, _to_shapes(out)))
+        flops = int(rule.formula(_to_shapes(dict(bound)), _to_shapes(out)))
         return flops, (flops // 2 if rule.matmul else None), True
     except Exception:
         # A cost formula must never break the user's training step: report the op's

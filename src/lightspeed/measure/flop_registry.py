@@ -102,6 +102,11 @@ def total_numel(value: Any) -> int:
     return sum(numel(shape) for shape in shapes(value))
 
 
+def first_output_numel(out: Any) -> int:
+    """Elements of the op's first tensor output (a reduction's values, not its indices)."""
+    return next((numel(shape) for shape in shapes(out)), 0)
+
+
 def output_elements(a: ShapeArgs, out: Any) -> int:
     """Elements an elementwise op produces: its outputs, else (in-place `_foreach_`
     ops return nothing) the elements of its `self` list."""

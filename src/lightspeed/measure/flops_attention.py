@@ -19,6 +19,7 @@ multi-head-attention fast paths (projections + attention).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,10 +55,10 @@ def _varlen_or_bhld(a: ShapeArgs) -> tuple[torch.Size, int, int, int]:
     """Like `_bhld`, but packed variable-length inputs ([total_tokens, H, D] with
     cumulative offsets) count every sequence at the longest key length `max_k`: the
     offsets' values are on the device and reading them would synchronise."""
-    query, key, value = a["query"], a["key"], a["value"]
+    query = a["query"]
     if a.get("cum_seq_k") is not None and len(query) == 3:
-        return query, int(a["max_k"]), query[-1], value[-1]
-    return query, key[-2], query[-1], value[-1]
+        return query, int(a["max_k"]), query[-1], a["value"][-1]
+    return _bhld(a)
 
 
 def _flash_layout(a: ShapeArgs) -> tuple[torch.Size, int, int, int]:
@@ -147,6 +148,11 @@ def addmm_activation_flops(a: ShapeArgs, out: Any) -> int:
     return 2 * m * n * k
 
 
+@functools.cache  # asked for every op of a step; the answer depends on the op alone
+def _has_mask_argument(func: OpOverload) -> bool:
+    return any(a.name in ("is_causal", "custom_mask_type") for a in func._schema.arguments)
+
+
 def attention_causal(func: OpOverload, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
     """Whether an attention op call applies a causal mask.
 
@@ -156,6 +162,8 @@ def attention_causal(func: OpOverload, args: tuple[Any, ...], kwargs: Mapping[st
     Reads `is_causal`, or the memory-efficient kernels' `custom_mask_type` (1 = causal
     from the top left, 2 = from the bottom right). False for any other op.
     """
+    if not _has_mask_argument(func):
+        return False
     bound = bind_arguments(func, args, kwargs)
     if "is_causal" in bound:
         return bool(bound["is_causal"])

@@ -14,9 +14,9 @@ import torch
 from lightspeed.measure.flop_registry import (
     ShapeArgs,
     aten_family,
+    first_output_numel,
     numel,
     register_flops,
-    shapes,
     zero_flops,
 )
 
@@ -30,10 +30,6 @@ def _window(kernel_size: list[int], spatial_dims: int) -> int:
     return math.prod(kernel_size)
 
 
-def _first_output(out: Any) -> int:
-    return next((numel(shape) for shape in shapes(out)), 0)
-
-
 def _spatial_dims(a: ShapeArgs) -> int:
     """2 or 3: the pooled dimensions, from the length of an explicit kernel or output size."""
     sizes = a.get("kernel_size") or a.get("output_size") or ()
@@ -43,7 +39,7 @@ def _spatial_dims(a: ShapeArgs) -> int:
 @register_flops(aten.max_pool2d_with_indices, aten.max_pool3d_with_indices)
 def max_pool_flops(a: ShapeArgs, out: Any) -> int:
     """max pooling: one compare per window element per output element."""
-    return _window(a["kernel_size"], _spatial_dims(a)) * _first_output(out)
+    return _window(a["kernel_size"], _spatial_dims(a)) * first_output_numel(out)
 
 
 @register_flops(
@@ -60,7 +56,7 @@ def max_pool_backward_flops(a: ShapeArgs, out: Any) -> int:
 @register_flops(*aten_family("avg_pool2d"), *aten_family("avg_pool3d"))
 def avg_pool_flops(a: ShapeArgs, out: Any) -> int:
     """average pooling: window adds + 1 divide per output element."""
-    return (_window(a["kernel_size"], _spatial_dims(a)) + 1) * _first_output(out)
+    return (_window(a["kernel_size"], _spatial_dims(a)) + 1) * first_output_numel(out)
 
 
 @register_flops(aten.avg_pool2d_backward, aten.avg_pool3d_backward)
@@ -73,7 +69,7 @@ def avg_pool_backward_flops(a: ShapeArgs, out: Any) -> int:
 def adaptive_avg_pool_flops(a: ShapeArgs, out: Any) -> int:
     """adaptive average pooling: 1 add per input element + 1 divide per output element
     (windows of adjacent outputs can overlap by a row; that overlap is not counted)."""
-    return numel(a["self"]) + _first_output(out)
+    return numel(a["self"]) + first_output_numel(out)
 
 
 @register_flops(aten._adaptive_avg_pool2d_backward, aten._adaptive_avg_pool3d_backward)

@@ -15,9 +15,9 @@ import torch
 from lightspeed.measure.flop_registry import (
     ShapeArgs,
     aten_family,
+    first_output_numel,
     numel,
     register_flops,
-    shapes,
     total_numel,
 )
 
@@ -26,9 +26,9 @@ aten = torch.ops.aten
 _MEAN_REDUCTION = 1  # torch's Reduction enum: 0 none, 1 mean, 2 sum
 
 
-def _first_output_numel(out: Any) -> int:
-    """Elements of the op's first tensor output (a reduction's values, not its indices)."""
-    return next((numel(shape) for shape in shapes(out)), 0)
+def _normalized_rows(a: ShapeArgs) -> int:
+    """Rows a layer or RMS norm normalises: its input over its normalized_shape."""
+    return numel(a["input"]) // max(numel(a["normalized_shape"]), 1)
 
 
 # --- reductions --------------------------------------------------------------------
@@ -54,32 +54,32 @@ def reduce_flops(a: ShapeArgs, out: Any) -> int:
 def max_min_flops(a: ShapeArgs, out: Any) -> int:
     """max/min: the reductions count 1 per input element; the binary overloads
     (`max.other`) 1 compare per output element (which may be broadcast larger)."""
-    return max(total_numel(a["self"]), _first_output_numel(out))
+    return max(total_numel(a["self"]), first_output_numel(out))
 
 
 @register_flops(*aten_family("mean"))
 def mean_flops(a: ShapeArgs, out: Any) -> int:
     """mean: 1 add per input element + 1 divide per output element."""
-    return total_numel(a["self"]) + _first_output_numel(out)
+    return total_numel(a["self"]) + first_output_numel(out)
 
 
 @register_flops(*aten_family("var"), *aten_family("var_mean"))
 def var_flops(a: ShapeArgs, out: Any) -> int:
     """var (and var_mean): sum for the mean, subtract, square, accumulate -> 4 per input
     element; divide for the mean and for the variance -> 2 per output element."""
-    return 4 * total_numel(a["self"]) + 2 * _first_output_numel(out)
+    return 4 * total_numel(a["self"]) + 2 * first_output_numel(out)
 
 
 @register_flops(*aten_family("std"), *aten_family("std_mean"))
 def std_flops(a: ShapeArgs, out: Any) -> int:
     """std (and std_mean): var's 4 per input and 2 per output element, + 1 sqrt per output."""
-    return 4 * total_numel(a["self"]) + 3 * _first_output_numel(out)
+    return 4 * total_numel(a["self"]) + 3 * first_output_numel(out)
 
 
 @register_flops(*aten_family("linalg_vector_norm"))
 def vector_norm_flops(a: ShapeArgs, out: Any) -> int:
     """linalg_vector_norm: |x|ᵖ and accumulate -> 2 per input element; the root -> 1 per output."""
-    return 2 * total_numel(a["self"]) + _first_output_numel(out)
+    return 2 * total_numel(a["self"]) + first_output_numel(out)
 
 
 @register_flops(aten._foreach_norm)
@@ -92,7 +92,7 @@ def foreach_norm_flops(a: ShapeArgs, out: Any) -> int:
 def logsumexp_flops(a: ShapeArgs, out: Any) -> int:
     """logsumexp: max, subtract, exp, accumulate -> 4 per input element; log and add
     back the max -> 2 per output element."""
-    return 4 * total_numel(a["self"]) + 2 * _first_output_numel(out)
+    return 4 * total_numel(a["self"]) + 2 * first_output_numel(out)
 
 
 # --- softmax -----------------------------------------------------------------------
@@ -150,7 +150,7 @@ def _norm_backward(elements: int, rows: int, weight: Any, mask: Any) -> int:
 def layer_norm_flops(a: ShapeArgs, out: Any) -> int:
     """native_layer_norm: (5 + affine) per element + 4 per normalised row."""
     elements = numel(a["input"])
-    rows = elements // max(numel(a["normalized_shape"]), 1)
+    rows = _normalized_rows(a)
     return _norm_forward(elements, rows, a["weight"], a["bias"])
 
 
@@ -158,7 +158,7 @@ def layer_norm_flops(a: ShapeArgs, out: Any) -> int:
 def layer_norm_backward_flops(a: ShapeArgs, out: Any) -> int:
     """native_layer_norm_backward: see the backward convention above."""
     elements = numel(a["input"])
-    rows = elements // max(numel(a["normalized_shape"]), 1)
+    rows = _normalized_rows(a)
     return _norm_backward(elements, rows, a["weight"], a["output_mask"])
 
 
@@ -237,7 +237,7 @@ def rms_norm_flops(a: ShapeArgs, out: Any) -> int:
     """_fused_rms_norm: square, accumulate, multiply by rstd -> 3 per element (+1 with a
     weight); mean divide, +eps, rsqrt -> 3 per row."""
     elements = numel(a["input"])
-    rows = elements // max(numel(a["normalized_shape"]), 1)
+    rows = _normalized_rows(a)
     return (3 + (a["weight"] is not None)) * elements + 3 * rows
 
 
@@ -246,7 +246,7 @@ def rms_norm_backward_flops(a: ShapeArgs, out: Any) -> int:
     """_fused_rms_norm_backward: x̂ = x·rstd 1; grad_input: g = dy·w 1 (with a weight),
     g·x̂, Σ, x̂·mean, subtract, ·rstd -> 5, + 1 divide per row; grad_weight: dy·x̂, Σ -> 2."""
     elements = numel(a["input"])
-    rows = elements // max(numel(a["normalized_shape"]), 1)
+    rows = _normalized_rows(a)
     grad_input, grad_weight = a["output_mask"]
     flops = elements if grad_input or grad_weight else 0
     if grad_input:

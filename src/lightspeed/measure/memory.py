@@ -30,6 +30,7 @@ step counters stay on the CPU). It resets the device's peak-memory statistics.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import weakref
@@ -40,12 +41,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from lightspeed.measure.device import Device
-from lightspeed.measure.records import MemoryBreakdown
-from lightspeed.measure.step import PreparedStep, guard
+from lightspeed.measure.records import MEMORY_CATEGORIES, MemoryBreakdown, Phase
+from lightspeed.measure.step import PreparedStep
 from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.measure.torch_internals import storage_identity
 
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "inputs")
+CATEGORIES = MEMORY_CATEGORIES
 _OTHER = "temporaries"
 
 
@@ -66,8 +67,9 @@ def measure_memory(prepared: PreparedStep) -> MemoryBreakdown:
         loss = _run_step(prepared, timeline)
         # Labelled while still tracked: this step made the gradients (and, without a
         # warm-up, the optimizer state), and their storages are live now.
-        timeline.label(_gradients(prepared), "gradients")
-        timeline.label(_optimizer_state(prepared), "optimizer_state")
+        gradients, state = _gradients(prepared), _optimizer_state(prepared)
+        timeline.label(gradients, "gradients")
+        timeline.label(state, "optimizer_state")
     prepared.last_loss = loss
     at_peak = timeline.at_peak()
     peak_bytes = timeline.peak_bytes
@@ -80,8 +82,8 @@ def measure_memory(prepared: PreparedStep) -> MemoryBreakdown:
         method = "cuda-allocator"
     return MemoryBreakdown(
         parameters_bytes=_unique_bytes(prepared.model.parameters()),
-        gradients_bytes=_unique_bytes(_gradients(prepared)),
-        optimizer_state_bytes=_unique_bytes(_optimizer_state(prepared)),
+        gradients_bytes=_unique_bytes(gradients),
+        optimizer_state_bytes=_unique_bytes(state),
         activations_bytes=timeline.most_live("activations"),
         temporaries_bytes=at_peak[_OTHER],
         inputs_bytes=_unique_bytes(tensors_in(prepared.batch)),
@@ -114,18 +116,16 @@ def fit_to_peak(at_peak: dict[str, int], peak_bytes: int) -> dict[str, int]:
 
 
 def _run_step(prepared: PreparedStep, timeline: _StorageTimeline) -> torch.Tensor:
-    # The same calls as PreparedStep.step(), with the forward under the saved-tensor hooks.
+    # PreparedStep.step(), with the forward under the saved-tensor hooks.
     recorder = _SavedTensorRecorder(timeline)
+
+    def around(phase: Phase) -> contextlib.AbstractContextManager[object]:
+        return recorder if phase is Phase.FORWARD else contextlib.nullcontext()
+
     try:
-        with guard(prepared.workload, "the training step"):
-            prepared.optimizer.zero_grad(set_to_none=True)
-            with recorder:
-                loss = prepared.workload.loss(prepared.model, prepared.batch)
-            loss.backward()
-            prepared.optimizer.step()
+        return prepared.step(around)
     finally:
         recorder.release()
-    return loss
 
 
 def _adopt_live_state(prepared: PreparedStep, timeline: _StorageTimeline) -> None:

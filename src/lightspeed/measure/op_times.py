@@ -78,11 +78,6 @@ class OpTimes:
         if self.unattributed_s < 0 or self.attributed_s < 0:
             raise ValueError("attributed and unattributed times cannot be negative")
 
-    @property
-    def match_fraction(self) -> float:
-        """The fraction of captured ops that have a time (1.0 when there are none)."""
-        return self.matched / len(self.times_s) if self.times_s else 1.0
-
 
 def profile_op_times(prepared: PreparedStep, op_names: Sequence[str], steps: int = 1) -> OpTimes:
     """Profile `steps` training steps and time each op of `op_names` (aten names, in order).

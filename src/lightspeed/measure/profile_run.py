@@ -19,7 +19,7 @@ from lightspeed.measure.op_times import profile_op_times
 from lightspeed.measure.profile_facts import OpTimeSource, Profile
 from lightspeed.measure.step import StepSettings, prepare
 from lightspeed.measure.timer import TimerConfig
-from lightspeed.measure.timing import WorkloadInfo, time_step, workload_info
+from lightspeed.measure.timing import prepared_info, time_step, workload_info
 from lightspeed.workload import Workload
 
 log = logging.getLogger(__name__)
@@ -40,21 +40,10 @@ def profile_workload(
     part-way (it raises, or runs out of memory).
     """
     settings = settings or StepSettings()
-    profile = Profile(
-        workload=WorkloadInfo(
-            name=workload.name,
-            batch_size=workload.batch_size,
-            device=settings.device,
-            precision=settings.precision,
-            parameter_count=None,
-            tokens_per_sample=workload.tokens_per_sample,
-        ),
-        hardware=hardware,
-        timing=None,
-    )
+    profile = Profile(workload=workload_info(workload, settings), hardware=hardware, timing=None)
     try:
         prepared = prepare(workload, settings)
-        profile = dataclasses.replace(profile, workload=workload_info(prepared))
+        profile = dataclasses.replace(profile, workload=prepared_info(prepared))
         timing = time_step(prepared, timer)
         profile = dataclasses.replace(profile, timing=timing.measurement)
         log.info("capturing ops of %s", workload.name)

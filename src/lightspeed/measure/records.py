@@ -58,6 +58,17 @@ class OpRecord:
         return self.bytes_read + self.bytes_written
 
 
+# The memory categories, in report order; MemoryBreakdown has a `<name>_bytes` for each.
+MEMORY_CATEGORIES = (
+    "parameters",
+    "gradients",
+    "optimizer_state",
+    "activations",
+    "temporaries",
+    "inputs",
+)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MemoryBreakdown:
     """Bytes held by a training step, by category, and the peak during the step.
@@ -88,16 +99,4 @@ class MemoryBreakdown:
 
     def categories(self) -> dict[str, int]:
         """Bytes per category name (parameters, gradients, …, inputs)."""
-        return {
-            "parameters": self.parameters_bytes,
-            "gradients": self.gradients_bytes,
-            "optimizer_state": self.optimizer_state_bytes,
-            "activations": self.activations_bytes,
-            "temporaries": self.temporaries_bytes,
-            "inputs": self.inputs_bytes,
-        }
-
-    @property
-    def total_bytes(self) -> int:
-        """Sum of the categories."""
-        return sum(self.categories().values())
+        return {name: getattr(self, f"{name}_bytes") for name in MEMORY_CATEGORIES}

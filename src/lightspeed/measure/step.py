@@ -18,6 +18,7 @@ import torch
 from lightspeed.dtypes import Precision, torch_dtype
 from lightspeed.errors import OutOfMemoryError, WorkloadError
 from lightspeed.measure.device import Device, require, synchronizer
+from lightspeed.measure.records import Phase
 from lightspeed.workload import Workload
 
 T = TypeVar("T")
@@ -29,6 +30,14 @@ class StepSettings:
 
     device: Device = Device.CPU
     precision: Precision = Precision.FP32
+
+
+# Entered around each phase of a training step (`PreparedStep.step`).
+PhaseHook = Callable[[Phase], contextlib.AbstractContextManager[object]]
+
+
+def _no_hook(phase: Phase) -> contextlib.AbstractContextManager[object]:
+    return contextlib.nullcontext()
 
 
 @dataclasses.dataclass
@@ -43,13 +52,23 @@ class PreparedStep:
     sync: Callable[[], None]
     last_loss: torch.Tensor | None = None
 
-    def step(self) -> torch.Tensor:
-        """One training step; returns the loss (not synchronised)."""
+    def step(self, around: PhaseHook | None = None) -> torch.Tensor:
+        """One training step; returns the loss (not synchronised).
+
+        `around(phase)`, when given, is entered around each part of the step: zero_grad
+        and the optimizer step (OPTIMIZER), the loss (FORWARD), backward (BACKWARD).
+        Observers watch the step through it, so they watch the very calls it makes.
+        """
+        enter = around or _no_hook
         with guard(self.workload, "the training step"):
-            self.optimizer.zero_grad(set_to_none=True)
-            loss = self.workload.loss(self.model, self.batch)
-            loss.backward()
-            self.optimizer.step()
+            with enter(Phase.OPTIMIZER):
+                self.optimizer.zero_grad(set_to_none=True)
+            with enter(Phase.FORWARD):
+                loss = self.workload.loss(self.model, self.batch)
+            with enter(Phase.BACKWARD):
+                loss.backward()
+            with enter(Phase.OPTIMIZER):
+                self.optimizer.step()
         self.last_loss = loss
         return loss
 

@@ -43,24 +43,31 @@ class StepTiming:
         return self.samples_per_s * self.workload.tokens_per_sample
 
 
-def workload_info(prepared: PreparedStep) -> WorkloadInfo:
-    """The WorkloadInfo of a prepared step."""
-    wl = prepared.workload
+def workload_info(
+    workload: Workload, settings: StepSettings, parameter_count: int | None = None
+) -> WorkloadInfo:
+    """The WorkloadInfo of `workload` run with `settings` (its parameter count, once
+    the model is built)."""
     return WorkloadInfo(
-        name=wl.name,
-        batch_size=wl.batch_size,
-        device=prepared.settings.device,
-        precision=prepared.settings.precision,
-        parameter_count=prepared.parameter_count,
-        tokens_per_sample=wl.tokens_per_sample,
+        name=workload.name,
+        batch_size=workload.batch_size,
+        device=settings.device,
+        precision=settings.precision,
+        parameter_count=parameter_count,
+        tokens_per_sample=workload.tokens_per_sample,
     )
+
+
+def prepared_info(prepared: PreparedStep) -> WorkloadInfo:
+    """The WorkloadInfo of a prepared step."""
+    return workload_info(prepared.workload, prepared.settings, prepared.parameter_count)
 
 
 def time_step(prepared: PreparedStep, config: TimerConfig | None = None) -> StepTiming:
     """Time the training step of an already prepared workload."""
     with guard(prepared.workload, "the training step"):
         measurement = measure(prepared.step, sync=prepared.sync, config=config)
-    return StepTiming(workload=workload_info(prepared), measurement=measurement)
+    return StepTiming(workload=prepared_info(prepared), measurement=measurement)
 
 
 def time_workload(

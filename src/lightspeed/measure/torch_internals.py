@@ -9,7 +9,9 @@ tests (`tests/measure/test_costs.py`) need to change.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -39,18 +41,21 @@ def bind_arguments(
     return bound
 
 
-def written_arguments(func: OpOverload) -> dict[str, bool]:
+@functools.cache  # asked for every op of a step; the answer depends on the op alone
+def written_arguments(func: OpOverload) -> Mapping[str, bool]:
     """The arguments the op writes, by name: True for an `out=` argument, False otherwise.
 
     The schema marks written arguments `Tensor(a!)`; `out=` arguments are the keyword-only
     ones among them (`add.out(..., *, Tensor(a!) out)`), the rest are in-place operands
     (`add_.Tensor(Tensor(a!) self, ...)`, `_foreach_mul_(Tensor(a!)[] self, ...)`).
     """
-    return {
-        argument.name: bool(argument.is_out)
-        for argument in func._schema.arguments
-        if argument.alias_info is not None and argument.alias_info.is_write
-    }
+    return MappingProxyType(
+        {
+            argument.name: bool(argument.is_out)
+            for argument in func._schema.arguments
+            if argument.alias_info is not None and argument.alias_info.is_write
+        }
+    )
 
 
 def is_view(func: OpOverload) -> bool:
