@@ -25,13 +25,11 @@ import dataclasses
 import numpy as np
 
 from lightspeed.analysis import intervals
-from lightspeed.analysis.trace_names import BoolArray, KernelType
-from lightspeed.trace.events import FloatArray, IntArray
+from lightspeed.analysis.trace_names import KERNEL_TYPES, BoolArray, KernelType
+from lightspeed.trace.events import US, FloatArray, IntArray
 
-US = 1e-6
 # HTA's consecutive_kernel_delay: a shorter gap between kernels is the device itself.
 KERNEL_WAIT_US = 30.0
-_TYPES = list(KernelType)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -120,7 +118,7 @@ class DeviceEvents:
     name: IntArray
 
     def is_type(self, kernel_type: KernelType) -> BoolArray:
-        return self.type == _TYPES.index(kernel_type)
+        return self.type == KERNEL_TYPES.index(kernel_type)
 
     def of_type(self, kernel_type: KernelType) -> tuple[FloatArray, FloatArray]:
         mask = self.is_type(kernel_type)
@@ -136,7 +134,7 @@ def temporal_breakdown(ev: DeviceEvents) -> TemporalBreakdown:
     parts: dict[KernelType, float] = {}
     starts: list[FloatArray] = []
     ends: list[FloatArray] = []
-    for kernel_type in _TYPES:
+    for kernel_type in KERNEL_TYPES:
         s, e = ev.of_type(kernel_type)
         starts.append(s)
         ends.append(e)
@@ -212,7 +210,7 @@ def kernel_stats(ev: DeviceEvents, names: tuple[str, ...], top: int) -> list[Ker
     return [
         KernelStat(
             name=names[ids[i]],
-            type=_TYPES[types[i]],
+            type=KERNEL_TYPES[types[i]],
             count=int(counts[i]),
             total_s=float(totals[i]) * US,
             mean_s=float(totals[i] / counts[i]) * US,
@@ -225,7 +223,7 @@ def kernel_stats(ev: DeviceEvents, names: tuple[str, ...], top: int) -> list[Ker
 def type_totals(ev: DeviceEvents) -> dict[KernelType, float]:
     """Seconds of each kernel type: the sum of its events' durations."""
     dur = ev.end_us - ev.start_us
-    return {t: float(dur[ev.type == i].sum()) * US for i, t in enumerate(_TYPES)}
+    return {t: float(dur[ev.type == i].sum()) * US for i, t in enumerate(KERNEL_TYPES)}
 
 
 def comm_overlap(ev: DeviceEvents) -> Overlap:

@@ -24,9 +24,8 @@ import numpy as np
 
 from lightspeed.analysis.trace_breakdown import DeviceEvents
 from lightspeed.analysis.trace_names import KernelType
-from lightspeed.trace.events import FloatArray
+from lightspeed.trace.events import US, FloatArray
 
-US = 1e-6
 _N = TypeVar("_N", int, float)
 
 

@@ -28,9 +28,8 @@ from lightspeed.analysis.trace_steps import (
     in_window,
     top_level,
 )
-from lightspeed.trace.events import EventTable, Kind, Trace
+from lightspeed.trace.events import US, EventTable, Kind, Trace
 
-US = 1e-6
 RUNTIME_CUTOFF_US = 50.0
 LAUNCH_DELAY_CUTOFF_US = 100.0
 # A CPU op shorter than this spends its time on dispatch, not on its work (eager

@@ -26,9 +26,8 @@ import numpy as np
 from lightspeed.analysis.trace_names import BoolArray
 from lightspeed.analysis.trace_steps import correlate
 from lightspeed.dtypes import TENSOR_CORE_MULTIPLE, Precision
-from lightspeed.trace.events import EventTable, FloatArray, IntArray, Kind, Trace
+from lightspeed.trace.events import US, EventTable, FloatArray, IntArray, Kind, Trace
 
-US = 1e-6
 # Kineto's `Input type` strings for the floating-point types matrix products run in.
 _TYPES: Mapping[str, tuple[Precision, int]] = {
     "float": (Precision.FP32, 4),

@@ -29,6 +29,9 @@ class KernelType(str, enum.Enum):
     OTHER = "other"
 
 
+# A type's position here is its code in the integer type columns of the analyses.
+KERNEL_TYPES = tuple(KernelType)
+
 _COMMUNICATION = re.compile(r"^nccl.*Kernel")
 _MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
 _NOT_COMPUTATION = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
@@ -61,8 +64,7 @@ def kernel_type(name: str) -> KernelType:
 
 def name_types(trace: Trace) -> IntArray:
     """The KernelType index (0..3, in enum order) of every name of `trace`."""
-    order = list(KernelType)
-    return np.array([order.index(kernel_type(n)) for n in trace.names], dtype=np.int64)
+    return np.array([KERNEL_TYPES.index(kernel_type(n)) for n in trace.names], dtype=np.int64)
 
 
 def is_launch(name: str) -> bool:

@@ -13,11 +13,8 @@ from lightspeed.analysis.bottleneck_rules import StepBound, max_speedup
 from lightspeed.analysis.finding import Finding
 from lightspeed.analysis.trace_breakdown import (
     DeviceEvents,
-    IdleBreakdown,
     KernelStat,
-    Overlap,
     StreamIdle,
-    TemporalBreakdown,
     comm_overlap,
     idle_breakdown,
     kernel_stats,
@@ -35,13 +32,11 @@ from lightspeed.analysis.trace_collectives import (
 )
 from lightspeed.analysis.trace_diagnosis import WindowFacts, diagnose
 from lightspeed.analysis.trace_host import (
-    HostStats,
-    LaunchStats,
     host_index,
     host_stats,
     launch_stats,
 )
-from lightspeed.analysis.trace_matmuls import MatmulStats, matmul_index, matmul_stats
+from lightspeed.analysis.trace_matmuls import matmul_index, matmul_stats
 from lightspeed.analysis.trace_names import KernelType, name_types
 from lightspeed.analysis.trace_steps import (
     StepWindow,
@@ -61,27 +56,18 @@ SKEW_REPORT_FRACTION = 0.1
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class WindowAnalysis:
-    """One step of one rank (`step` None: the whole trace)."""
+class WindowAnalysis(WindowFacts):
+    """One step of one rank (`step` None: the whole trace): the facts its diagnosis
+    read, the detail beside them, and the diagnosis."""
 
     step: int | None
-    temporal: TemporalBreakdown
-    idle: IdleBreakdown
     streams: list[StreamIdle]
-    overlap: Overlap
-    launches: LaunchStats
-    host: HostStats
     kernels: list[KernelStat]
     kernel_types: dict[KernelType, float]
     device_syncs: dict[str, int]  # the device's own sync records (`cuda_sync`), by name
     comm: CommEvents  # for matching collectives across ranks
-    matmuls: MatmulStats | None  # None: no matrix product with recorded shapes
     bound: StepBound
     findings: list[Finding]
-
-    @property
-    def step_s(self) -> float:
-        return max(self.host.window_s, self.temporal.total_s)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -221,18 +207,13 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
         )
         bound, findings = diagnose(facts)
         return WindowAnalysis(
+            **vars(facts),
             step=w.number,
-            temporal=facts.temporal,
-            idle=facts.idle,
             streams=stream_idle(ev),
-            overlap=facts.overlap,
-            launches=facts.launches,
-            host=facts.host,
             kernels=kernel_stats(ev, trace.names, TOP_KERNELS),
             kernel_types=type_totals(ev),
             device_syncs=_device_syncs(trace, w),
             comm=comm_events(ev, trace.names),
-            matmuls=facts.matmuls,
             bound=bound,
             findings=findings,
         )

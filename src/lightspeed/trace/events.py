@@ -53,6 +53,7 @@ CATEGORY_KINDS: Mapping[str, Kind] = {
     "cuda_sync": Kind.SYNC,
 }
 NO_ID = -1
+US = 1e-6  # seconds per µs, the unit of every time in a trace
 # CPU ops whose input shapes the reader keeps: matrix products, whose FLOPs and bytes
 # follow from them.
 SHAPED_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
