@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/pip install --disable-pip-version-check -q -c constraints.txt
+# The larger collection of real profiler traces some tests also read, when present.
+SHARED_TRACES ?= $(wildcard ../shared/traces)
 
 .PHONY: demo test lint bench clean
 
@@ -24,7 +26,7 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	LIGHTSPEED_SHARED_TRACES=$(SHARED_TRACES) $(BIN)/python -m pytest
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests benchmarks

@@ -15,9 +15,10 @@ import statistics
 
 import torch
 
+from lightspeed.facts.device import Device
 from lightspeed.hardware.cache import save_calibration
 from lightspeed.hardware.calibrate import calibrate, matmul_rate
-from lightspeed.measure.device import Device, device_name
+from lightspeed.measure.device import device_name
 
 
 def main() -> None:

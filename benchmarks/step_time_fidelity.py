@@ -24,9 +24,10 @@ import torch
 import torch.utils.benchmark as torch_benchmark
 
 import lightspeed
-from lightspeed.measure.device import Device, device_name
+from lightspeed.facts.device import Device
+from lightspeed.measure.device import device_name
 from lightspeed.measure.step import StepSettings, prepare
-from lightspeed.workload import load_target
+from lightspeed.targets import load_target
 
 WORKLOADS = ("mlp", "mlp-tiny", "gpt2-tiny", "resnet18-tiny", "transformer-encoder-tiny")
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from lightspeed.dtypes import Precision
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import Calibration, DeviceKind, Hardware
 from lightspeed.hardware.cache import save_calibration
-from lightspeed.hardware.model import Calibration, DeviceKind, Hardware
-from lightspeed.measure.device import Device
 
 # Ceilings of a made-up CPU: round numbers so tests can check arithmetic on them.
 FAKE_CPU = Hardware(

@@ -10,9 +10,9 @@ import pytest
 
 import lightspeed
 from lightspeed.errors import ConfigError
-from lightspeed.hardware.model import Hardware
+from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.records import OpRecord, Phase
 from lightspeed.measure.capture import without_mode_artifacts
-from lightspeed.measure.records import OpRecord, Phase
 
 
 def test_profile_saves_and_loads_back(calibrated_cpu: Hardware, tmp_path: Path) -> None:

@@ -12,6 +12,8 @@ import torch
 
 import lightspeed.hardware.calibrate as calibrate_module
 from lightspeed.dtypes import Precision
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import DeviceKind, Hardware
 from lightspeed.hardware.bandwidth import (
     KERNELS,
     kernel_bandwidths,
@@ -27,9 +29,7 @@ from lightspeed.hardware.cache import (
     save_calibration,
 )
 from lightspeed.hardware.calibrate import CalibrationPlan, calibrate, default_plan
-from lightspeed.hardware.model import DeviceKind, Hardware
 from lightspeed.hardware.resolve import resolve_hardware
-from lightspeed.measure.device import Device
 from lightspeed.measure.timer import TimerConfig
 
 QUICK = CalibrationPlan(

@@ -8,8 +8,8 @@ import pytest
 
 from lightspeed.dtypes import Precision
 from lightspeed.errors import UnknownNameError
+from lightspeed.facts.hardware import hardware_from_dict, hardware_to_dict
 from lightspeed.hardware import catalog_hardware, catalog_id_for_device_name, catalog_ids
-from lightspeed.hardware.model import hardware_from_dict, hardware_to_dict
 
 REQUIRED_IDS = [
     "v100-sxm2",

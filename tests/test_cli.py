@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import RunCli
-from lightspeed.hardware.model import Hardware
+from lightspeed.facts.hardware import Hardware
 
 DATA = Path(__file__).parent / "data" / "workloads.py"
 

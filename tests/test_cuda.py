@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from lightspeed.dtypes import Precision
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import DeviceKind
 from lightspeed.hardware.calibrate import CalibrationPlan, calibrate, tf32_mode
 from lightspeed.hardware.catalog import catalog_id_for_device_name
-from lightspeed.hardware.model import DeviceKind
 from lightspeed.hardware.resolve import local_catalog_gpu, resolve_hardware
-from lightspeed.measure.device import Device, synchronizer
+from lightspeed.measure.device import synchronizer
 from lightspeed.measure.step import StepSettings
 from lightspeed.measure.timer import TimerConfig
 from lightspeed.measure.timing import time_workload

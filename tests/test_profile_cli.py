@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import RunCli
-from lightspeed.hardware.model import Hardware
+from lightspeed.facts.hardware import Hardware
 from lightspeed.report.profile_json import profile_from_doc
 
 DATA = Path(__file__).parent / "data" / "workloads.py"

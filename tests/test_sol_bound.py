@@ -12,9 +12,9 @@ import pytest
 
 import lightspeed
 from lightspeed.analysis.findings import ABOVE_SOL_TOLERANCE
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import Hardware
 from lightspeed.hardware.calibrate import calibrate
-from lightspeed.hardware.model import Hardware
-from lightspeed.measure.device import Device
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lightspeed.errors import ConfigError
-from lightspeed.measure.timer import Measurement, TimerConfig, measure, measurement_from_times
+from lightspeed.facts.timing import Measurement, measurement_from_times
+from lightspeed.measure.timer import TimerConfig, measure
 
 
 class FakeClock:

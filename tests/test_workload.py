@@ -17,7 +17,7 @@ from lightspeed.errors import (
     WorkloadError,
 )
 from lightspeed.measure.step import StepSettings, prepare, to_device
-from lightspeed.workload import load_target
+from lightspeed.targets import load_target
 
 DATA = Path(__file__).parent / "data" / "workloads.py"
 

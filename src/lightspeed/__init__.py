@@ -17,11 +17,11 @@ _EXPORTS = {
     "Ceilings": "lightspeed.analysis.roofline",
     "RooflinePoint": "lightspeed.analysis.roofline",
     "place": "lightspeed.analysis.roofline",
-    "ProfileAnalysis": "lightspeed.api",
-    "analyse": "lightspeed.api",
-    "load_profile": "lightspeed.api",
+    "ProfileAnalysis": "lightspeed.analysis.summary",
+    "analyse": "lightspeed.analysis.summary",
+    "load_profile": "lightspeed.report.profile_json",
     "profile": "lightspeed.api",
-    "save_profile": "lightspeed.api",
+    "save_profile": "lightspeed.report.profile_json",
     "Precision": "lightspeed.dtypes",
     "LightspeedError": "lightspeed.errors",
     "ProfileIncomplete": "lightspeed.errors",
@@ -29,20 +29,20 @@ _EXPORTS = {
     "Hardware": "lightspeed.hardware",
     "catalog_hardware": "lightspeed.hardware",
     "catalog_ids": "lightspeed.hardware",
-    "resolve_hardware": "lightspeed.hardware",
-    "Device": "lightspeed.measure.device",
-    "Profile": "lightspeed.measure.profile_facts",
+    "resolve_hardware": "lightspeed.hardware.resolve",
+    "Device": "lightspeed.facts.device",
+    "Profile": "lightspeed.facts.profile",
     "StepSettings": "lightspeed.measure.step",
-    "Measurement": "lightspeed.measure.timer",
+    "Measurement": "lightspeed.facts.timing",
     "TimerConfig": "lightspeed.measure.timer",
-    "StepTiming": "lightspeed.measure.timing",
+    "StepTiming": "lightspeed.facts.timing",
     "time_workload": "lightspeed.measure.timing",
     "observe": "lightspeed.observation",
     "Observation": "lightspeed.observation",
     "analyse_traces": "lightspeed.analysis.trace_summary",
     "load_traces": "lightspeed.trace.load",
     "Workload": "lightspeed.workload",
-    "load_target": "lightspeed.workload",
+    "load_target": "lightspeed.targets",
 }
 
 __all__ = [
@@ -94,16 +94,21 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from lightspeed.analysis.roofline import Bound, Ceilings, RooflinePoint, place
+    from lightspeed.analysis.summary import ProfileAnalysis, analyse
     from lightspeed.analysis.trace_summary import analyse_traces
-    from lightspeed.api import ProfileAnalysis, analyse, load_profile, profile, save_profile
+    from lightspeed.api import profile
     from lightspeed.dtypes import Precision
     from lightspeed.errors import LightspeedError, ProfileIncomplete, TraceError
-    from lightspeed.hardware import Hardware, catalog_hardware, catalog_ids, resolve_hardware
-    from lightspeed.measure.device import Device
-    from lightspeed.measure.profile_facts import Profile
+    from lightspeed.facts.device import Device
+    from lightspeed.facts.profile import Profile
+    from lightspeed.facts.timing import Measurement, StepTiming
+    from lightspeed.hardware import Hardware, catalog_hardware, catalog_ids
+    from lightspeed.hardware.resolve import resolve_hardware
     from lightspeed.measure.step import StepSettings
-    from lightspeed.measure.timer import Measurement, TimerConfig
-    from lightspeed.measure.timing import StepTiming, time_workload
+    from lightspeed.measure.timer import TimerConfig
+    from lightspeed.measure.timing import time_workload
     from lightspeed.observation import Observation, observe
+    from lightspeed.report.profile_json import load_profile, save_profile
+    from lightspeed.targets import load_target
     from lightspeed.trace.load import load_traces
-    from lightspeed.workload import Workload, load_target
+    from lightspeed.workload import Workload

@@ -1,21 +1,20 @@
-"""The Python entry points a user calls: `profile` a training step, save and load it."""
+"""`profile`: the Python entry point that measures a training step into a `Profile`."""
 
 from __future__ import annotations
 
-from lightspeed.analysis.summary import ProfileAnalysis, analyse
 from lightspeed.dtypes import step_precision
 from lightspeed.errors import ConfigError
-from lightspeed.hardware.model import Hardware
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.profile import Profile
 from lightspeed.hardware.resolve import resolve_hardware
-from lightspeed.measure.device import Device
-from lightspeed.measure.profile_facts import Profile
 from lightspeed.measure.profile_run import profile_workload
 from lightspeed.measure.step import StepSettings
 from lightspeed.measure.timer import TimerConfig
-from lightspeed.report.profile_json import load_profile, save_profile
-from lightspeed.workload import Workload, load_target
+from lightspeed.targets import load_target
+from lightspeed.workload import Workload
 
-__all__ = ["ProfileAnalysis", "analyse", "load_profile", "profile", "save_profile"]
+__all__ = ["profile", "run_setup"]
 
 
 def run_setup(

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
 
 from lightspeed.errors import UnknownNameError, did_you_mean
-
-if TYPE_CHECKING:
-    import torch
 
 
 class Precision(str, enum.Enum):
@@ -44,7 +40,7 @@ class Precision(str, enum.Enum):
 STEP_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.FP16)
 
 # torch attribute names, so that reading traces and catalogs never imports torch.
-_TORCH_DTYPE = {
+TORCH_DTYPE_NAMES = {
     Precision.FP64: "float64",
     Precision.FP32: "float32",
     Precision.TF32: "float32",
@@ -56,9 +52,9 @@ _TORCH_DTYPE = {
 
 
 # The precision of a tensor by its torch dtype name (float32 is fp32, not tf32).
-_PRECISION_OF_DTYPE = {name: p for p, name in _TORCH_DTYPE.items() if p is not Precision.TF32} | {
-    "float8_e5m2": Precision.FP8
-}
+_PRECISION_OF_DTYPE = {
+    name: p for p, name in TORCH_DTYPE_NAMES.items() if p is not Precision.TF32
+} | {"float8_e5m2": Precision.FP8}
 
 # Tensor cores take matmul dimensions in multiples of this many elements (16 bytes for
 # fp16/bf16, NVIDIA Deep Learning Performance guide, "Matrix Multiplication
@@ -69,14 +65,6 @@ TENSOR_CORE_MULTIPLE = {Precision.FP16: 8, Precision.BF16: 8, Precision.TF32: 4,
 def precision_of_dtype(name: str) -> Precision | None:
     """The precision of a tensor whose torch dtype is called `name` ("bfloat16"), or None."""
     return _PRECISION_OF_DTYPE.get(name)
-
-
-def torch_dtype(precision: Precision) -> torch.dtype:
-    """The torch storage dtype of `precision` (tf32 is stored as float32)."""
-    import torch
-
-    dtype: torch.dtype = getattr(torch, _TORCH_DTYPE[precision])
-    return dtype
 
 
 def step_precision(name: str) -> Precision:

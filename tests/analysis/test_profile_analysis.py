@@ -15,13 +15,12 @@ from lightspeed.analysis.step_roofline import module_ancestors
 from lightspeed.analysis.summary import analyse
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import Calibration, DeviceKind, Hardware, MemoryLevel
+from lightspeed.facts.profile import OpTimeSource, Profile
+from lightspeed.facts.records import OPTIMIZER_MODULE, MemoryBreakdown, OpRecord, Phase
+from lightspeed.facts.timing import WorkloadInfo, measurement_from_times
 from lightspeed.hardware import catalog_hardware
-from lightspeed.hardware.model import Calibration, DeviceKind, Hardware, MemoryLevel
-from lightspeed.measure.device import Device
-from lightspeed.measure.profile_facts import OpTimeSource, Profile
-from lightspeed.measure.records import OPTIMIZER_MODULE, MemoryBreakdown, OpRecord, Phase
-from lightspeed.measure.timer import measurement_from_times
-from lightspeed.measure.timing import WorkloadInfo
 from lightspeed.report.documents import dumps
 from lightspeed.report.profile_json import profile_doc, profile_from_doc
 

@@ -9,8 +9,8 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from lightspeed import Workload
 from lightspeed.errors import WorkloadError
+from lightspeed.facts.records import OPTIMIZER_MODULE, Phase
 from lightspeed.measure.capture import capture_step, module_path
-from lightspeed.measure.records import OPTIMIZER_MODULE, Phase
 from lightspeed.measure.step import StepSettings, prepare
 from lightspeed.suite import get
 

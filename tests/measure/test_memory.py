@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from lightspeed.dtypes import Precision
 from lightspeed.errors import WorkloadError
-from lightspeed.measure.device import Device
+from lightspeed.facts.device import Device
 from lightspeed.measure.memory import CATEGORIES, fit_to_peak, measure_memory
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
 from lightspeed.workload import Workload, default_optimizer

@@ -20,7 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from lightspeed import suite
 from lightspeed.errors import WorkloadError
-from lightspeed.measure.device import Device
+from lightspeed.facts.device import Device
 from lightspeed.measure.op_alignment import OpEvent, align_ops, op_key
 from lightspeed.measure.op_times import OpTimes, profile_op_times
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare

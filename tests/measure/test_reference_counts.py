@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from lightspeed.facts.records import OpRecord
 from lightspeed.measure.capture import capture_forward
-from lightspeed.measure.records import OpRecord
 from lightspeed.suite import get
 
 

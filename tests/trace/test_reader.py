@@ -136,7 +136,7 @@ def test_missing_paths_and_empty_directories(tmp_path: Path) -> None:
 
 def test_the_test_copies_are_the_shared_files() -> None:
     if not SHARED_TRACES.is_dir():
-        pytest.skip("the shared trace collection is not beside this checkout")
+        pytest.skip("LIGHTSPEED_SHARED_TRACES names no directory")
     for copy in TRACES.glob("*.json.gz"):
         assert copy.read_bytes() == (SHARED_TRACES / copy.name).read_bytes()
 

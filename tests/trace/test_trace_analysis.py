@@ -113,7 +113,9 @@ def test_idle_gap_threshold_is_htas() -> None:
     assert KERNEL_WAIT_US == 30.0
 
 
-@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="the shared trace collection is absent")
+@pytest.mark.skipif(
+    not SHARED_TRACES.is_dir(), reason="LIGHTSPEED_SHARED_TRACES names no directory"
+)
 def test_every_shared_trace_is_analysed_and_says_what_it_could_not() -> None:
     for path in sorted(SHARED_TRACES.glob("*.json.gz")):
         analysis = analyse_traces(load_traces([path]))

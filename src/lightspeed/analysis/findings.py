@@ -11,9 +11,9 @@ from lightspeed.analysis.finding import Finding
 from lightspeed.analysis.roofline import Bound
 from lightspeed.analysis.step_roofline import OpAnalysis, StepTotals
 from lightspeed.dtypes import TENSOR_CORE_MULTIPLE, Precision
-from lightspeed.hardware.model import DeviceKind, Hardware
-from lightspeed.measure.profile_facts import Profile
-from lightspeed.measure.records import OpRecord
+from lightspeed.facts.hardware import DeviceKind, Hardware
+from lightspeed.facts.profile import Profile
+from lightspeed.facts.records import OpRecord
 
 # Fraction of the step above which overhead-bound ops or unattributed time are reported.
 REPORT_FRACTION = 0.2

@@ -11,7 +11,7 @@ import enum
 
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
-from lightspeed.hardware.model import Hardware, MemoryLevel
+from lightspeed.facts.hardware import Hardware, MemoryLevel
 
 
 class Bound(str, enum.Enum):

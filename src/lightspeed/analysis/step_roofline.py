@@ -19,9 +19,9 @@ from collections.abc import Iterable, Sequence
 
 from lightspeed.analysis.roofline import Bound, Ceilings, RooflinePoint, place
 from lightspeed.dtypes import Precision, precision_of_dtype
-from lightspeed.hardware.model import Hardware, MemoryLevel
-from lightspeed.measure.profile_facts import Profile
-from lightspeed.measure.records import OpRecord, Phase
+from lightspeed.facts.hardware import Hardware, MemoryLevel
+from lightspeed.facts.profile import Profile
+from lightspeed.facts.records import OpRecord, Phase
 
 # An op measured shorter than this that reaches less than half its speed of light is
 # held back by the fixed cost of dispatching and launching it (eager PyTorch spends a

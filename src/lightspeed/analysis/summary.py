@@ -22,8 +22,8 @@ from lightspeed.analysis.step_roofline import (
     step_totals,
     top_headroom,
 )
-from lightspeed.measure.profile_facts import Profile
-from lightspeed.measure.records import Phase
+from lightspeed.facts.profile import Profile
+from lightspeed.facts.records import Phase
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

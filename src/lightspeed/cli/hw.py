@@ -34,8 +34,8 @@ def show_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Show one hardware's peaks per precision, bandwidth, memory, links and sources."""
-    from lightspeed.hardware import resolve_hardware
-    from lightspeed.measure.device import Device
+    from lightspeed.facts.device import Device
+    from lightspeed.hardware.resolve import resolve_hardware
     from lightspeed.report import json_report, terminal
 
     hw = resolve_hardware(hw_id, Device.parse(device))
@@ -51,8 +51,8 @@ def calibrate_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Measure the local device's matmul and memory ceilings, and cache them."""
-    from lightspeed.hardware import local_hardware
-    from lightspeed.measure.device import Device
+    from lightspeed.facts.device import Device
+    from lightspeed.hardware.resolve import local_hardware
     from lightspeed.report import json_report, terminal
 
     hw = local_hardware(Device.parse(device), recalibrate=True)

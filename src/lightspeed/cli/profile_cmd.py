@@ -37,7 +37,7 @@ def profile_command(
     from lightspeed.analysis.summary import analyse
     from lightspeed.api import profile as profile_step
     from lightspeed.errors import ConfigError, ProfileIncomplete
-    from lightspeed.measure.profile_facts import Profile
+    from lightspeed.facts.profile import Profile
     from lightspeed.report.profile_json import profile_doc
     from lightspeed.report.profile_terminal import profile_report
 

@@ -23,8 +23,8 @@ def roofline_command(
     from lightspeed.analysis.roofline import Ceilings, place
     from lightspeed.dtypes import Precision
     from lightspeed.errors import ConfigError
-    from lightspeed.hardware import resolve_hardware
-    from lightspeed.measure.device import Device
+    from lightspeed.facts.device import Device
+    from lightspeed.hardware.resolve import resolve_hardware
     from lightspeed.report import json_report, terminal
 
     explicit = peak_flops is not None or bandwidth is not None

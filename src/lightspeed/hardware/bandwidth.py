@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from lightspeed.measure.device import Device, require, synchronizer
+from lightspeed.facts.device import Device
+from lightspeed.measure.device import require, synchronizer
 from lightspeed.measure.timer import TimerConfig, measure
 
 _FALLBACK_LLC_BYTES = 64 * 2**20

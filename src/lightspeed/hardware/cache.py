@@ -16,8 +16,9 @@ from pathlib import Path
 
 import torch
 
-from lightspeed.hardware.model import Hardware, hardware_from_dict, hardware_to_dict
-from lightspeed.measure.device import Device, device_name
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import Hardware, hardware_from_dict, hardware_to_dict
+from lightspeed.measure.device import device_name
 
 log = logging.getLogger(__name__)
 

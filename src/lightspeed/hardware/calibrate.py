@@ -20,16 +20,17 @@ from collections.abc import Iterator
 
 import torch
 
-from lightspeed.dtypes import Precision, torch_dtype
+from lightspeed.dtypes import Precision
 from lightspeed.errors import CalibrationError
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import Calibration, DeviceKind, Hardware
 from lightspeed.hardware.bandwidth import (
     cache_bandwidth,
     last_level_cache_bytes,
     memory_bandwidth,
     working_sets_in_cache,
 )
-from lightspeed.hardware.model import Calibration, DeviceKind, Hardware
-from lightspeed.measure.device import Device, device_name, require, synchronizer
+from lightspeed.measure.device import device_name, require, synchronizer, torch_dtype
 from lightspeed.measure.timer import TimerConfig, measure
 
 log = logging.getLogger(__name__)

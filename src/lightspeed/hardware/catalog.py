@@ -10,7 +10,7 @@ from typing import Any
 
 from lightspeed.dtypes import Precision
 from lightspeed.errors import UnknownNameError, did_you_mean
-from lightspeed.hardware.model import DeviceKind, Hardware
+from lightspeed.facts.hardware import DeviceKind, Hardware
 
 if sys.version_info >= (3, 11):
     import tomllib

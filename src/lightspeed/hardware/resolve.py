@@ -7,11 +7,12 @@ import logging
 
 import torch
 
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import Hardware
 from lightspeed.hardware.cache import load_calibration, save_calibration
 from lightspeed.hardware.calibrate import calibrate
 from lightspeed.hardware.catalog import catalog_hardware, catalog_id_for_device_name
-from lightspeed.hardware.model import Hardware
-from lightspeed.measure.device import Device, device_name, require
+from lightspeed.measure.device import device_name, require
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
+from lightspeed.facts.records import OPTIMIZER_MODULE, OpRecord, Phase
 from lightspeed.measure.costs import attention_causal, op_cost
-from lightspeed.measure.records import OPTIMIZER_MODULE, OpRecord, Phase
 from lightspeed.measure.step import PreparedStep
 from lightspeed.measure.tensor_walk import tensors_in
 

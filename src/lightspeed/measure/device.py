@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 
 import torch
 
-from lightspeed.errors import DeviceError, UnknownNameError, did_you_mean
+from lightspeed.dtypes import TORCH_DTYPE_NAMES, Precision
+from lightspeed.errors import DeviceError
+from lightspeed.facts.device import Device
 
-
-class Device(str, enum.Enum):
-    """Where a workload runs (`--device`)."""
-
-    CPU = "cpu"
-    CUDA = "cuda"
-
-    @classmethod
-    def parse(cls, name: str) -> Device:
-        """The device called `name`, or an error naming the choices."""
-        try:
-            return cls(name.lower())
-        except ValueError:
-            choices = [d.value for d in cls]
-            raise UnknownNameError(
-                f"--device {name!r} is not a device; choose one of {', '.join(choices)}."
-                + did_you_mean(name.lower(), choices)
-            ) from None
+__all__ = ["Device", "device_name", "require", "synchronizer", "torch_dtype"]
 
 
 def require(device: Device) -> torch.device:
@@ -74,3 +58,9 @@ def cpu_model_name() -> str:
     import platform
 
     return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def torch_dtype(precision: Precision) -> torch.dtype:
+    """The torch storage dtype of `precision` (tf32 is stored as float32)."""
+    dtype: torch.dtype = getattr(torch, TORCH_DTYPE_NAMES[precision])
+    return dtype

@@ -40,8 +40,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from lightspeed.measure.device import Device
-from lightspeed.measure.records import MEMORY_CATEGORIES, MemoryBreakdown, Phase
+from lightspeed.facts.device import Device
+from lightspeed.facts.records import MEMORY_CATEGORIES, MemoryBreakdown, Phase
 from lightspeed.measure.step import PreparedStep
 from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.measure.torch_internals import storage_identity

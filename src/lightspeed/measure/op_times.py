@@ -38,7 +38,7 @@ from torch.autograd import DeviceType
 from torch.autograd.profiler_util import FunctionEvent
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from lightspeed.measure.device import Device
+from lightspeed.facts.device import Device
 from lightspeed.measure.op_alignment import OpEvent, align_ops
 from lightspeed.measure.step import PreparedStep, guard
 

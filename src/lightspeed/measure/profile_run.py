@@ -12,11 +12,11 @@ import dataclasses
 import logging
 
 from lightspeed.errors import LightspeedError, ProfileIncomplete
-from lightspeed.hardware.model import Hardware
+from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.profile import OpTimeSource, Profile
 from lightspeed.measure.capture import capture_step, without_mode_artifacts
 from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.op_times import profile_op_times
-from lightspeed.measure.profile_facts import OpTimeSource, Profile
 from lightspeed.measure.step import StepSettings, prepare
 from lightspeed.measure.timer import TimerConfig
 from lightspeed.measure.timing import prepared_info, time_step, workload_info

@@ -15,10 +15,11 @@ from typing import Any, TypeVar
 
 import torch
 
-from lightspeed.dtypes import Precision, torch_dtype
+from lightspeed.dtypes import Precision
 from lightspeed.errors import OutOfMemoryError, WorkloadError
-from lightspeed.measure.device import Device, require, synchronizer
-from lightspeed.measure.records import Phase
+from lightspeed.facts.device import Device
+from lightspeed.facts.records import Phase
+from lightspeed.measure.device import require, synchronizer, torch_dtype
 from lightspeed.workload import Workload
 
 T = TypeVar("T")

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from lightspeed.errors import ConfigError
+from lightspeed.facts.timing import Measurement
 
 # A block shorter than this is dominated by the clock read and the device sync.
 MIN_BLOCK_S = 5e-3
-# Above this IQR/median the median is not a stable figure: a warning is attached.
-NOISE_WARN_FRACTION = 0.10
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -41,80 +39,6 @@ class TimerConfig:
             raise ConfigError(f"--min-replicates {self.min_replicates} must be at least 1.")
         if self.max_replicates < self.min_replicates:
             raise ConfigError("max_replicates must be at least min_replicates.")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Measurement:
-    """Timings of one callable: per-call seconds of every replicate, and their statistics.
-
-    `times_s[i]` is the mean time of one call within replicate i (a block of
-    `steps_per_replicate` calls). All figures are seconds per call.
-    """
-
-    times_s: tuple[float, ...]
-    steps_per_replicate: int
-    warmup_steps: int
-
-    def __post_init__(self) -> None:
-        if not self.times_s:
-            raise ValueError("a Measurement needs at least one replicate")
-
-    @property
-    def n(self) -> int:
-        """Number of replicates."""
-        return len(self.times_s)
-
-    @property
-    def total_steps(self) -> int:
-        """Calls timed across all replicates (warm-up excluded)."""
-        return self.n * self.steps_per_replicate
-
-    @property
-    def total_time_s(self) -> float:
-        """Wall time of all timed calls, in seconds."""
-        return sum(self.times_s) * self.steps_per_replicate
-
-    @property
-    def median_s(self) -> float:
-        return statistics.median(self.times_s)
-
-    @property
-    def mean_s(self) -> float:
-        """Total time over total calls: the figure throughput is computed from."""
-        return self.total_time_s / self.total_steps
-
-    @property
-    def min_s(self) -> float:
-        return min(self.times_s)
-
-    @property
-    def max_s(self) -> float:
-        return max(self.times_s)
-
-    @property
-    def iqr_s(self) -> float:
-        """Interquartile range (75th − 25th percentile) of the replicates, in seconds."""
-        if self.n < 2:
-            return 0.0
-        q1, _, q3 = statistics.quantiles(self.times_s, n=4, method="inclusive")
-        return q3 - q1
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """Reasons not to trust the median as it stands."""
-        found = []
-        if self.n < 4:
-            found.append(f"only {self.n} replicates: raise --budget for a reliable spread")
-        if self.median_s > 0 and self.iqr_s / self.median_s > NOISE_WARN_FRACTION:
-            found.append(
-                f"noisy: IQR is {100 * self.iqr_s / self.median_s:.0f}% of the median;"
-                " close other programs or raise --budget"
-            )
-        return tuple(found)
-
-    def per_second(self, units_per_call: float) -> float:
-        """Throughput: units processed in all timed calls over their total time."""
-        return units_per_call * self.total_steps / self.total_time_s
 
 
 def measure(
@@ -158,12 +82,3 @@ def _time_block(
         fn()
     sync()
     return clock() - t0
-
-
-def measurement_from_times(times_s: Sequence[float], steps_per_replicate: int = 1) -> Measurement:
-    """A Measurement of already-taken per-call times (seconds)."""
-    return Measurement(
-        times_s=tuple(float(t) for t in times_s),
-        steps_per_replicate=steps_per_replicate,
-        warmup_steps=0,
-    )

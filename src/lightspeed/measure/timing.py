@@ -2,45 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
-from lightspeed.dtypes import Precision
-from lightspeed.measure.device import Device
+from lightspeed.facts.timing import StepTiming, WorkloadInfo
 from lightspeed.measure.step import PreparedStep, StepSettings, guard, prepare
-from lightspeed.measure.timer import Measurement, TimerConfig, measure
+from lightspeed.measure.timer import TimerConfig, measure
 from lightspeed.workload import Workload
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class WorkloadInfo:
-    """What was run: the workload's name and shape, and where and how it ran."""
-
-    name: str
-    batch_size: int
-    device: Device
-    precision: Precision
-    parameter_count: int | None
-    tokens_per_sample: int | None = None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class StepTiming:
-    """The measured time of one training step of a workload."""
-
-    workload: WorkloadInfo
-    measurement: Measurement
-
-    @property
-    def samples_per_s(self) -> float:
-        """Samples per second: all samples stepped over the total timed seconds."""
-        return self.measurement.per_second(self.workload.batch_size)
-
-    @property
-    def tokens_per_s(self) -> float | None:
-        """Tokens per second, where the workload says how many tokens a sample holds."""
-        if self.workload.tokens_per_sample is None:
-            return None
-        return self.samples_per_s * self.workload.tokens_per_sample
 
 
 def workload_info(

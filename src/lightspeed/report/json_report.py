@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lightspeed.analysis.roofline import RooflinePoint, roofline_to_dict
-from lightspeed.hardware.model import Hardware, hardware_to_dict
-from lightspeed.measure.timer import Measurement
+from lightspeed.facts.hardware import Hardware, hardware_to_dict
+from lightspeed.facts.timing import Measurement, StepTiming, WorkloadInfo
 from lightspeed.report.documents import document
-
-if TYPE_CHECKING:  # measure.timing imports torch; these are annotations only
-    from lightspeed.measure.timing import StepTiming, WorkloadInfo
 
 
 def hardware_doc(hw: Hardware) -> dict[str, Any]:

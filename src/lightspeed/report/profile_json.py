@@ -18,12 +18,11 @@ from lightspeed.analysis.step_roofline import Aggregate, OpAnalysis
 from lightspeed.analysis.summary import ProfileAnalysis, analyse
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
-from lightspeed.hardware.model import hardware_from_dict, hardware_to_dict
-from lightspeed.measure.device import Device
-from lightspeed.measure.profile_facts import OpTimeSource, Profile
-from lightspeed.measure.records import MemoryBreakdown, OpRecord, Phase
-from lightspeed.measure.timer import Measurement
-from lightspeed.measure.timing import StepTiming, WorkloadInfo
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import hardware_from_dict, hardware_to_dict
+from lightspeed.facts.profile import OpTimeSource, Profile
+from lightspeed.facts.records import MemoryBreakdown, OpRecord, Phase
+from lightspeed.facts.timing import Measurement, StepTiming, WorkloadInfo
 from lightspeed.report.documents import SCHEMA_VERSION, document, finding_dict, write
 from lightspeed.report.json_report import timing_to_dict, workload_to_dict
 

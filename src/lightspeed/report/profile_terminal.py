@@ -12,8 +12,8 @@ from rich.tree import Tree
 from lightspeed.analysis.roofline import Bound
 from lightspeed.analysis.step_roofline import Aggregate, OpAnalysis
 from lightspeed.analysis.summary import ProfileAnalysis
-from lightspeed.hardware.model import MemoryLevel
-from lightspeed.measure.records import MemoryBreakdown
+from lightspeed.facts.hardware import MemoryLevel
+from lightspeed.facts.records import MemoryBreakdown
 from lightspeed.report import units
 from lightspeed.report.terminal import workload_line
 

@@ -15,8 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from lightspeed.analysis.roofline import RooflinePoint
-from lightspeed.hardware.model import Hardware
-from lightspeed.measure.timing import StepTiming, WorkloadInfo
+from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.timing import StepTiming, WorkloadInfo
 from lightspeed.report import units
 
 

@@ -7,6 +7,7 @@ a factory takes no argument and returns a `Workload` with the family's default b
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Callable
 
 from lightspeed.errors import UnknownNameError, did_you_mean
@@ -16,14 +17,6 @@ WorkloadFactory = Callable[[], Workload]
 
 _FACTORIES: dict[str, WorkloadFactory] = {}
 _DESCRIPTIONS: dict[str, str] = {}
-# Modules whose import registers workloads; imported on first lookup so that
-# `import lightspeed` stays light.
-_FAMILY_MODULES = (
-    "lightspeed.suite.mlp",
-    "lightspeed.suite.resnet",
-    "lightspeed.suite.gpt2",
-    "lightspeed.suite.transformer_encoder",
-)
 
 
 def register(name: str, description: str) -> Callable[[WorkloadFactory], WorkloadFactory]:
@@ -40,8 +33,12 @@ def register(name: str, description: str) -> Callable[[WorkloadFactory], Workloa
 
 
 def _load_families() -> None:
-    for module in _FAMILY_MODULES:
-        importlib.import_module(module)
+    """Import every module of this package: each registers its family's workloads.
+
+    Found on disk rather than listed, so a new family module cannot be forgotten; done
+    on first lookup so that `import lightspeed` stays light."""
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
 
 
 def names() -> list[str]:

@@ -99,11 +99,11 @@ def _size(path: Path) -> int:
         return 0
 
 
-def trace_files(paths: Sequence[Path]) -> list[Path]:
+def trace_files(paths: Sequence[str | Path]) -> list[Path]:
     """The trace files `paths` name: files as given, directories by their trace files
     (`*.pt.trace.json[.gz]` where there are any, else every `*.json[.gz]`)."""
     files: list[Path] = []
-    for path in paths:
+    for path in map(Path, paths):
         if path.is_dir():
             found = sorted(
                 p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
@@ -119,7 +119,7 @@ def trace_files(paths: Sequence[Path]) -> list[Path]:
     return files
 
 
-def load_traces(paths: Sequence[Path]) -> list[Trace]:
+def load_traces(paths: Sequence[str | Path]) -> list[Trace]:
     """Every trace `paths` name, each with a rank: its own, a number in its file name
     (`…rank3…`), or its position, in that order of preference; sorted by rank. Two
     traces of one rank are an error: they come from different runs."""

@@ -9,10 +9,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from lightspeed.hardware.model import Hardware
-from lightspeed.measure.records import MemoryBreakdown, OpRecord
-from lightspeed.measure.timer import Measurement
-from lightspeed.measure.timing import WorkloadInfo
+from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.records import MemoryBreakdown, OpRecord
+from lightspeed.facts.timing import Measurement, WorkloadInfo
 
 
 class OpTimeSource(str, enum.Enum):

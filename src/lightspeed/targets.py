@@ -1,0 +1,76 @@
+"""Loading a target: a built-in suite name (`mlp`) or `path/to/file.py:attr`, where
+`attr` is a `Workload` or a zero-argument callable that returns one."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from lightspeed import suite
+from lightspeed.errors import TargetError, WorkloadError
+from lightspeed.workload import Workload
+
+
+def load_target(target: str) -> Workload:
+    """The Workload named by `target`: a suite name or `path/to/file.py:attr`."""
+    if ":" in target or target.endswith(".py"):
+        return _load_from_file(target)
+    return suite.get(target)
+
+
+def _load_from_file(target: str) -> Workload:
+    path_text, sep, attr = target.rpartition(":")
+    if not sep:
+        raise TargetError(
+            f"{target!r} names a file but no attribute; write {target}:NAME, where NAME is a"
+            " Workload or a function returning one."
+        )
+    path = Path(path_text)
+    if not path.is_file():
+        raise TargetError(f"{path_text!r}: no such file; check the path of the target.")
+    if not attr:
+        raise TargetError(f"{target!r} names no attribute after ':'; write {path_text}:NAME.")
+    module = _import_file(path)
+    if not hasattr(module, attr):
+        public = sorted(n for n in vars(module) if not n.startswith("_"))
+        hint = f" It defines: {', '.join(public[:12])}." if public else ""
+        raise TargetError(f"{path_text!r} has no attribute {attr!r}.{hint}")
+    value = getattr(module, attr)
+    if isinstance(value, Workload):
+        return value
+    if callable(value) and not isinstance(value, type):
+        try:
+            made = value()
+        except Exception as exc:
+            raise WorkloadError(
+                f"{target}: calling {attr}() raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if isinstance(made, Workload):
+            return made
+        raise TargetError(
+            f"{target}: {attr}() returned a {type(made).__name__}, not a lightspeed.Workload."
+        )
+    raise TargetError(
+        f"{target}: {attr!r} is a {type(value).__name__}, not a lightspeed.Workload or a"
+        " zero-argument function returning one."
+    )
+
+
+def _import_file(path: Path) -> Any:
+    resolved = path.resolve()
+    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
+    module_name = f"lightspeed_target_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, resolved)
+    if spec is None or spec.loader is None:
+        raise TargetError(f"{path}: not a Python file that can be imported.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise TargetError(f"importing {path} raised {type(exc).__name__}: {exc}") from exc
+    return module
