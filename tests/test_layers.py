@@ -23,8 +23,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dtypes",),
     ("facts",),
     ("hardware", "hardware.catalog"),  # the catalog: data, no torch
-    ("trace",),
     ("analysis",),
+    ("trace",),
     ("report",),
     # Below this line modules may load torch.
     ("workload",),

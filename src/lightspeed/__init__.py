@@ -39,8 +39,8 @@ _EXPORTS = {
     "time_workload": "lightspeed.measure.timing",
     "observe": "lightspeed.observation",
     "Observation": "lightspeed.observation",
-    "analyse_traces": "lightspeed.analysis.trace_summary",
-    "load_traces": "lightspeed.trace.load",
+    "analyse_traces": "lightspeed.trace",
+    "load_traces": "lightspeed.trace",
     "Workload": "lightspeed.workload",
     "load_target": "lightspeed.targets",
 }
@@ -95,7 +95,6 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from lightspeed.analysis.roofline import Bound, Ceilings, RooflinePoint, place
     from lightspeed.analysis.summary import ProfileAnalysis, analyse
-    from lightspeed.analysis.trace_summary import analyse_traces
     from lightspeed.api import profile
     from lightspeed.dtypes import Precision
     from lightspeed.errors import LightspeedError, ProfileIncomplete, TraceError
@@ -110,5 +109,5 @@ if TYPE_CHECKING:
     from lightspeed.observation import Observation, observe
     from lightspeed.report.profile_json import load_profile, save_profile
     from lightspeed.targets import load_target
-    from lightspeed.trace.load import load_traces
+    from lightspeed.trace import analyse_traces, load_traces
     from lightspeed.workload import Workload

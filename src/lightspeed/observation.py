@@ -27,11 +27,11 @@ from typing import TypeVar
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
+from lightspeed import trace
 from lightspeed.analysis.bottleneck_rules import StepBound
 from lightspeed.analysis.finding import Finding
-from lightspeed.analysis.trace_summary import RankAnalysis, TraceAnalysis, analyse_traces
 from lightspeed.errors import ConfigError, LightspeedError
-from lightspeed.trace.load import load_traces
+from lightspeed.trace import RankAnalysis, TraceAnalysis
 
 T = TypeVar("T")
 
@@ -132,7 +132,7 @@ class Observation:
         if self._analysis is None:
             if self.trace_path is None:
                 raise LightspeedError("observe(): nothing was recorded yet.")
-            self._analysis = analyse_traces(load_traces([self.trace_path]))
+            self._analysis = trace.analyse([self.trace_path])
         return self._analysis
 
     @property

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from kineto import KinetoTrace
 from trace_paths import trace
 
-from lightspeed.analysis.trace_summary import analyse_traces
 from lightspeed.errors import TraceError
+from lightspeed.trace.analysis import analyse_traces
 from lightspeed.trace.load import load_traces
 
 SOURCE = gzip.decompress(trace("hta-a100-cuda-event-sync").read_bytes())

@@ -11,11 +11,11 @@ import pytest
 from kineto import KinetoTrace
 from trace_paths import trace
 
-from lightspeed.analysis.trace_matmuls import product
-from lightspeed.analysis.trace_summary import analyse_rank
 from lightspeed.dtypes import Precision
 from lightspeed.hardware import catalog_hardware
+from lightspeed.trace.analysis import analyse_rank
 from lightspeed.trace.load import load_trace
+from lightspeed.trace.matmuls import product
 
 BF16 = "c10::BFloat16"
 

@@ -9,8 +9,8 @@ import pytest
 from kineto import KinetoTrace
 
 from lightspeed.analysis.bottleneck_rules import StepBound
-from lightspeed.analysis.trace_summary import TraceAnalysis, analyse_rank, analyse_traces
 from lightspeed.report.trace_json import trace_doc
+from lightspeed.trace.analysis import TraceAnalysis, analyse_rank, analyse_traces
 from lightspeed.trace.load import load_trace, load_traces
 
 ALL_REDUCE = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"

@@ -9,10 +9,10 @@ import pytest
 from trace_paths import SHARED_TRACES, trace
 
 from lightspeed.analysis.bottleneck_rules import StepBound
-from lightspeed.analysis.trace_breakdown import KERNEL_WAIT_US
-from lightspeed.analysis.trace_names import KernelType, kernel_type
-from lightspeed.analysis.trace_summary import analyse_rank, analyse_traces
+from lightspeed.trace.analysis import analyse_rank, analyse_traces
+from lightspeed.trace.breakdown import KERNEL_WAIT_US
 from lightspeed.trace.load import load_trace, load_traces
+from lightspeed.trace.names import KernelType, kernel_type
 
 
 def test_kernel_types_follow_hta() -> None:

@@ -17,10 +17,9 @@ def trace_command(
     json_path: Path | None = JsonOption,
 ) -> None:
     """Read torch.profiler (Kineto) traces and say what bounds each step, with evidence."""
-    from lightspeed.analysis.trace_summary import analyse_traces
+    from lightspeed import trace
     from lightspeed.report.trace_json import trace_doc
     from lightspeed.report.trace_terminal import trace_report
-    from lightspeed.trace.load import load_traces
 
-    analysis = analyse_traces(load_traces(paths))
+    analysis = trace.analyse(paths)
     report(trace_report(analysis, step=step), trace_doc(analysis), json_path)

@@ -13,9 +13,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from lightspeed.analysis.trace_collectives import CollectiveSkew
-from lightspeed.analysis.trace_summary import RankAnalysis, TraceAnalysis, WindowAnalysis
 from lightspeed.report.documents import document, finding_dict
+from lightspeed.trace.analysis import RankAnalysis, TraceAnalysis, WindowAnalysis
+from lightspeed.trace.collectives import CollectiveSkew
 
 
 def trace_doc(analysis: TraceAnalysis) -> dict[str, Any]:

@@ -10,9 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from lightspeed.analysis.finding import Finding
-from lightspeed.analysis.trace_matmuls import MatmulStats
-from lightspeed.analysis.trace_summary import RankAnalysis, TraceAnalysis, WindowAnalysis
 from lightspeed.report import units
+from lightspeed.trace.analysis import RankAnalysis, TraceAnalysis, WindowAnalysis
+from lightspeed.trace.matmuls import MatmulStats
 
 
 def trace_report(analysis: TraceAnalysis, *, step: int | None = None) -> RenderableType:

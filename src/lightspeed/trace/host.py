@@ -13,22 +13,22 @@ import dataclasses
 
 import numpy as np
 
-from lightspeed.analysis import intervals
-from lightspeed.analysis.trace_names import (
+from lightspeed.trace import intervals
+from lightspeed.trace.events import US, EventTable, Kind, Trace
+from lightspeed.trace.names import (
     BoolArray,
     is_data_loading,
     is_host_sync,
     is_launch,
     names_where,
 )
-from lightspeed.analysis.trace_steps import (
+from lightspeed.trace.steps import (
     StepWindow,
     correlate,
     count_names,
     in_window,
     top_level,
 )
-from lightspeed.trace.events import US, EventTable, Kind, Trace
 
 RUNTIME_CUTOFF_US = 50.0
 LAUNCH_DELAY_CUTOFF_US = 100.0

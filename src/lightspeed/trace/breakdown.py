@@ -24,9 +24,9 @@ import dataclasses
 
 import numpy as np
 
-from lightspeed.analysis import intervals
-from lightspeed.analysis.trace_names import KERNEL_TYPES, BoolArray, KernelType
+from lightspeed.trace import intervals
 from lightspeed.trace.events import US, FloatArray, IntArray
+from lightspeed.trace.names import KERNEL_TYPES, BoolArray, KernelType
 
 # HTA's consecutive_kernel_delay: a shorter gap between kernels is the device itself.
 KERNEL_WAIT_US = 30.0

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from lightspeed.analysis.trace_names import BoolArray
-from lightspeed.analysis.trace_steps import correlate
 from lightspeed.dtypes import TENSOR_CORE_MULTIPLE, Precision
 from lightspeed.trace.events import US, EventTable, FloatArray, IntArray, Kind, Trace
+from lightspeed.trace.names import BoolArray
+from lightspeed.trace.steps import correlate
 
 # Kineto's `Input type` strings for the floating-point types matrix products run in.
 _TYPES: Mapping[str, tuple[Precision, int]] = {

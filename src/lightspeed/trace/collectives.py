@@ -22,9 +22,9 @@ from typing import TypeVar
 
 import numpy as np
 
-from lightspeed.analysis.trace_breakdown import DeviceEvents
-from lightspeed.analysis.trace_names import KernelType
+from lightspeed.trace.breakdown import DeviceEvents
 from lightspeed.trace.events import US, FloatArray
+from lightspeed.trace.names import KernelType
 
 _N = TypeVar("_N", int, float)
 

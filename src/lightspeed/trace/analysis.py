@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lightspeed.analysis import intervals
 from lightspeed.analysis.bottleneck_rules import StepBound, max_speedup
 from lightspeed.analysis.finding import Finding
-from lightspeed.analysis.trace_breakdown import (
+from lightspeed.trace import intervals
+from lightspeed.trace.breakdown import (
     DeviceEvents,
     KernelStat,
     StreamIdle,
@@ -22,7 +22,7 @@ from lightspeed.analysis.trace_breakdown import (
     temporal_breakdown,
     type_totals,
 )
-from lightspeed.analysis.trace_collectives import (
+from lightspeed.trace.collectives import (
     CollectiveSkew,
     CommEvents,
     comm_events,
@@ -30,15 +30,16 @@ from lightspeed.analysis.trace_collectives import (
     merge,
     summed,
 )
-from lightspeed.analysis.trace_diagnosis import WindowFacts, diagnose
-from lightspeed.analysis.trace_host import (
+from lightspeed.trace.diagnosis import WindowFacts, diagnose
+from lightspeed.trace.events import Kind, Trace
+from lightspeed.trace.host import (
     host_index,
     host_stats,
     launch_stats,
 )
-from lightspeed.analysis.trace_matmuls import matmul_index, matmul_stats
-from lightspeed.analysis.trace_names import KernelType, name_types
-from lightspeed.analysis.trace_steps import (
+from lightspeed.trace.matmuls import matmul_index, matmul_stats
+from lightspeed.trace.names import KernelType, name_types
+from lightspeed.trace.steps import (
     StepWindow,
     count_names,
     device_events,
@@ -48,7 +49,6 @@ from lightspeed.analysis.trace_steps import (
     step_windows,
     whole_window,
 )
-from lightspeed.trace.events import Kind, Trace
 
 TOP_KERNELS = 10
 # Ranks whose step times differ by more than this are reported as skewed.
@@ -85,7 +85,7 @@ class RankAnalysis:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StepSkew:
     """One step across ranks: each rank's step time and communication time, seconds,
-    and its collectives matched across the ranks (`trace_collectives`).
+    and its collectives matched across the ranks (`collectives`).
 
     A rank that computes faster than the others waits for them inside the collectives,
     so the spread of communication time is the time lost to imbalance."""

@@ -13,8 +13,8 @@ import dataclasses
 
 import numpy as np
 
-from lightspeed.analysis.trace_names import BoolArray, profiler_step
 from lightspeed.trace.events import NO_ID, EventTable, FloatArray, IntArray, Kind, Trace
+from lightspeed.trace.names import BoolArray, profiler_step
 
 DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 

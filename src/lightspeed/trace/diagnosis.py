@@ -17,9 +17,9 @@ from lightspeed.analysis.bottleneck_rules import (
     syncs_dominate,
 )
 from lightspeed.analysis.finding import Finding
-from lightspeed.analysis.trace_breakdown import IdleBreakdown, Overlap, TemporalBreakdown
-from lightspeed.analysis.trace_host import HostStats, LaunchStats
-from lightspeed.analysis.trace_matmuls import MatmulStats
+from lightspeed.trace.breakdown import IdleBreakdown, Overlap, TemporalBreakdown
+from lightspeed.trace.host import HostStats, LaunchStats
+from lightspeed.trace.matmuls import MatmulStats
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,47 @@
+"""Trace diagnosis: torch.profiler (Kineto) traces read, analysed and diagnosed.
+
+    from lightspeed import trace
+    analysis = trace.analyse(["run/"])        # files or directories of per-rank traces
+    analysis.ranks[0].whole.bound, analysis.findings
+
+Reading (`json_stream`, `columns`, `events`, `load`) streams a file into numpy
+columns by event kind; `analysis` runs every window analysis of the registry on each
+rank's whole trace and each ProfilerStep, then `diagnosis` names the bound. Nothing
+here imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from lightspeed.trace.analysis import (
+    RankAnalysis,
+    StepSkew,
+    TraceAnalysis,
+    WindowAnalysis,
+    analyse_rank,
+    analyse_traces,
+)
+from lightspeed.trace.events import Kind, Trace
+from lightspeed.trace.load import load_trace, load_traces
+
+__all__ = [
+    "Kind",
+    "RankAnalysis",
+    "StepSkew",
+    "Trace",
+    "TraceAnalysis",
+    "WindowAnalysis",
+    "analyse",
+    "analyse_rank",
+    "analyse_traces",
+    "load_trace",
+    "load_traces",
+]
+
+
+def analyse(paths: Sequence[str | Path]) -> TraceAnalysis:
+    """Read the traces `paths` name (files, or directories of per-rank traces) and
+    analyse them: each rank, each step, and the ranks against each other."""
+    return analyse_traces(load_traces(paths))
