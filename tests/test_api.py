@@ -13,6 +13,8 @@ from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.records import OpRecord, Phase
 from lightspeed.measure.capture import without_mode_artifacts
+from lightspeed.report.documents import dumps
+from lightspeed.report.profile_json import profile_doc
 
 
 def test_profile_saves_and_loads_back(calibrated_cpu: Hardware, tmp_path: Path) -> None:
@@ -49,8 +51,8 @@ def test_profile_rejects_zero_steps() -> None:
         (None, "no such file"),
         ("{not json", "not readable as JSON"),
         ("[1, 2]", "a profile is a JSON object"),
-        ('{"schema_version": 1, "document": "timing"}', "not a lightspeed profile"),
-        ('{"schema_version": 1, "document": "profile"}', "the profile document is damaged"),
+        ('{"schema_version": 2, "document": "timing"}', "not a lightspeed profile"),
+        ('{"schema_version": 2, "document": "profile"}', "the profile document is damaged"),
     ],
 )
 def test_loading_a_bad_file_says_what_is_wrong(
@@ -94,3 +96,31 @@ def test_only_untimed_detaches_that_move_nothing_are_capture_artifacts() -> None
         (1, "aten::detach", 2e-7),
         (2, "aten::relu", None),
     ]
+
+
+def test_a_profile_of_schema_1_loads_and_analyses_as_it_did() -> None:
+    """`mlp-tiny-schema1.json` was written by the schema-1 release: its facts load, and
+    the analysis derived from them is the one it recorded, up to the renamed keys and
+    names, and the one threshold unified since (small ops: 10 → 20 µs)."""
+    path = Path(__file__).parent / "data" / "profiles" / "mlp-tiny-schema1.json"
+    old = json.loads(path.read_text())
+    profile = lightspeed.load_profile(path)
+    new = json.loads(dumps(profile_doc(lightspeed.analyse(profile))))
+    assert (old["schema_version"], new["schema_version"]) == (1, 2)
+    assert old["timing"]["step_time_s"] == new["timing"]["median_s"]
+    assert old["timing"]["n"] == new["timing"]["replicates"]
+    for key in ("workload", "hardware", "totals", "phases", "modules", "memory"):
+        assert old[key] == new[key], key
+    assert (old["bound"], new["bound"]) == ("cpu-launch-overhead", "overhead")
+    derived = ("bound",)
+    for was, now in zip(old["ops"], new["ops"], strict=True):
+        assert {k: v for k, v in was.items() if k not in derived} == {
+            k: v for k, v in now.items() if k not in derived
+        }
+        # An op's bound changes only where the small-op threshold moved.
+        if was["bound"] != now["bound"]:
+            assert (was["bound"], now["bound"]) == ("memory", "overhead") or (
+                was["bound"],
+                now["bound"],
+            ) == ("compute", "overhead")
+            assert 10e-6 <= now["time_s"] < 20e-6

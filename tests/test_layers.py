@@ -19,9 +19,10 @@ ALEXNET_TRACE = DATA / "traces" / "hta-a100-alexnet-benchmark.json.gz"
 
 # Lowest first. A module belongs to the layer of the longest prefix that names it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors",),
+    ("errors", "units"),
     ("dtypes",),
     ("facts",),
+    ("rules",),
     ("hardware", "hardware.catalog"),  # the catalog: data, no torch
     ("analysis",),
     ("trace",),

@@ -63,5 +63,5 @@ def test_failure_after_timing_keeps_the_timing(
     doc = json.loads(path.read_text())
     # Timing finished before capture failed: it is kept; no op was captured.
     assert "fails under observation" in doc["failure"]
-    assert doc["timing"]["n"] >= 5
+    assert doc["timing"]["replicates"] >= 5
     assert doc["ops"] == []

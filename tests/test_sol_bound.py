@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 import lightspeed
-from lightspeed.analysis.findings import ABOVE_SOL_TOLERANCE
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.hardware.calibrate import calibrate
+from lightspeed.rules import ABOVE_SOL_TOLERANCE
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,9 @@ __version__ = "0.1.0"
 
 # Public name → the module that defines it.
 _EXPORTS = {
-    "Bound": "lightspeed.analysis.roofline",
+    "Bound": "lightspeed.rules",
+    "Finding": "lightspeed.rules",
+    "FindingKind": "lightspeed.rules",
     "Ceilings": "lightspeed.analysis.roofline",
     "RooflinePoint": "lightspeed.analysis.roofline",
     "place": "lightspeed.analysis.roofline",
@@ -49,6 +51,8 @@ __all__ = [
     "Bound",
     "Ceilings",
     "Device",
+    "Finding",
+    "FindingKind",
     "Hardware",
     "LightspeedError",
     "Measurement",
@@ -93,7 +97,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from lightspeed.analysis.roofline import Bound, Ceilings, RooflinePoint, place
+    from lightspeed.analysis.roofline import Ceilings, RooflinePoint, place
     from lightspeed.analysis.summary import ProfileAnalysis, analyse
     from lightspeed.api import profile
     from lightspeed.dtypes import Precision
@@ -108,6 +112,7 @@ if TYPE_CHECKING:
     from lightspeed.measure.timing import time_workload
     from lightspeed.observation import Observation, observe
     from lightspeed.report.profile_json import load_profile, save_profile
+    from lightspeed.rules import Bound, Finding, FindingKind
     from lightspeed.targets import load_target
     from lightspeed.trace import analyse_traces, load_traces
     from lightspeed.workload import Workload

@@ -28,9 +28,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from lightspeed import trace
-from lightspeed.analysis.bottleneck_rules import StepBound
-from lightspeed.analysis.finding import Finding
 from lightspeed.errors import ConfigError, LightspeedError
+from lightspeed.rules import Bound, Finding
 from lightspeed.trace import RankAnalysis, TraceAnalysis
 
 T = TypeVar("T")
@@ -140,7 +139,7 @@ class Observation:
         return self.analysis.ranks[0]
 
     @property
-    def bound(self) -> StepBound:
+    def bound(self) -> Bound:
         """The bound of most recorded steps (of the whole trace when it has no steps)."""
         steps = [w.bound for w in self.rank.steps]
         if not steps:

@@ -9,8 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lightspeed.analysis.bottleneck_rules import StepBound
-from lightspeed.analysis.roofline import Bound
 from lightspeed.analysis.step_roofline import module_ancestors
 from lightspeed.analysis.summary import analyse
 from lightspeed.dtypes import Precision
@@ -23,6 +21,7 @@ from lightspeed.facts.timing import WorkloadInfo, measurement_from_times
 from lightspeed.hardware import catalog_hardware
 from lightspeed.report.documents import dumps
 from lightspeed.report.profile_json import profile_doc, profile_from_doc
+from lightspeed.rules import Bound, FindingKind
 
 CPU = Hardware(
     id="local",
@@ -169,7 +168,7 @@ def test_totals_mfu_and_hfu() -> None:
     assert [o.op.index for o in a.top(2)] == [2, 0]
 
 
-def test_tensor_core_finding_names_module_and_padded_shape() -> None:
+def _bf16_matmuls(odd_time_s: float) -> list[OpRecord]:
     odd = op(
         0,
         "aten::addmm",
@@ -177,7 +176,7 @@ def test_tensor_core_finding_names_module_and_padded_shape() -> None:
         Phase.FORWARD,
         2 * 30 * 100 * 50,
         1000,
-        1e-5,
+        odd_time_s,
         shapes=((50,), (30, 100), (100, 50)),
         dtype="bfloat16",
         macs=30 * 100 * 50,
@@ -194,34 +193,36 @@ def test_tensor_core_finding_names_module_and_padded_shape() -> None:
         dtype="bfloat16",
         macs=64**3,
     )
-    profile = profile_of([odd, even], hw=catalog_hardware("a100-80gb-sxm"))
-    profile = Profile(
-        **{
-            **profile.__dict__,
-            "workload": WorkloadInfo(
-                name="hand",
-                batch_size=4,
-                device=Device.CPU,
-                precision=Precision.BF16,
-                parameter_count=1,
-            ),
-        }
-    )
-    found = [f for f in analyse(profile).findings if f.kind == "tensor-core-ineligible"]
-    assert len(found) == 1
-    assert found[0].evidence["module"] == "head"
-    assert found[0].evidence["padded_shape"] == "M=32×K=104×N=56"
-    # The same ops on a CPU are not flagged: it has no tensor cores.
-    assert not [
-        f for f in analyse(profile_of([odd])).findings if f.kind == "tensor-core-ineligible"
+    return [odd, even]
+
+
+def test_tensor_core_finding_names_module_and_padded_shape() -> None:
+    a100 = catalog_hardware("a100-80gb-sxm")
+    # 100 µs of a 1 ms step (10 % ≥ 5 %) in a bf16 product with M=30, K=100, N=50.
+    found = [
+        f
+        for f in analyse(profile_of(_bf16_matmuls(100e-6), hw=a100)).findings
+        if f.kind is FindingKind.TENSOR_CORE_SHAPES
     ]
+    assert len(found) == 1
+    assert found[0].evidence["unaligned_s"] == pytest.approx(100e-6)
+    assert found[0].evidence["example"] == (
+        "aten::addmm in head has M=30×K=100×N=50: pad to M=32×K=104×N=56"
+    )
+    assert "not a multiple of 8" in found[0].message
+    # 10 µs of the step (1 %) is below the share worth a finding, as in a trace.
+    quiet = analyse(profile_of(_bf16_matmuls(10e-6), hw=a100))
+    assert FindingKind.TENSOR_CORE_SHAPES not in {f.kind for f in quiet.findings}
+    # The same ops on a CPU are not flagged: it has no tensor cores.
+    kinds = {f.kind for f in analyse(profile_of(_bf16_matmuls(100e-6))).findings}
+    assert FindingKind.TENSOR_CORE_SHAPES not in kinds
 
 
 def test_json_has_the_documented_keys() -> None:
     doc = json.loads(dumps(profile_doc(analyse(profile_of(OPS)))))
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert set(doc["workload"]) >= {"name", "batch_size", "dtype", "device"}
-    assert set(doc["timing"]) >= {"step_time_s", "iqr_s", "samples_per_s"}
+    assert set(doc["timing"]) >= {"median_s", "replicates", "iqr_s", "samples_per_s"}
     assert set(doc["totals"]) >= {"flops", "bytes", "sol_time_s", "efficiency", "mfu"}
     assert set(doc["phases"]["forward"]) == {"flops", "bytes", "time_s", "sol_time_s", "op_count"}
     assert set(doc["ops"][0]) >= {
@@ -333,10 +334,10 @@ def test_ops_faster_than_the_speed_of_light_are_reported() -> None:
 def test_the_step_bound_uses_the_trace_rules() -> None:
     # Step 1 ms, 0.1 ms unattributed + 5 µs of overhead-bound add_: host 10.5 % < 50 %.
     # Compute-bound matmuls take 50 µs, the memory-bound relu 4 µs: compute, on a CPU.
-    assert analyse(profile_of(OPS)).bound is StepBound.CPU_COMPUTE
+    assert analyse(profile_of(OPS)).bound is Bound.COMPUTE
     # The same ops in a step of 20 ms of which 18 ms ran outside them: host bound.
     slow = dataclasses.replace(profile_of(OPS, step_s=20e-3), unattributed_s=18e-3)
-    assert analyse(slow).bound is StepBound.CPU_LAUNCH_OVERHEAD
+    assert analyse(slow).bound is Bound.OVERHEAD
     # Only memory-bound time: memory.
     relu = op(0, "aten::relu", "a", Phase.FORWARD, 4_096, 32_768, 40e-6)
-    assert analyse(profile_of([relu], step_s=50e-6)).bound is StepBound.MEMORY
+    assert analyse(profile_of([relu], step_s=50e-6)).bound is Bound.MEMORY

@@ -24,14 +24,16 @@ def test_products_from_recorded_shapes() -> None:
     mm = product("aten::mm", [[64, 32], [32, 16]], ["float", "float"])
     assert mm is not None
     assert (mm.flops, mm.bytes) == (2 * 64 * 32 * 16, 4 * (64 * 32 + 32 * 16 + 64 * 16))
-    assert mm.precision is Precision.FP32 and mm.tensor_core_aligned is None
+    assert mm.precision is Precision.FP32 and mm.tensor_core_aligned() is None
     addmm = product("aten::addmm", [[16], [64, 32], [32, 16], [], []], [BF16] * 3 + ["Scalar"] * 2)
     assert addmm is not None and addmm.precision is Precision.BF16
     assert addmm.bytes == 2 * (64 * 32 + 32 * 16 + 64 * 16 + 16)
-    assert addmm.tensor_core_aligned is True
+    assert addmm.tensor_core_aligned() is True
     bmm = product("aten::bmm", [[4, 141, 64], [4, 64, 141]], ["c10::Half"] * 2)
     assert bmm is not None and bmm.flops == 2 * 4 * 141 * 64 * 141
-    assert bmm.tensor_core_aligned is False  # 141 is not a multiple of 8
+    assert bmm.tensor_core_aligned() is False  # 141 is not a multiple of 8
+    # On TF32 tensor cores an fp32 product needs multiples of 4: 64, 32, 16 are.
+    assert mm.tensor_core_aligned(Precision.TF32) is True
     baddbmm = product(
         "aten::baddbmm", [[4, 8, 8], [4, 8, 16], [4, 16, 8], [], []], [BF16] * 3 + ["Scalar"] * 2
     )

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import lightspeed
-from lightspeed.analysis.bottleneck_rules import StepBound
 from lightspeed.errors import ConfigError
+from lightspeed.rules import Bound
 
 
 class SlowDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
@@ -36,7 +36,7 @@ def test_a_slow_dataset_is_data_loading_bound(tmp_path: Path) -> None:
             opt.zero_grad()
             loss.backward()
             opt.step()
-    assert obs.bound is StepBound.DATA_LOADING
+    assert obs.bound is Bound.DATA_LOADING
     assert obs.steps_taken == 5  # wait 1 + warm-up 1 + active 3, then the loop stops
     (step, *_) = obs.rank.steps
     assert step.host.data_loading_s > 0.5 * step.host.window_s
@@ -57,7 +57,7 @@ def test_an_item_after_every_op_is_synchronization_bound() -> None:
                 x = torch.tanh(x * 1.0001)
                 total += x.sum().item()
             obs.step()
-    assert obs.bound is StepBound.SYNCHRONIZATION
+    assert obs.bound is Bound.SYNCHRONIZATION
     # 50 .item() calls per step among 200 top-level ops (mul, tanh, sum, item).
     assert [w.host.syncs for w in obs.rank.steps] == [50, 50, 50]
 
@@ -69,7 +69,7 @@ def test_many_tiny_ops_are_overhead_bound() -> None:
             for _ in range(300):
                 x = x * 1.0001 + 0.0001
             obs.step()
-    assert obs.bound is StepBound.CPU_LAUNCH_OVERHEAD
+    assert obs.bound is Bound.OVERHEAD
     assert all(w.host.overhead_s > 0.5 * w.host.window_s for w in obs.rank.steps)
 
 
@@ -80,7 +80,7 @@ def test_large_matmuls_are_cpu_compute_bound() -> None:
             for _ in range(3):
                 a = torch.tanh(a @ a * 0.001)
             obs.step()
-    assert obs.bound is StepBound.CPU_COMPUTE
+    assert obs.bound is Bound.COMPUTE
 
 
 def test_a_loop_shorter_than_the_schedule_says_so() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from kineto import KinetoTrace
 
-from lightspeed.analysis.bottleneck_rules import StepBound
 from lightspeed.report.trace_json import trace_doc
+from lightspeed.rules import Bound
 from lightspeed.trace.analysis import TraceAnalysis, analyse_rank, analyse_traces
 from lightspeed.trace.load import load_trace, load_traces
 
@@ -38,7 +38,7 @@ def test_an_item_after_every_kernel_drains_the_device(tmp_path: Path) -> None:
     assert h.sync_while_idle_s == pytest.approx(20 * 6e-6)
     # Lost: the drained gaps, and the first item's 6..8 in the gap the step begins with.
     assert h.sync_lost_s == pytest.approx(554e-6)
-    assert step.bound is StepBound.SYNCHRONIZATION
+    assert step.bound is Bound.SYNCHRONIZATION
     (finding,) = [f for f in step.findings if f.kind == "synchronization"]
     assert finding.evidence["sync_lost_s"] == pytest.approx(554e-6)
     assert finding.evidence["max_speedup"] == pytest.approx(1 / (1 - 554 / 800))
@@ -57,7 +57,7 @@ def test_a_sync_that_waits_on_a_busy_device_costs_nothing(tmp_path: Path) -> Non
     assert h.sync_s == pytest.approx(1822e-6)  # 90% of the step in the sync
     assert h.sync_while_idle_s == pytest.approx(2e-6)  # 2020..2022
     assert h.sync_idle_gaps_s == pytest.approx(10e-6)  # 2020..2030, drained in the sync
-    assert step.bound is StepBound.GPU_COMPUTE
+    assert step.bound is Bound.COMPUTE
     assert "synchronization" not in {f.kind for f in step.findings}
 
 
@@ -79,7 +79,7 @@ def test_a_sync_waiting_on_the_previous_steps_kernel_finds_the_device_busy(
     # It drained at 180, inside the sync, and idled until 186.
     assert h.sync_idle_gaps_s == pytest.approx(6e-6)
     assert h.sync_lost_s == pytest.approx(6e-6)
-    assert step2.bound is not StepBound.SYNCHRONIZATION
+    assert step2.bound is not Bound.SYNCHRONIZATION
 
 
 def test_equal_durations_name_no_one_last(tmp_path: Path) -> None:

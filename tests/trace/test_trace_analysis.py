@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from trace_paths import SHARED_TRACES, trace
 
-from lightspeed.analysis.bottleneck_rules import StepBound
+from lightspeed.rules import Bound
 from lightspeed.trace.analysis import analyse_rank, analyse_traces
 from lightspeed.trace.breakdown import KERNEL_WAIT_US
 from lightspeed.trace.load import load_trace, load_traces
@@ -67,8 +67,8 @@ def test_cuda_event_sync_trace_exact() -> None:
 def test_v100_ddp_cnn_training_is_gpu_compute_bound() -> None:
     rank = analyse_rank(load_trace(trace("hta-v100-ddp-cnn-train-rank0")))
     assert [w.step for w in rank.steps] == [101, 102, 103, 104, 105]
-    assert rank.whole.bound is StepBound.GPU_COMPUTE
-    assert all(w.bound is StepBound.GPU_COMPUTE for w in rank.steps)
+    assert rank.whole.bound is Bound.COMPUTE
+    assert all(w.bound is Bound.COMPUTE for w in rank.steps)
     assert rank.whole.temporal.idle_fraction < 0.05
 
 
@@ -76,7 +76,7 @@ def test_alexnet_benchmark_is_host_bound() -> None:
     rank = analyse_rank(load_trace(trace("hta-a100-alexnet-benchmark")))
     assert rank.steps == []
     assert "no ProfilerStep#N annotations" in rank.notes[0]
-    assert rank.whole.bound is StepBound.CPU_LAUNCH_OVERHEAD
+    assert rank.whole.bound is Bound.OVERHEAD
     assert rank.whole.idle.host_wait_s > 0.9 * rank.whole.temporal.idle_s
 
 

@@ -18,9 +18,9 @@ def test_trace_report_and_json(run_cli: RunCli, tmp_path: Path) -> None:
         "trace", str(trace("hta-v100-ddp-cnn-train-rank0")), "--json", str(out_path)
     )
     assert code == 0, err
-    assert "gpu-compute" in out and "Top kernels" in out and "Steps" in out
+    assert "compute" in out and "Top kernels" in out and "Steps" in out
     doc = json.loads(out_path.read_text())
-    assert (doc["schema_version"], doc["document"]) == (1, "trace-analysis")
+    assert (doc["schema_version"], doc["document"]) == (2, "trace-analysis")
     (rank,) = doc["ranks"]
     assert set(rank["temporal_breakdown"]) >= {
         "compute_s",
@@ -30,7 +30,7 @@ def test_trace_report_and_json(run_cli: RunCli, tmp_path: Path) -> None:
         "total_s",
     }
     assert set(rank["idle_breakdown"]) == {"host_wait_s", "kernel_wait_s", "other_s"}
-    assert rank["bound"] == "gpu-compute"
+    assert rank["bound"] == "compute"
     assert all(set(f) == {"kind", "message", "evidence"} for f in rank["findings"])
     assert [s["step"] for s in rank["steps"]] == [101, 102, 103, 104, 105]
     t = rank["temporal_breakdown"]

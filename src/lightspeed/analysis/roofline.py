@@ -7,19 +7,13 @@ work could take if compute and memory traffic overlapped perfectly.
 from __future__ import annotations
 
 import dataclasses
-import enum
 
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware, MemoryLevel
+from lightspeed.rules import Bound
 
-
-class Bound(str, enum.Enum):
-    """Which ceiling limits a piece of work."""
-
-    COMPUTE = "compute"
-    MEMORY = "memory"
-    OVERHEAD = "overhead"
+__all__ = ["Bound", "Ceilings", "RooflinePoint", "peak_precision", "place", "place_on"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -118,6 +112,32 @@ class RooflinePoint:
 def place(flops: float, bytes_moved: float, ceilings: Ceilings) -> RooflinePoint:
     """Place `flops` FLOPs and `bytes_moved` bytes on the roofline of `ceilings`."""
     return RooflinePoint(flops=flops, bytes=bytes_moved, ceilings=ceilings)
+
+
+def peak_precision(precision: Precision, hardware: Hardware) -> Precision:
+    """The precision whose peak bounds math in `precision` on `hardware`: itself when
+    the hardware has a peak for it, else fp32 (else its first peak). A lower bound
+    stays one: no precision runs faster than the device's fastest listed peak for it."""
+    if precision in hardware.peak_flops_per_s:
+        return precision
+    return (
+        Precision.FP32
+        if Precision.FP32 in hardware.peak_flops_per_s
+        else next(iter(hardware.peak_flops_per_s))
+    )
+
+
+def place_on(
+    hardware: Hardware,
+    flops: float,
+    bytes_moved: float,
+    precision: Precision,
+    level: MemoryLevel = MemoryLevel.DRAM,
+) -> RooflinePoint:
+    """Place work on `hardware`'s roofline: math in `precision` (see `peak_precision`),
+    bytes from `level`."""
+    ceilings = Ceilings.of(hardware, peak_precision(precision, hardware), level)
+    return place(flops, bytes_moved, ceilings)
 
 
 def roofline_to_dict(point: RooflinePoint) -> dict[str, float | str]:

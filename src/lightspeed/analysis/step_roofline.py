@@ -17,17 +17,12 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from lightspeed.analysis.roofline import Bound, Ceilings, RooflinePoint, place
+from lightspeed.analysis.roofline import RooflinePoint, peak_precision, place_on
 from lightspeed.dtypes import Precision, precision_of_dtype
 from lightspeed.facts.hardware import Hardware, MemoryLevel
 from lightspeed.facts.profile import Profile
 from lightspeed.facts.records import OpRecord, Phase
-
-# An op measured shorter than this that reaches less than half its speed of light is
-# held back by the fixed cost of dispatching and launching it (eager PyTorch spends a
-# few µs per op on the CPU side, a GPU kernel launch about 5 µs), not by the roofs.
-OVERHEAD_TIME_S = 10e-6
-OVERHEAD_EFFICIENCY = 0.5
+from lightspeed.rules import Bound, op_bound
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -60,18 +55,11 @@ class OpAnalysis:
 
     @property
     def bound(self) -> Bound | None:
+        """Compute or memory by the roofline, overhead when per-op cost holds it back
+        (`rules.op_bound`); None for an op that computes and moves nothing."""
         if self.point is None:
             return None
-        eff = self.efficiency
-        time_s = self.time_s
-        if (
-            time_s is not None
-            and time_s < OVERHEAD_TIME_S
-            and eff is not None
-            and eff < OVERHEAD_EFFICIENCY
-        ):
-            return Bound.OVERHEAD
-        return self.point.bound
+        return op_bound(self.point.bound, self.time_s, self.efficiency)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -116,24 +104,13 @@ def op_precision(op: OpRecord, hardware: Hardware) -> Precision:
     return peak_precision(Precision.FP32, hardware)
 
 
-def peak_precision(precision: Precision, hardware: Hardware) -> Precision:
-    """`precision` if `hardware` has a peak for it, else fp32 (else its first peak)."""
-    if precision in hardware.peak_flops_per_s:
-        return precision
-    return (
-        Precision.FP32
-        if Precision.FP32 in hardware.peak_flops_per_s
-        else next(iter(hardware.peak_flops_per_s))
-    )
-
-
 def analyse_op(op: OpRecord, hardware: Hardware) -> OpAnalysis:
     """Place one op on `hardware`'s roofline."""
     precision = op_precision(op, hardware)
     level = hardware.memory_level(op.bytes)
     point = None
     if op.flops or op.bytes:
-        point = place(op.flops, op.bytes, Ceilings.of(hardware, precision, level))
+        point = place_on(hardware, op.flops, op.bytes, precision, level)
     return OpAnalysis(op=op, precision=precision, point=point, memory_level=level)
 
 

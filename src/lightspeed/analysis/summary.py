@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from lightspeed.analysis.bottleneck_rules import StepBound
-from lightspeed.analysis.findings import (
-    Finding,
-    step_bound,
-    step_findings,
-    tensor_core_findings,
-    time_by_bound,
-)
+from lightspeed.analysis.diagnosis import diagnose_profile
 from lightspeed.analysis.step_roofline import (
     Aggregate,
     OpAnalysis,
@@ -24,11 +17,13 @@ from lightspeed.analysis.step_roofline import (
 )
 from lightspeed.facts.profile import Profile
 from lightspeed.facts.records import Phase
+from lightspeed.rules import Bound, Finding
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ProfileAnalysis:
-    """A Profile's ops on the roofline, its totals by step, phase and module, and findings."""
+    """A Profile's ops on the roofline, its totals by step, phase and module, and its
+    diagnosis: the bound and the findings, the largest possible gain first."""
 
     profile: Profile
     ops: list[OpAnalysis]
@@ -36,7 +31,7 @@ class ProfileAnalysis:
     phases: dict[Phase, Aggregate]
     modules: dict[str, Aggregate]
     findings: list[Finding]
-    bound: StepBound
+    bound: Bound
 
     def top(self, n: int) -> list[OpAnalysis]:
         """The n ops with the most headroom."""
@@ -47,15 +42,13 @@ def analyse(profile: Profile) -> ProfileAnalysis:
     """Analyse `profile` on its own hardware."""
     ops = analyse_ops(profile)
     totals = step_totals(profile, ops)
-    by_bound = time_by_bound(ops)
-    findings = step_findings(profile, ops, totals, by_bound)
-    findings += tensor_core_findings(ops, profile.hardware, profile.workload.precision)
+    diagnosis = diagnose_profile(profile, ops, totals)
     return ProfileAnalysis(
         profile=profile,
         ops=ops,
         totals=totals,
         phases=by_phase(ops),
         modules=by_module(ops),
-        findings=findings,
-        bound=step_bound(profile, by_bound),
+        findings=diagnosis.findings,
+        bound=diagnosis.bound,
     )

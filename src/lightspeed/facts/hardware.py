@@ -108,10 +108,6 @@ class Hardware:
                 " --dtype or --hardware."
             ) from None
 
-    def ridge_flops_per_byte(self, precision: Precision) -> float:
-        """Arithmetic intensity (FLOP/byte) above which `precision` math is compute bound."""
-        return self.peak(precision) / self.memory_bandwidth_bytes_per_s
-
     def memory_level(self, bytes_moved: float) -> MemoryLevel:
         """The fastest level `bytes_moved` bytes fit in: the cache when they fit, else DRAM."""
         if self.cache_bytes is not None and bytes_moved <= self.cache_bytes:

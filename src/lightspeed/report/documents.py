@@ -9,9 +9,14 @@ import math
 from pathlib import Path
 from typing import Any
 
-from lightspeed.analysis.finding import Finding
+from lightspeed.rules import Finding
 
-SCHEMA_VERSION = 1
+# 2: timing `median_s` and `replicates` (were `step_time_s` and `n`); one vocabulary of
+# bounds (`compute`, `memory`, `overhead`, …) and finding kinds; trace matmuls without
+# `sol_time_s` (it was kernel time), with `unaligned_by_precision`.
+SCHEMA_VERSION = 2
+# Profile documents of these versions hold the same facts and still load.
+READABLE_PROFILE_VERSIONS = (1, 2)
 
 
 def document(kind: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -45,4 +50,4 @@ def _finite(value: Any) -> Any:
 
 def finding_dict(f: Finding) -> dict[str, Any]:
     """A finding's JSON object: kind, message, evidence."""
-    return {"kind": f.kind, "message": f.message, "evidence": dict(f.evidence)}
+    return {"kind": f.kind.value, "message": f.message, "evidence": dict(f.evidence)}

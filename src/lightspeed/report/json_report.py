@@ -22,12 +22,12 @@ def roofline_doc(point: RooflinePoint, hardware: Hardware | None) -> dict[str, A
 
 def measurement_to_dict(m: Measurement) -> dict[str, Any]:
     return {
-        "step_time_s": m.median_s,
+        "median_s": m.median_s,
         "iqr_s": m.iqr_s,
         "min_s": m.min_s,
         "max_s": m.max_s,
         "mean_s": m.mean_s,
-        "n": m.n,
+        "replicates": m.n,
         "steps_per_replicate": m.steps_per_replicate,
         "warmup_steps": m.warmup_steps,
         "times_s": list(m.times_s),

@@ -23,7 +23,13 @@ from lightspeed.facts.hardware import hardware_from_dict, hardware_to_dict
 from lightspeed.facts.profile import OpTimeSource, Profile
 from lightspeed.facts.records import MemoryBreakdown, OpRecord, Phase
 from lightspeed.facts.timing import Measurement, StepTiming, WorkloadInfo
-from lightspeed.report.documents import SCHEMA_VERSION, document, finding_dict, write
+from lightspeed.report.documents import (
+    READABLE_PROFILE_VERSIONS,
+    SCHEMA_VERSION,
+    document,
+    finding_dict,
+    write,
+)
 from lightspeed.report.json_report import timing_to_dict, workload_to_dict
 
 
@@ -116,9 +122,10 @@ def load_profile(path: str | Path) -> Profile:
 
 def profile_from_doc(doc: Mapping[str, Any]) -> Profile:
     """The Profile whose facts `doc` holds (as written by `profile_doc`)."""
-    if doc.get("document") != "profile" or doc.get("schema_version") != SCHEMA_VERSION:
+    version = doc.get("schema_version")
+    if doc.get("document") != "profile" or version not in READABLE_PROFILE_VERSIONS:
         raise ConfigError(
-            f"not a lightspeed profile of schema {SCHEMA_VERSION} (document"
+            f"not a lightspeed profile of schema {SCHEMA_VERSION} or older (document"
             f" {doc.get('document')!r}, schema_version {doc.get('schema_version')!r})."
         )
     try:

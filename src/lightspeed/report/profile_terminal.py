@@ -9,13 +9,13 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from lightspeed.analysis.roofline import Bound
+from lightspeed import units
 from lightspeed.analysis.step_roofline import Aggregate, OpAnalysis
 from lightspeed.analysis.summary import ProfileAnalysis
 from lightspeed.facts.hardware import MemoryLevel
 from lightspeed.facts.records import MemoryBreakdown
-from lightspeed.report import units
 from lightspeed.report.terminal import workload_line
+from lightspeed.rules import Bound, FindingKind
 
 
 def profile_report(analysis: ProfileAnalysis, *, top: int = 10, depth: int = 2) -> RenderableType:
@@ -182,8 +182,10 @@ def findings(analysis: ProfileAnalysis) -> RenderableType:
         return Text("No findings.")
     lines = [Text("Findings", style="bold")]
     for f in analysis.findings:
-        if f.kind == "speed-of-light":  # its message already says how much faster
-            lines.append(Text(units.finding_line(f.kind, f.message)))
+        if f.kind is FindingKind.SPEED_OF_LIGHT:  # its message already says how much faster
+            lines.append(Text(units.finding_line(f.kind.value, f.message)))
         else:
-            lines.append(Text(units.finding_line(f.kind, f.message, f.evidence.get("max_speedup"))))
+            lines.append(
+                Text(units.finding_line(f.kind.value, f.message, f.evidence.get("max_speedup")))
+            )
     return Group(*lines)

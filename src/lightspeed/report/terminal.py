@@ -14,10 +14,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from lightspeed.analysis.roofline import RooflinePoint
+from lightspeed import units
+from lightspeed.analysis.roofline import Ceilings, RooflinePoint
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.timing import StepTiming, WorkloadInfo
-from lightspeed.report import units
 
 
 def hardware_list(entries: Sequence[Hardware]) -> RenderableType:
@@ -53,7 +53,7 @@ def hardware_details(hw: Hardware) -> RenderableType:
     table.add_column("peak", justify="right")
     table.add_column("ridge point", justify="right")
     for precision, peak in hw.peak_flops_per_s.items():
-        ridge = peak / hw.memory_bandwidth_bytes_per_s
+        ridge = Ceilings.of(hw, precision).ridge_flops_per_byte
         table.add_row(precision.value, units.flops_rate(peak), f"{ridge:.3g} FLOP/B")
     facts = Table.grid(padding=(0, 2))
     facts.add_row("memory bandwidth", units.byte_rate(hw.memory_bandwidth_bytes_per_s))

@@ -9,8 +9,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from lightspeed.analysis.finding import Finding
-from lightspeed.report import units
+from lightspeed import units
+from lightspeed.rules import Finding
 from lightspeed.trace.analysis import RankAnalysis, TraceAnalysis, WindowAnalysis
 from lightspeed.trace.matmuls import MatmulStats
 
@@ -226,4 +226,6 @@ def _findings(title: str, lines: list[str]) -> RenderableType:
 
 
 def _lines(findings: list[Finding]) -> list[str]:
-    return [units.finding_line(f.kind, f.message, f.evidence.get("max_speedup")) for f in findings]
+    return [
+        units.finding_line(f.kind.value, f.message, f.evidence.get("max_speedup")) for f in findings
+    ]

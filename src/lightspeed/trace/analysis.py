@@ -8,8 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lightspeed.analysis.bottleneck_rules import StepBound, max_speedup
-from lightspeed.analysis.finding import Finding
+from lightspeed.rules import SKEW_SHARE, Bound, Finding, FindingKind, max_speedup
 from lightspeed.trace import intervals
 from lightspeed.trace.breakdown import (
     DeviceEvents,
@@ -30,7 +29,7 @@ from lightspeed.trace.collectives import (
     merge,
     summed,
 )
-from lightspeed.trace.diagnosis import WindowFacts, diagnose
+from lightspeed.trace.diagnosis import WindowFacts, diagnose_window
 from lightspeed.trace.events import Kind, Trace
 from lightspeed.trace.host import (
     host_index,
@@ -51,8 +50,6 @@ from lightspeed.trace.steps import (
 )
 
 TOP_KERNELS = 10
-# Ranks whose step times differ by more than this are reported as skewed.
-SKEW_REPORT_FRACTION = 0.1
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -66,7 +63,7 @@ class WindowAnalysis(WindowFacts):
     kernel_types: dict[KernelType, float]
     device_syncs: dict[str, int]  # the device's own sync records (`cuda_sync`), by name
     comm: CommEvents  # for matching collectives across ranks
-    bound: StepBound
+    bound: Bound
     findings: list[Finding]
 
 
@@ -205,7 +202,7 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
             host=host_stats(trace, index, w, busy if len(ev.start_us) else None),
             matmuls=matmul_stats(products, rows, device.dur_us),
         )
-        bound, findings = diagnose(facts)
+        diagnosis = diagnose_window(facts)
         return WindowAnalysis(
             **vars(facts),
             step=w.number,
@@ -214,8 +211,8 @@ def analyse_rank(trace: Trace) -> RankAnalysis:
             kernel_types=type_totals(ev),
             device_syncs=_device_syncs(trace, w),
             comm=comm_events(ev, trace.names),
-            bound=bound,
-            findings=findings,
+            bound=diagnosis.bound,
+            findings=diagnosis.findings,
         )
 
     all_rows = np.ones(len(device), dtype=bool)
@@ -280,11 +277,11 @@ def _skew_findings(skew: list[StepSkew]) -> list[Finding]:
     for s in skew:
         slow, fast = s.slowest, s.fastest
         slow_s, fast_s = s.step_s[slow], s.step_s[fast]
-        if fast_s <= 0 or slow_s / fast_s - 1 < SKEW_REPORT_FRACTION:
+        if fast_s <= 0 or slow_s / fast_s - 1 < SKEW_SHARE:
             continue
         findings.append(
             Finding(
-                kind="rank-skew",
+                kind=FindingKind.RANK_SKEW,
                 message=(
                     f"step {s.step}: rank {slow} takes {slow_s * 1e3:.2f} ms, rank {fast}"
                     f" {fast_s * 1e3:.2f} ms; the faster ranks wait for it in each collective"
@@ -311,13 +308,13 @@ def _collective_wait(s: StepSkew) -> Finding | None:
     wait = s.collective_wait_s
     step_s = s.step_s[waiter]
     share = wait[waiter] / step_s if step_s > 0 else 0.0
-    if share < SKEW_REPORT_FRACTION:
+    if share < SKEW_SHARE:
         return None
     matched = sum(c.matched for c in s.collectives)
     often = s.often_last()
     arrivals = ", ".join(f"rank {rank} ×{times}" for rank, times in often)
     return Finding(
-        kind="collective-wait",
+        kind=FindingKind.COLLECTIVE_WAIT,
         message=(
             f"step {s.step}: rank {waiter} waits {wait[waiter] * 1e3:.2f} ms"
             f" ({100 * share:.0f}% of its step) in collectives for later ranks; last to"

@@ -10,8 +10,9 @@ When `deviceProperties` names a GPU of the catalog, each op's speed of light is
 max(FLOPs / peak, bytes / bandwidth) at its precision, and the ops' total speed of
 light over their kernel time is how close the matrix products run to it. An fp32
 product that ran faster than the fp32 peak allows was run by TF32 tensor cores, and is
-placed against that peak instead. 16-bit products with a dimension that is not a
-multiple of 8 cannot use tensor cores fully (NVIDIA's matrix-multiplication guide).
+placed against that peak instead. Products whose dimensions are not multiples of
+their precision's tensor-core multiple (`rules.TENSOR_CORE_MULTIPLE`: 8 for 16-bit,
+4 for TF32, 16 for FP8) cannot use tensor cores fully.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from lightspeed.dtypes import TENSOR_CORE_MULTIPLE, Precision
+from lightspeed.dtypes import Precision
+from lightspeed.rules import unaligned_dims
 from lightspeed.trace.events import US, EventTable, FloatArray, IntArray, Kind, Trace
 from lightspeed.trace.names import BoolArray
 from lightspeed.trace.steps import correlate
@@ -60,13 +62,11 @@ class Product:
         b, m, k, n = self.batch, self.m, self.k, self.n
         return float(self.element_bytes * (b * (m * k + k * n + m * n) + self.extra_elements))
 
-    @property
-    def tensor_core_aligned(self) -> bool | None:
-        """Whether m, k and n suit 16-bit tensor cores (None: not a 16-bit product)."""
-        if self.element_bytes != 2:
-            return None
-        multiple = TENSOR_CORE_MULTIPLE[self.precision]
-        return all(d % multiple == 0 for d in (self.m, self.k, self.n))
+    def tensor_core_aligned(self, precision: Precision | None = None) -> bool | None:
+        """Whether m, k and n suit the tensor cores of `precision` (by default the
+        product's own); None where that precision runs on none."""
+        bad = unaligned_dims({"m": self.m, "k": self.k, "n": self.n}, precision or self.precision)
+        return None if bad is None else not bad
 
 
 def product(op: str, dims: Any, types: Any) -> Product | None:
@@ -125,15 +125,16 @@ def _enclosing(ops: EventTable, rows: IntArray, runtime: EventTable) -> IntArray
 class MatmulIndex:
     """The trace's matrix products with their kernels, worked out once per trace.
 
-    Per op: FLOPs, bytes, precision, whether it is a 16-bit product in unaligned
-    shapes, and, on a catalog GPU (`hardware`), its speed of light (NaN: no peak for
-    its precision), whether it lies below the ridge, and whether TF32 ran it. Per
-    device event: the op it belongs to (-1: none)."""
+    Per op: FLOPs, bytes, precision, whether its shapes are unaligned for the tensor
+    cores that ran it, and, on a catalog GPU (`hardware`), its speed of light, whether
+    it lies below the ridge, and whether TF32 ran it (an fp32 product faster than the
+    fp32 peak allows). Per device event: the op it belongs to (-1: none)."""
 
     flops: FloatArray
     bytes: FloatArray
     precision: list[Precision]
     unaligned: BoolArray
+    products: list[Product]
     op_of_event: IntArray
     hardware: str | None = None
     sol_s: FloatArray | None = None
@@ -165,7 +166,8 @@ def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
         flops=np.array([p.flops for p in products]),
         bytes=np.array([p.bytes for p in products]),
         precision=[p.precision for p in products],
-        unaligned=np.array([p.tensor_core_aligned is False for p in products], dtype=bool),
+        unaligned=np.array([p.tensor_core_aligned() is False for p in products], dtype=bool),
+        products=products,
         op_of_event=op_of_event,
     )
     op_time_us = np.bincount(
@@ -180,7 +182,7 @@ def _on_catalog_gpu(
     """`index` with each product placed on the roofline of the GPU `device_names` name,
     when it is one GPU of the catalog."""
     # Here, not at the top: only traces with recorded products load the catalog.
-    from lightspeed.analysis.roofline import Bound, Ceilings, place
+    from lightspeed.analysis.roofline import Bound, place_on
     from lightspeed.hardware import catalog_hardware, catalog_id_for_device_name
 
     ids = {catalog_id_for_device_name(n) for n in device_names}
@@ -189,23 +191,25 @@ def _on_catalog_gpu(
         return index
     hw = catalog_hardware(hw_id)
     n = len(index.flops)
-    sol, below_ridge, tf32 = np.full(n, np.nan), np.zeros(n, bool), np.zeros(n, bool)
+    sol, below_ridge, tf32 = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
+    unaligned = index.unaligned.copy()
     for i, precision in enumerate(index.precision):
-        if precision not in hw.peak_flops_per_s:
-            continue
         if not (index.flops[i] or index.bytes[i]):  # an empty product: no work to place
-            sol[i] = 0.0
             continue
-        point = place(index.flops[i], index.bytes[i], Ceilings.of(hw, precision))
+        point = place_on(hw, index.flops[i], index.bytes[i], precision)
         faster = op_time_us[i] * US < point.sol_time_s
         if precision is Precision.FP32 and faster and Precision.TF32 in hw.peak_flops_per_s:
-            point = place(index.flops[i], index.bytes[i], Ceilings.of(hw, Precision.TF32))
+            point = place_on(hw, index.flops[i], index.bytes[i], Precision.TF32)
             tf32[i] = True
+            unaligned[i] = index.products[i].tensor_core_aligned(Precision.TF32) is False
         sol[i], below_ridge[i] = point.sol_time_s, point.bound is Bound.MEMORY
-    if np.isnan(sol).all():
-        return index
     return dataclasses.replace(
-        index, hardware=hw_id, sol_s=sol, memory_bound=below_ridge, tf32=tf32
+        index,
+        unaligned=unaligned,
+        hardware=hw_id,
+        sol_s=sol,
+        memory_bound=below_ridge,
+        tf32=tf32,
     )
 
 
@@ -216,9 +220,10 @@ class MatmulStats:
     `time_s`: their kernels' total time. `hardware`: the catalog id their speed of
     light is taken on (None: the GPU is not in the catalog, and the SoL figures are
     None). `sol_s`: the sum of their speeds of light; `memory_bound_s`: kernel time of
-    products below the ridge point; `unaligned_s`: kernel time of 16-bit products with
-    a dimension not a multiple of 8, and `unaligned_excess_s` how much of it lies above
-    their speed of light (of those the catalog has a peak for).
+    products below the ridge point; `unaligned_s`: kernel time of products with a
+    dimension their tensor cores cannot fully use (`unaligned_by_precision`: by the
+    precision of those tensor cores), and `unaligned_excess_s` how much of it lies
+    above their speed of light.
     """
 
     ops: int
@@ -227,9 +232,9 @@ class MatmulStats:
     time_s: float
     by_precision: dict[str, float]  # kernel time by precision
     unaligned_s: float
+    unaligned_by_precision: dict[str, float] = dataclasses.field(default_factory=dict)
     hardware: str | None = None
     sol_s: float | None = None
-    sol_time_s: float | None = None  # kernel time of the products with a speed of light
     memory_bound_s: float | None = None
     unaligned_excess_s: float | None = None
     tf32_ops: int = 0  # fp32 products faster than the fp32 peak: placed against TF32
@@ -241,9 +246,16 @@ class MatmulStats:
     @property
     def fraction_of_sol(self) -> float | None:
         """Speed of light over kernel time: 1 is the hardware's limit."""
-        if self.sol_s is None or not self.sol_time_s:
+        if self.sol_s is None or not self.time_s:
             return None
-        return self.sol_s / self.sol_time_s
+        return self.sol_s / self.time_s
+
+
+def _seconds_by(keys: list[str], time_us: FloatArray) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for key, t in zip(keys, time_us, strict=True):
+        totals[key] = totals.get(key, 0.0) + float(t) * US
+    return totals
 
 
 def matmul_stats(
@@ -259,31 +271,30 @@ def matmul_stats(
     op_ids, inverse = np.unique(index.op_of_event[events], return_inverse=True)
     time_us = np.bincount(inverse, weights=dur_us[events]).astype(np.float64)
     unaligned = index.unaligned[op_ids]
-    by_precision: dict[str, float] = {}
-    for i, t in zip(op_ids, time_us, strict=True):
-        key = index.precision[i].value
-        by_precision[key] = by_precision.get(key, 0.0) + float(t) * US
+    tf32 = index.tf32[op_ids] if index.tf32 is not None else np.zeros(len(op_ids), bool)
+    core = [
+        Precision.TF32.value if t else index.precision[i].value
+        for i, t in zip(op_ids, tf32, strict=True)
+    ]
     stats = MatmulStats(
         ops=len(op_ids),
         flops=float(index.flops[op_ids].sum()),
         bytes=float(index.bytes[op_ids].sum()),
         time_s=float(time_us.sum()) * US,
-        by_precision=by_precision,
+        by_precision=_seconds_by([index.precision[i].value for i in op_ids], time_us),
         unaligned_s=float(time_us[unaligned].sum()) * US,
+        unaligned_by_precision=_seconds_by(
+            [c for c, u in zip(core, unaligned, strict=True) if u], time_us[unaligned]
+        ),
     )
-    if index.sol_s is None or index.memory_bound is None or index.tf32 is None:
+    if index.sol_s is None or index.memory_bound is None:
         return stats
     sol = index.sol_s[op_ids]
-    known = ~np.isnan(sol)
-    if not known.any():
-        return stats
     return dataclasses.replace(
         stats,
         hardware=index.hardware,
-        sol_s=float(sol[known].sum()),
-        sol_time_s=float(time_us[known].sum()) * US,
-        memory_bound_s=float(time_us[known & index.memory_bound[op_ids]].sum()) * US,
-        unaligned_excess_s=float(time_us[known & unaligned].sum()) * US
-        - float(sol[known & unaligned].sum()),
-        tf32_ops=int(index.tf32[op_ids].sum()),
+        sol_s=float(sol.sum()),
+        memory_bound_s=float(time_us[index.memory_bound[op_ids]].sum()) * US,
+        unaligned_excess_s=float(time_us[unaligned].sum()) * US - float(sol[unaligned].sum()),
+        tf32_ops=int(tf32.sum()),
     )

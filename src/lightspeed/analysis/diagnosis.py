@@ -1,0 +1,188 @@
+"""The profile's diagnosis: its step reduced to `rules.StepFacts`, so the rules that
+diagnose traces name its bound and findings, plus the findings only a profile can
+make (its distance to the speed of light, ceilings below what the run reached)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Sequence
+
+from lightspeed.analysis.step_roofline import OpAnalysis, StepTotals
+from lightspeed.dtypes import Precision
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import DeviceKind, Hardware
+from lightspeed.facts.profile import Profile
+from lightspeed.facts.records import OpRecord
+from lightspeed.rules import (
+    ABOVE_SOL_TOLERANCE,
+    Bound,
+    Diagnosis,
+    Finding,
+    FindingKind,
+    StepFacts,
+    diagnose,
+    padded,
+    unaligned_dims,
+)
+
+
+def matmul_dims(op: OpRecord) -> dict[str, int] | None:
+    """The M, K, N (or channel) dimensions of a forward matmul or convolution, if it is one."""
+    shapes = op.input_shapes
+    name = op.name.removeprefix("aten::")
+    if len(shapes) < 2:  # not recorded
+        return None
+    if name in ("mm", "addmm", "bmm", "baddbmm"):
+        a, b = shapes[-2], shapes[-1]
+        if len(a) < 2 or len(b) < 2:
+            return None
+        return {"M": a[-2], "K": a[-1], "N": b[-1]}
+    if name in ("convolution", "_convolution", "mkldnn_convolution", "cudnn_convolution"):
+        x, w = shapes[0], shapes[1]
+        if len(x) < 3 or len(w) < 3:
+            return None
+        return {"C_in": x[1], "C_out": w[0]}
+    return None
+
+
+def time_by_bound(analyses: Sequence[OpAnalysis]) -> defaultdict[Bound | None, float]:
+    """Measured seconds of the ops of each bound (None: ops that move and compute nothing)."""
+    totals: defaultdict[Bound | None, float] = defaultdict(float)
+    for a in analyses:
+        totals[a.bound] += a.time_s or 0.0
+    return totals
+
+
+def _tensor_core_precision(a: OpAnalysis, hardware: Hardware) -> Precision:
+    # fp32 matmuls run on TF32 tensor cores where the GPU has them (PyTorch's default
+    # for convolutions, and for matmuls under torch.set_float32_matmul_precision).
+    if a.precision is Precision.FP32 and Precision.TF32 in hardware.peak_flops_per_s:
+        return Precision.TF32
+    return a.precision
+
+
+def step_facts(profile: Profile, analyses: Sequence[OpAnalysis]) -> StepFacts:
+    """The profiled step as the rules read it: host overhead is the time outside any
+    captured op plus the ops bound by per-op cost; busy time splits by op bound."""
+    by_bound = time_by_bound(analyses)
+    measured_s = sum(by_bound.values())
+    outside_s = profile.unattributed_s or 0.0
+    small_s = by_bound[Bound.OVERHEAD]
+    facts = StepFacts(
+        step_s=profile.profiled_step_s or measured_s,
+        device=profile.workload.device is not Device.CPU,
+        ops=len(analyses),
+        overhead_s=outside_s + small_s,
+        overhead_parts={"outside_ops": outside_s, "in_small_ops": small_s},
+        compute_s=by_bound[Bound.COMPUTE],
+        memory_s=by_bound[Bound.MEMORY],
+        busy_s=measured_s,
+    )
+    if profile.hardware.kind is not DeviceKind.GPU:
+        return facts
+    return _with_tensor_core_shapes(facts, analyses, profile.hardware)
+
+
+def _with_tensor_core_shapes(
+    facts: StepFacts, analyses: Sequence[OpAnalysis], hardware: Hardware
+) -> StepFacts:
+    """`facts` with the time of matmuls and convolutions in shapes tensor cores cannot
+    fully use, and the costliest of them as an example."""
+    unaligned_s = excess_s = 0.0
+    precisions: set[Precision] = set()
+    worst: tuple[float, str] | None = None
+    for a in analyses:
+        dims = matmul_dims(a.op)
+        precision = _tensor_core_precision(a, hardware)
+        bad = None if dims is None else unaligned_dims(dims, precision)
+        if not bad or dims is None:
+            continue
+        time_s = a.time_s or 0.0
+        unaligned_s += time_s
+        excess_s += max(0.0, time_s - a.sol_time_s)
+        precisions.add(precision)
+        shape = "×".join(f"{k}={v}" for k, v in dims.items())
+        fixed = "×".join(f"{k}={v}" for k, v in padded(dims, precision).items())
+        where = a.op.module or "the model root"
+        example = f"{a.op.name} in {where} has {shape}: pad to {fixed}"
+        if worst is None or time_s > worst[0]:
+            worst = (time_s, example)
+    if not precisions:
+        return facts
+    return dataclasses.replace(
+        facts,
+        unaligned_s=unaligned_s,
+        unaligned_excess_s=excess_s,
+        unaligned_precisions=tuple(sorted(precisions)),
+        unaligned_example=None if worst is None else worst[1],
+    )
+
+
+def profile_findings(
+    profile: Profile, analyses: Sequence[OpAnalysis], totals: StepTotals
+) -> list[Finding]:
+    """The findings only a profile can make: ceilings below what the run reached, and
+    how far the step runs from its speed of light."""
+    findings = above_speed_of_light(profile.hardware, analyses, totals)
+    if totals.efficiency is not None and totals.efficiency <= 1:
+        findings.append(
+            Finding(
+                kind=FindingKind.SPEED_OF_LIGHT,
+                message=(
+                    f"the step runs at {100 * totals.efficiency:.1f}% of the speed of light on"
+                    f" {profile.hardware.name}: at most {1 / max(totals.efficiency, 1e-12):.1f}×"
+                    " faster with perfect kernels and no overhead"
+                ),
+                evidence={
+                    "sol_time_s": totals.sol_time_s,
+                    "step_time_s": totals.step_time_s or 0.0,
+                    "max_speedup": 1 / max(totals.efficiency, 1e-12),
+                },
+            )
+        )
+    return findings
+
+
+def above_speed_of_light(
+    hardware: Hardware, analyses: Sequence[OpAnalysis], totals: StepTotals
+) -> list[Finding]:
+    """Ops (or the step) measured faster than their speed of light allows.
+
+    No real run beats the speed of light of the hardware it ran on, so this says the
+    ceilings are wrong for the run: calibrated while the machine was busy, or another
+    device's than the one the step ran on.
+    """
+    limit = 1 + ABOVE_SOL_TOLERANCE
+    above = [a for a in analyses if (a.efficiency or 0.0) > limit]
+    step_above = (totals.efficiency or 0.0) > 1
+    if not above and not step_above:
+        return []
+    fastest = max([a.efficiency or 0.0 for a in above] + [totals.efficiency or 0.0])
+    fix = (
+        "calibrate again with `lightspeed hw calibrate` on a quiet machine"
+        if hardware.calibration is not None
+        else "check that --hardware names the device the step ran on"
+    )
+    return [
+        Finding(
+            kind=FindingKind.ABOVE_SPEED_OF_LIGHT,
+            message=(
+                f"{len(above)} ops{' and the step' if step_above else ''} ran faster than"
+                f" the speed of light of {hardware.name} (up to {100 * fastest:.0f}%): its"
+                f" ceilings are below what this run reached; {fix}"
+            ),
+            evidence={
+                "ops": len(above),
+                "max_efficiency": fastest,
+                "step_efficiency": totals.efficiency or float("nan"),
+            },
+        )
+    ]
+
+
+def diagnose_profile(
+    profile: Profile, analyses: Sequence[OpAnalysis], totals: StepTotals
+) -> Diagnosis:
+    """The profiled step's bound and findings, by the rules a trace is diagnosed with."""
+    return diagnose(step_facts(profile, analyses), profile_findings(profile, analyses, totals))
