@@ -13,8 +13,8 @@ from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.records import OpRecord, Phase
 from lightspeed.measure.capture import without_mode_artifacts
-from lightspeed.report.documents import dumps
-from lightspeed.report.profile_json import profile_doc
+from lightspeed.report.profile_report import profile_document
+from lightspeed.report.render_json import dumps, render
 
 
 def test_profile_saves_and_loads_back(calibrated_cpu: Hardware, tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_a_profile_of_schema_1_loads_and_analyses_as_it_did() -> None:
     path = Path(__file__).parent / "data" / "profiles" / "mlp-tiny-schema1.json"
     old = json.loads(path.read_text())
     profile = lightspeed.load_profile(path)
-    new = json.loads(dumps(profile_doc(lightspeed.analyse(profile))))
+    new = json.loads(dumps(render(profile_document(lightspeed.analyse(profile)))))
     assert (old["schema_version"], new["schema_version"]) == (1, 2)
     assert old["timing"]["step_time_s"] == new["timing"]["median_s"]
     assert old["timing"]["n"] == new["timing"]["replicates"]

@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dtypes",),
     ("facts",),
     ("rules",),
+    ("document",),  # the report model: what analyses show, drawn by report/
     ("hardware", "hardware.catalog"),  # the catalog: data, no torch
     ("analysis",),
     ("trace",),
@@ -193,9 +194,9 @@ def test_a_planted_transitive_import_is_caught(tmp_path: Path) -> None:
     # The report imports neither the catalog's module nor measure itself: only the
     # transitive closure sees that it now loads both, and torch with them.
     assert any(
-        v.startswith("lightspeed.report.trace_json imports lightspeed.measure.") for v in found
+        v.startswith("lightspeed.report.trace_report imports lightspeed.measure.") for v in found
     )
-    assert "lightspeed.report.trace_json loads torch" in " ".join(found)
+    assert "lightspeed.report.trace_report loads torch" in " ".join(found)
 
 
 def test_a_planted_cycle_is_caught(tmp_path: Path) -> None:
@@ -221,8 +222,8 @@ def test_trace_analysis_imports_no_torch() -> None:
         "import lightspeed\n"
         f"t = lightspeed.load_traces([{str(ALEXNET_TRACE)!r}])\n"
         "a = lightspeed.analyse_traces(t)\n"
-        "from lightspeed.report.trace_json import trace_doc\n"
-        "print(trace_doc(a)['ranks'][0]['bound'])\n"
+        "from lightspeed.report.trace_report import trace_data\n"
+        "print(trace_data(a)['ranks'][0]['bound'])\n"
     )
     assert out.strip()
 
@@ -232,8 +233,8 @@ def test_saved_profile_loads_and_analyses_without_torch() -> None:
         "import lightspeed\n"
         f"p = lightspeed.load_profile({str(DATA / 'profiles' / 'mlp-tiny-schema1.json')!r})\n"
         "a = lightspeed.analyse(p)\n"
-        "from lightspeed.report.profile_json import profile_doc\n"
-        "print(len(profile_doc(a)['ops']), a.profile.workload.name)\n"
+        "from lightspeed.report.profile_report import profile_data\n"
+        "print(len(profile_data(a)['ops']), a.profile.workload.name)\n"
     )
     assert out.split()[1] == "mlp-tiny"
     assert int(out.split()[0]) > 0

@@ -47,6 +47,11 @@ class FindingKind(str, enum.Enum):
     COLLECTIVE_WAIT = "collective-wait"
     RANK_SKEW = "rank-skew"
 
+    @property
+    def states_its_gain(self) -> bool:
+        """Whether the message itself says how much faster the step could be."""
+        return self is FindingKind.SPEED_OF_LIGHT
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Finding:

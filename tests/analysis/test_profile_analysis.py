@@ -19,8 +19,9 @@ from lightspeed.facts.profile import OpTimeSource, Profile
 from lightspeed.facts.records import OPTIMIZER_MODULE, MemoryBreakdown, OpRecord, Phase
 from lightspeed.facts.timing import WorkloadInfo, measurement_from_times
 from lightspeed.hardware import catalog_hardware
-from lightspeed.report.documents import dumps
-from lightspeed.report.profile_json import profile_doc, profile_from_doc
+from lightspeed.report.profile_json import profile_from_doc
+from lightspeed.report.profile_report import profile_document
+from lightspeed.report.render_json import dumps, render
 from lightspeed.rules import Bound, FindingKind
 
 CPU = Hardware(
@@ -219,7 +220,7 @@ def test_tensor_core_finding_names_module_and_padded_shape() -> None:
 
 
 def test_json_has_the_documented_keys() -> None:
-    doc = json.loads(dumps(profile_doc(analyse(profile_of(OPS)))))
+    doc = json.loads(dumps(render(profile_document(analyse(profile_of(OPS))))))
     assert doc["schema_version"] == 2
     assert set(doc["workload"]) >= {"name", "batch_size", "dtype", "device"}
     assert set(doc["timing"]) >= {"median_s", "replicates", "iqr_s", "samples_per_s"}
@@ -266,7 +267,7 @@ hardwares = st.sampled_from([CPU, CACHED_CPU])
 @given(st.lists(op_records, max_size=20), st.floats(1e-6, 10.0), hardwares)
 def test_json_round_trip(ops: list[OpRecord], step_s: float, hw: Hardware) -> None:
     profile = profile_of(ops, hw=hw, step_s=step_s)
-    doc = json.loads(dumps(profile_doc(analyse(profile))))
+    doc = json.loads(dumps(render(profile_document(analyse(profile)))))
     assert profile_from_doc(doc) == profile
 
 

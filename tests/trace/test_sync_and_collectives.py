@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from kineto import KinetoTrace
 
-from lightspeed.report.trace_json import trace_doc
+from lightspeed.report.render_json import render
+from lightspeed.report.trace_report import trace_document
 from lightspeed.rules import Bound
 from lightspeed.trace.analysis import TraceAnalysis, analyse_rank, analyse_traces
 from lightspeed.trace.load import load_trace, load_traces
@@ -154,7 +155,7 @@ def test_matching_needs_no_common_clock(tmp_path: Path) -> None:
 
 
 def test_collectives_in_the_json_document(tmp_path: Path) -> None:
-    doc = trace_doc(two_ranks(tmp_path))
+    doc = render(trace_document(two_ranks(tmp_path)))
     step1 = doc["skew"][0]
     assert step1["collective_wait_s"] == pytest.approx({"0": 120e-6, "1": 0.0})
     assert step1["last_arrivals"] == {"0": 0, "1": 2}

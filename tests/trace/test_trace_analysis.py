@@ -10,7 +10,8 @@ from trace_paths import SHARED_TRACES, trace
 
 from lightspeed.rules import Bound
 from lightspeed.trace.analysis import analyse_rank, analyse_traces
-from lightspeed.trace.breakdown import KERNEL_WAIT_US
+from lightspeed.trace.breakdown import KERNEL_WAIT_US, KERNELS
+from lightspeed.trace.host import DEVICE_SYNCS
 from lightspeed.trace.load import load_trace, load_traces
 from lightspeed.trace.names import KernelType, kernel_type
 
@@ -54,7 +55,7 @@ def test_cuda_event_sync_trace_exact() -> None:
         "aten::item": 1,
         "aten::_local_scalar_dense": 1,
     }
-    assert step.device_syncs == {"Stream Sync": 1, "Event Sync": 2, "Context Sync": 1}
+    assert step[DEVICE_SYNCS] == {"Stream Sync": 1, "Event Sync": 2, "Context Sync": 1}
     # Syncs: item 2912–2957, event sync 3047–3081, device sync 3139–3147; the step
     # ends at 3154. While the device idles: 2912–2935, 2937–2957, 3073–3081 and
     # 3139–3147 = 23 + 20 + 8 + 8 µs. Gaps that start inside a sync (the device drained
@@ -106,7 +107,7 @@ def test_ddp_trace_reports_nccl_time_and_overlap() -> None:
     assert overlap.communication_s == pytest.approx(comm_us * 1e-6)
     assert overlap.fraction == pytest.approx(both / comm_us)
     assert 0.04 < overlap.communication_s < 0.05  # 15 NCCL all-reduces, 46.9 ms
-    assert {k.name.split("(")[0] for k in rank.whole.kernels if k.type is KernelType.COMMUNICATION}
+    assert {k.name.split("(")[0] for k in rank.whole[KERNELS] if k.type is KernelType.COMMUNICATION}
 
 
 def test_idle_gap_threshold_is_htas() -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 from rich.console import Console, RenderableType
 
-from lightspeed.report import documents
+from lightspeed.document import Document
+from lightspeed.report import render_json, render_terminal
 
 DEVICE_HELP = "Where to run: cpu or cuda."
 DTYPE_HELP = "Precision of the step: fp32, bf16 or fp16 (parameters, activations and batch)."
@@ -23,12 +24,21 @@ BudgetOption = typer.Option(2.0, "--budget", help="Seconds to spend timing the s
 JsonOption = typer.Option(None, "--json", help="Also write JSON here ('-': stdout).")
 
 
-def report(renderable: RenderableType, doc: dict[str, object], json_path: Path | None) -> None:
-    """Write `doc` where --json says, and print the report unless the JSON went to stdout."""
+def report(doc: Document, json_path: Path | None) -> None:
+    """Write `doc` as JSON where --json says, and draw it in the terminal unless the
+    JSON went to stdout."""
     if json_path is not None:
         emit_json(doc, json_path)
     if json_path is None or str(json_path) != "-":
-        show(renderable)
+        show(render_terminal.render(doc))
+
+
+def show_document(doc: Document, as_json: bool) -> None:
+    """Print `doc` as JSON on stdout, or drawn for the terminal."""
+    if as_json:
+        emit_json(doc, None)
+    else:
+        show(render_terminal.render(doc))
 
 
 def console() -> Console:
@@ -40,10 +50,11 @@ def show(renderable: RenderableType) -> None:
     console().print(renderable)
 
 
-def emit_json(doc: dict[str, object], path: Path | None) -> None:
-    """Write `doc` to `path`, or to stdout when `path` is '-' or None."""
+def emit_json(doc: Document, path: Path | None) -> None:
+    """Write `doc` as JSON to `path`, or to stdout when `path` is '-' or None."""
+    obj = render_json.render(doc)
     if path is None or str(path) == "-":
-        sys.stdout.write(documents.dumps(doc) + "\n")
+        sys.stdout.write(render_json.dumps(obj) + "\n")
     else:
-        documents.write(path, doc)
+        render_json.write(path, obj)
         print(f"wrote {path}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from lightspeed.cli.common import DEVICE_HELP, emit_json, show
+from lightspeed.cli.common import DEVICE_HELP, show_document
 
 app = typer.Typer(
     help="The hardware catalog and the calibrated local device.", no_args_is_help=True
@@ -17,14 +17,10 @@ def list_command(
 ) -> None:
     """List the catalog's hardware ids with their peaks and bandwidth."""
     from lightspeed.hardware import catalog_hardware, catalog_ids
-    from lightspeed.report import documents, json_report, terminal
+    from lightspeed.report.hardware_report import hardware_list_document
 
     entries = [catalog_hardware(hw_id) for hw_id in catalog_ids()]
-    if as_json:
-        body = {"hardware": [json_report.hardware_doc(h) for h in entries]}
-        emit_json(documents.document("hardware_list", body), None)
-    else:
-        show(terminal.hardware_list(entries))
+    show_document(hardware_list_document(entries), as_json)
 
 
 @app.command("show")
@@ -36,13 +32,10 @@ def show_command(
     """Show one hardware's peaks per precision, bandwidth, memory, links and sources."""
     from lightspeed.facts.device import Device
     from lightspeed.hardware.resolve import resolve_hardware
-    from lightspeed.report import json_report, terminal
+    from lightspeed.report.hardware_report import hardware_document
 
     hw = resolve_hardware(hw_id, Device.parse(device))
-    if as_json:
-        emit_json(json_report.hardware_doc(hw), None)
-    else:
-        show(terminal.hardware_details(hw))
+    show_document(hardware_document(hw), as_json)
 
 
 @app.command("calibrate")
@@ -53,10 +46,7 @@ def calibrate_command(
     """Measure the local device's matmul and memory ceilings, and cache them."""
     from lightspeed.facts.device import Device
     from lightspeed.hardware.resolve import local_hardware
-    from lightspeed.report import json_report, terminal
+    from lightspeed.report.hardware_report import hardware_document
 
     hw = local_hardware(Device.parse(device), recalibrate=True)
-    if as_json:
-        emit_json(json_report.hardware_doc(hw), None)
-    else:
-        show(terminal.hardware_details(hw))
+    show_document(hardware_document(hw), as_json)

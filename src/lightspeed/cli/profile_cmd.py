@@ -38,8 +38,7 @@ def profile_command(
     from lightspeed.api import profile as profile_step
     from lightspeed.errors import ConfigError, ProfileIncomplete
     from lightspeed.facts.profile import Profile
-    from lightspeed.report.profile_json import profile_doc
-    from lightspeed.report.profile_terminal import profile_report
+    from lightspeed.report.profile_report import profile_document
 
     if steps < 1:
         raise ConfigError(f"--steps {steps} must be at least 1.")
@@ -56,7 +55,7 @@ def profile_command(
     except ProfileIncomplete as exc:
         # What was measured before the failure is still written.
         if json_path is not None and isinstance(exc.partial, Profile):
-            emit_json(profile_doc(analyse(exc.partial)), json_path)
+            emit_json(profile_document(analyse(exc.partial)), json_path)
         raise
     analysis = analyse(profile)
-    report(profile_report(analysis, top=top, depth=depth), profile_doc(analysis), json_path)
+    report(profile_document(analysis, top=top, depth=depth), json_path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from lightspeed.cli.common import HARDWARE_HELP, emit_json, show
+from lightspeed.cli.common import HARDWARE_HELP, show_document
 
 
 def roofline_command(
@@ -25,7 +25,7 @@ def roofline_command(
     from lightspeed.errors import ConfigError
     from lightspeed.facts.device import Device
     from lightspeed.hardware.resolve import resolve_hardware
-    from lightspeed.report import json_report, terminal
+    from lightspeed.report.hardware_report import roofline_document
 
     explicit = peak_flops is not None or bandwidth is not None
     if hardware is not None and explicit:
@@ -42,7 +42,4 @@ def roofline_command(
         hw = resolve_hardware(hardware, Device.CPU)
         ceilings = Ceilings.of(hw, Precision.parse(dtype))
     point = place(flops, bytes_moved, ceilings)
-    if as_json:
-        emit_json(json_report.roofline_doc(point, hw), None)
-    else:
-        show(terminal.roofline_summary(point, hw))
+    show_document(roofline_document(point, hw), as_json)

@@ -33,9 +33,9 @@ def time_command(
     from lightspeed.api import run_setup
     from lightspeed.measure.timer import TimerConfig
     from lightspeed.measure.timing import time_workload
-    from lightspeed.report import json_report, terminal
+    from lightspeed.report.timing_report import timing_document
 
     workload, settings, hw = run_setup(target, device, dtype, batch_size, hardware)
     config = TimerConfig(warmup_steps=warmup, budget_s=budget, min_replicates=min_replicates)
     timing = time_workload(workload, settings, config)
-    report(terminal.timing_report(timing, hw), json_report.timing_doc(timing, hw), json_path)
+    report(timing_document(timing, hw), json_path)

@@ -18,8 +18,7 @@ def trace_command(
 ) -> None:
     """Read torch.profiler (Kineto) traces and say what bounds each step, with evidence."""
     from lightspeed import trace
-    from lightspeed.report.trace_json import trace_doc
-    from lightspeed.report.trace_terminal import trace_report
+    from lightspeed.report.trace_report import trace_document
 
     analysis = trace.analyse(paths)
-    report(trace_report(analysis, step=step), trace_doc(analysis), json_path)
+    report(trace_document(analysis, step=step), json_path)

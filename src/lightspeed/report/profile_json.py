@@ -1,4 +1,4 @@
-"""A Profile as a versioned JSON document, and back.
+"""Saving a Profile as its JSON document (`report.profile_report`), and loading it back.
 
 The document holds the facts (workload, hardware, timing, ops, memory) and, beside
 them, what analysis derives (totals, phases, modules, each op's SoL and bound,
@@ -14,97 +14,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lightspeed.analysis.step_roofline import Aggregate, OpAnalysis
-from lightspeed.analysis.summary import ProfileAnalysis, analyse
+from lightspeed.analysis.summary import analyse
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
 from lightspeed.facts.device import Device
-from lightspeed.facts.hardware import hardware_from_dict, hardware_to_dict
+from lightspeed.facts.hardware import hardware_from_dict
 from lightspeed.facts.profile import OpTimeSource, Profile
 from lightspeed.facts.records import MemoryBreakdown, OpRecord, Phase
-from lightspeed.facts.timing import Measurement, StepTiming, WorkloadInfo
-from lightspeed.report.documents import (
-    READABLE_PROFILE_VERSIONS,
-    SCHEMA_VERSION,
-    document,
-    finding_dict,
-    write,
-)
-from lightspeed.report.json_report import timing_to_dict, workload_to_dict
-
-
-def profile_doc(analysis: ProfileAnalysis) -> dict[str, Any]:
-    """The JSON document of a profile with its analysis."""
-    profile = analysis.profile
-    totals = analysis.totals
-    timing = (
-        None
-        if profile.timing is None
-        else timing_to_dict(StepTiming(workload=profile.workload, measurement=profile.timing))
-    )
-    return document(
-        "profile",
-        {
-            "workload": workload_to_dict(profile.workload),
-            "hardware": hardware_to_dict(profile.hardware),
-            "timing": timing,
-            "totals": {
-                "flops": totals.flops,
-                "model_flops": totals.model_flops,
-                "bytes": totals.bytes,
-                "sol_time_s": totals.sol_time_s,
-                "step_time_s": totals.step_time_s,
-                "efficiency": totals.efficiency,
-                "achieved_flops_per_s": totals.achieved_flops_per_s,
-                "peak_flops_per_s": totals.peak_flops_per_s,
-                "mfu": totals.mfu,
-                "hfu": totals.hfu,
-            },
-            "phases": {p.value: _aggregate(agg) for p, agg in analysis.phases.items()},
-            "modules": {path: _aggregate(agg) for path, agg in analysis.modules.items()},
-            "op_time_source": profile.op_time_source.value,
-            "profiled_step_s": profile.profiled_step_s,
-            "unattributed_s": profile.unattributed_s,
-            "ops": [_op(a) for a in analysis.ops],
-            "memory": None if profile.memory is None else _memory(profile.memory),
-            "bound": analysis.bound.value,
-            "findings": [finding_dict(f) for f in analysis.findings],
-            "failure": profile.failure,
-        },
-    )
-
-
-def _aggregate(agg: Aggregate) -> dict[str, Any]:
-    return {
-        "flops": agg.flops,
-        "bytes": agg.bytes,
-        "time_s": agg.time_s,
-        "sol_time_s": agg.sol_time_s,
-        "op_count": agg.op_count,
-    }
-
-
-def _op(a: OpAnalysis) -> dict[str, Any]:
-    facts = dataclasses.asdict(a.op)
-    facts["phase"] = a.op.phase.value
-    return {
-        **facts,
-        "bytes": a.op.bytes,
-        "precision": a.precision.value,
-        "sol_time_s": a.sol_time_s,
-        "efficiency": a.efficiency,
-        "bound": None if a.bound is None else a.bound.value,
-        "memory_level": a.memory_level.value,
-    }
-
-
-def _memory(m: MemoryBreakdown) -> dict[str, Any]:
-    return dataclasses.asdict(m)
+from lightspeed.facts.timing import Measurement, WorkloadInfo
+from lightspeed.report import render_json
+from lightspeed.report.profile_report import DOCUMENT, profile_document
+from lightspeed.report.render_json import READABLE_PROFILE_VERSIONS, SCHEMA_VERSION
 
 
 def save_profile(profile: Profile, path: str | Path) -> Path:
     """Write `profile`, with its analysis, as a JSON document at `path` (atomically)."""
-    return write(Path(path), profile_doc(analyse(profile)))
+    return render_json.write(Path(path), render_json.render(profile_document(analyse(profile))))
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -123,7 +48,7 @@ def load_profile(path: str | Path) -> Profile:
 def profile_from_doc(doc: Mapping[str, Any]) -> Profile:
     """The Profile whose facts `doc` holds (as written by `profile_doc`)."""
     version = doc.get("schema_version")
-    if doc.get("document") != "profile" or version not in READABLE_PROFILE_VERSIONS:
+    if doc.get("document") != DOCUMENT or version not in READABLE_PROFILE_VERSIONS:
         raise ConfigError(
             f"not a lightspeed profile of schema {SCHEMA_VERSION} or older (document"
             f" {doc.get('document')!r}, schema_version {doc.get('schema_version')!r})."

@@ -1,70 +1,91 @@
-"""`analyse_traces`: the one entry point from read traces to everything reported about
-them: per rank, the whole trace and each step, and the skew between ranks."""
+"""`analyse_traces`: from read traces to everything reported about them: per rank, the
+whole trace and each step, and the skew between ranks.
+
+Each window (a ProfilerStep, or the whole trace) is analysed by every analyzer of
+`WINDOW_ANALYZERS`, in order; the facts the rules read (`diagnosis.WindowFacts`)
+are taken from their results, and the diagnosis names the window's bound.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 from lightspeed.rules import SKEW_SHARE, Bound, Finding, FindingKind, max_speedup
-from lightspeed.trace import intervals
 from lightspeed.trace.breakdown import (
-    DeviceEvents,
-    KernelStat,
-    StreamIdle,
-    comm_overlap,
-    idle_breakdown,
-    kernel_stats,
-    stream_idle,
-    temporal_breakdown,
-    type_totals,
+    IDLE,
+    KERNEL_TYPES_TIME,
+    KERNELS,
+    OVERLAP,
+    STREAMS,
+    TEMPORAL,
 )
-from lightspeed.trace.collectives import (
-    CollectiveSkew,
-    CommEvents,
-    comm_events,
-    match_collectives,
-    merge,
-    summed,
-)
+from lightspeed.trace.collectives import COMM, CollectiveSkew, match_collectives, merge, summed
 from lightspeed.trace.diagnosis import WindowFacts, diagnose_window
 from lightspeed.trace.events import Kind, Trace
-from lightspeed.trace.host import (
-    host_index,
-    host_stats,
-    launch_stats,
-)
-from lightspeed.trace.matmuls import matmul_index, matmul_stats
-from lightspeed.trace.names import KernelType, name_types
-from lightspeed.trace.steps import (
-    StepWindow,
-    count_names,
-    device_events,
-    device_steps,
-    in_window,
-    launch_times,
-    step_windows,
-    whole_window,
-)
+from lightspeed.trace.host import DEVICE_SYNCS, HOST, LAUNCHES
+from lightspeed.trace.matmuls import MATMULS
+from lightspeed.trace.steps import StepWindow, device_steps, step_windows, whole_window
+from lightspeed.trace.window import TraceContext, WindowAnalyzer, WindowContext
 
-TOP_KERNELS = 10
+R = TypeVar("R")
+
+# Every analysis of a window, in the order reports show them. An analysis is a module
+# defining a WindowAnalyzer (see `trace.window`) and one entry here.
+WINDOW_ANALYZERS: tuple[WindowAnalyzer[Any], ...] = (
+    TEMPORAL,
+    IDLE,
+    OVERLAP,
+    MATMULS,
+    LAUNCHES,
+    HOST,
+    DEVICE_SYNCS,
+    KERNEL_TYPES_TIME,
+    KERNELS,
+    STREAMS,
+    COMM,
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WindowAnalysis(WindowFacts):
     """One step of one rank (`step` None: the whole trace): the facts its diagnosis
-    read, the detail beside them, and the diagnosis."""
+    read, every analyzer's result (`window[KERNELS]`), and the diagnosis."""
 
     step: int | None
-    streams: list[StreamIdle]
-    kernels: list[KernelStat]
-    kernel_types: dict[KernelType, float]
-    device_syncs: dict[str, int]  # the device's own sync records (`cuda_sync`), by name
-    comm: CommEvents  # for matching collectives across ranks
+    analyzers: tuple[WindowAnalyzer[Any], ...]  # what ran, in report order
+    results: Mapping[str, Any]
     bound: Bound
     findings: list[Finding]
+
+    def __getitem__(self, analyzer: WindowAnalyzer[R]) -> R:
+        result: R = self.results[analyzer.key]
+        return result
+
+
+def analyse_window(ctx: WindowContext) -> WindowAnalysis:
+    """Run every analyzer on one window and diagnose it."""
+    results = {a.key: a.analyse(ctx) for a in WINDOW_ANALYZERS}
+    facts = WindowFacts(
+        temporal=results[TEMPORAL.key],
+        idle=results[IDLE.key],
+        overlap=results[OVERLAP.key],
+        launches=results[LAUNCHES.key],
+        host=results[HOST.key],
+        matmuls=results[MATMULS.key],
+    )
+    diagnosis = diagnose_window(facts)
+    return WindowAnalysis(
+        **vars(facts),
+        step=ctx.window.number,
+        analyzers=WINDOW_ANALYZERS,
+        results=results,
+        bound=diagnosis.bound,
+        findings=diagnosis.findings,
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -147,7 +168,7 @@ def analyse_traces(traces: Sequence[Trace]) -> TraceAnalysis:
     if skew:
         collectives = merge(c for s in skew for c in s.collectives)
     else:  # no step in common: the whole traces
-        collectives = match_collectives({r.rank: r.whole.comm for r in ranks})
+        collectives = match_collectives({r.rank: r.whole[COMM] for r in ranks})
     return TraceAnalysis(
         ranks=ranks,
         skew=skew,
@@ -175,60 +196,18 @@ def _rank_notes(traces: Sequence[Trace]) -> list[str]:
 
 def analyse_rank(trace: Trace) -> RankAnalysis:
     """The whole trace and each ProfilerStep of one rank."""
-    device = device_events(trace)
-    launches = launch_times(trace, device)
-    types = name_types(trace)
+    ctx = TraceContext(trace)
     steps = step_windows(trace)
-    index = host_index(trace)
-    per_step = device_steps(device, launches, steps)
-    products = matmul_index(trace, device)
-    busy = intervals.union(device.ts_us, device.end_us)
-
-    def window(w: StepWindow, rows: np.ndarray) -> WindowAnalysis:
-        ev = DeviceEvents(
-            start_us=device.ts_us[rows],
-            end_us=device.end_us[rows],
-            type=types[device.name[rows]],
-            device=device.pid[rows],
-            stream=device.tid[rows],
-            launch_us=launches[rows],
-            name=device.name[rows],
-        )
-        facts = WindowFacts(
-            temporal=temporal_breakdown(ev),
-            idle=idle_breakdown(ev),
-            overlap=comm_overlap(ev),
-            launches=launch_stats(trace, index, w, device),
-            host=host_stats(trace, index, w, busy if len(ev.start_us) else None),
-            matmuls=matmul_stats(products, rows, device.dur_us),
-        )
-        diagnosis = diagnose_window(facts)
-        return WindowAnalysis(
-            **vars(facts),
-            step=w.number,
-            streams=stream_idle(ev),
-            kernels=kernel_stats(ev, trace.names, TOP_KERNELS),
-            kernel_types=type_totals(ev),
-            device_syncs=_device_syncs(trace, w),
-            comm=comm_events(ev, trace.names),
-            bound=diagnosis.bound,
-            findings=diagnosis.findings,
-        )
-
-    all_rows = np.ones(len(device), dtype=bool)
+    per_step = device_steps(ctx.device, ctx.launches_us, steps)
+    everything = np.ones(len(ctx.device), dtype=bool)
     return RankAnalysis(
         rank=trace.rank or 0,
         path=trace.path,
         devices=trace.device_names,
-        whole=window(whole_window(trace), all_rows),
-        steps=[window(w, per_step == i) for i, w in enumerate(steps)],
+        whole=analyse_window(WindowContext(ctx, whole_window(trace), everything)),
+        steps=[analyse_window(WindowContext(ctx, w, per_step == i)) for i, w in enumerate(steps)],
         notes=_notes(trace, steps),
     )
-
-
-def _device_syncs(trace: Trace, w: StepWindow) -> dict[str, int]:
-    syncs = trace.table(Kind.SYNC)
-    return count_names(trace, syncs.name[in_window(syncs, w)])
 
 
 def _notes(trace: Trace, steps: list[StepWindow]) -> list[str]:
@@ -263,7 +242,7 @@ def step_skew(ranks: list[RankAnalysis]) -> list[StepSkew]:
             step=step,
             step_s={rank: w.step_s for rank, w in windows.items()},
             communication_s={rank: w.overlap.communication_s for rank, w in windows.items()},
-            collectives=match_collectives({rank: w.comm for rank, w in windows.items()}),
+            collectives=match_collectives({rank: w[COMM] for rank, w in windows.items()}),
         )
         for step, windows in sorted(by_step.items())
         if len(windows) >= 2

@@ -24,9 +24,11 @@ import dataclasses
 
 import numpy as np
 
+from lightspeed.document import Column, Table, Unit, Value, line
 from lightspeed.trace import intervals
-from lightspeed.trace.events import US, FloatArray, IntArray
-from lightspeed.trace.names import KERNEL_TYPES, BoolArray, KernelType
+from lightspeed.trace.events import US, FloatArray
+from lightspeed.trace.names import KERNEL_TYPES, KernelType, short_kernel_name
+from lightspeed.trace.window import DeviceEvents, Shown, WindowAnalyzer, WindowContext
 
 # HTA's consecutive_kernel_delay: a shorter gap between kernels is the device itself.
 KERNEL_WAIT_US = 30.0
@@ -102,27 +104,6 @@ class Overlap:
     @property
     def exposed_s(self) -> float:
         return self.communication_s - self.overlapped_s
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class DeviceEvents:
-    """The device events of one window: times in µs, HTA type index, device, stream,
-    launch start (NaN when unknown), and name id."""
-
-    start_us: FloatArray
-    end_us: FloatArray
-    type: IntArray
-    device: IntArray
-    stream: IntArray
-    launch_us: FloatArray
-    name: IntArray
-
-    def is_type(self, kernel_type: KernelType) -> BoolArray:
-        return self.type == KERNEL_TYPES.index(kernel_type)
-
-    def of_type(self, kernel_type: KernelType) -> tuple[FloatArray, FloatArray]:
-        mask = self.is_type(kernel_type)
-        return self.start_us[mask], self.end_us[mask]
 
 
 def temporal_breakdown(ev: DeviceEvents) -> TemporalBreakdown:
@@ -234,3 +215,135 @@ def comm_overlap(ev: DeviceEvents) -> Overlap:
         communication_s=float(np.sum(comm[1] - comm[0])) * US,
         overlapped_s=intervals.overlap(comm, comp) * US,
     )
+
+
+# --- What the window analyses declare: their results in JSON and in reports. ---------
+
+TOP_KERNELS = 10
+_SHARES = ("compute", "communication", "memory", "other", "idle")
+
+
+def _describe_temporal(t: TemporalBreakdown) -> Shown:
+    if not t.total_s:
+        return ()
+    spans: list[str | Value] = []
+    for i, (label, v) in enumerate(
+        zip(_SHARES, (t.compute_s, t.communication_s, t.memory_s, t.other_s, t.idle_s), strict=True)
+    ):
+        spans += [", " if i else "", f"{label} ", Value(v / t.total_s, Unit.FRACTION)]
+    return [("device time", line(*spans, " of ", Value(t.total_s, Unit.SECONDS)))]
+
+
+def _describe_idle(idle: IdleBreakdown) -> Shown:
+    if not idle.idle_s:
+        return ()
+    return [
+        (
+            "device idle",
+            line(
+                "waiting for the host ",
+                Value(idle.host_wait_s, Unit.SECONDS),
+                ", between back-to-back kernels ",
+                Value(idle.kernel_wait_s, Unit.SECONDS),
+                ", other ",
+                Value(idle.other_s, Unit.SECONDS),
+            ),
+        )
+    ]
+
+
+def _overlap_data(o: Overlap) -> dict[str, float | None]:
+    return {
+        "communication_s": o.communication_s,
+        "overlapped_s": o.overlapped_s,
+        "overlap_fraction": o.fraction,
+        "exposed_s": o.exposed_s,
+    }
+
+
+def _describe_overlap(o: Overlap) -> Shown:
+    if not o.communication_s:
+        return ()
+    return [
+        (
+            "communication",
+            line(
+                Value(o.communication_s, Unit.SECONDS),
+                ", ",
+                Value(o.fraction or 0, Unit.FRACTION),
+                " overlapped with compute, ",
+                Value(o.exposed_s, Unit.SECONDS),
+                " exposed",
+            ),
+        )
+    ]
+
+
+def _describe_kernels(kernels: list[KernelStat]) -> Shown:
+    if not kernels:
+        return ()
+    table = Table(
+        title="Top kernels",
+        columns=(
+            Column("name", "kernel", shrink=True),
+            Column("type", "type"),
+            Column("count", "count", numeric=True),
+            Column("total_s", "total", numeric=True),
+            Column("mean_s", "mean", numeric=True),
+        ),
+        rows=tuple(
+            (
+                short_kernel_name(k.name),
+                k.type.value,
+                Value(k.count, Unit.INTEGER),
+                Value(k.total_s, Unit.SECONDS),
+                Value(k.mean_s, Unit.SECONDS),
+            )
+            for k in kernels
+        ),
+    )
+    return [table]
+
+
+TEMPORAL = WindowAnalyzer(
+    key="temporal_breakdown",
+    analyse=lambda w: temporal_breakdown(w.events),
+    data=dataclasses.asdict,
+    describe=_describe_temporal,
+)
+IDLE = WindowAnalyzer(
+    key="idle_breakdown",
+    analyse=lambda w: idle_breakdown(w.events),
+    data=dataclasses.asdict,
+    describe=_describe_idle,
+)
+OVERLAP = WindowAnalyzer(
+    key="communication",
+    analyse=lambda w: comm_overlap(w.events),
+    data=_overlap_data,
+    describe=_describe_overlap,
+)
+STREAMS = WindowAnalyzer(
+    key="streams",
+    analyse=lambda w: stream_idle(w.events),
+    data=lambda streams: [
+        {"device": s.device, "stream": s.stream, **dataclasses.asdict(s.idle)} for s in streams
+    ],
+)
+KERNEL_TYPES_TIME = WindowAnalyzer(
+    key="kernel_types",
+    analyse=lambda w: type_totals(w.events),
+    data=lambda totals: {t.value: s for t, s in totals.items()},
+)
+
+
+def _kernels(w: WindowContext) -> list[KernelStat]:
+    return kernel_stats(w.events, w.trace.trace.names, TOP_KERNELS)
+
+
+KERNELS = WindowAnalyzer(
+    key="kernels",
+    analyse=_kernels,
+    data=lambda kernels: [{**dataclasses.asdict(k), "type": k.type.value} for k in kernels],
+    describe=_describe_kernels,
+)

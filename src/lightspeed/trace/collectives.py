@@ -22,9 +22,9 @@ from typing import TypeVar
 
 import numpy as np
 
-from lightspeed.trace.breakdown import DeviceEvents
 from lightspeed.trace.events import US, FloatArray
 from lightspeed.trace.names import KernelType
+from lightspeed.trace.window import DeviceEvents, WindowAnalyzer
 
 _N = TypeVar("_N", int, float)
 
@@ -149,3 +149,7 @@ def comm_events(ev: DeviceEvents, names: tuple[str, ...]) -> CommEvents:
         start_us=ev.start_us[rows],
         dur_us=ev.end_us[rows] - ev.start_us[rows],
     )
+
+
+# For matching collectives across ranks; not written on its own.
+COMM = WindowAnalyzer(key="comm", analyse=lambda w: comm_events(w.events, w.trace.trace.names))

@@ -13,6 +13,8 @@ import dataclasses
 
 import numpy as np
 
+from lightspeed.document import Unit, Value, line
+from lightspeed.rules import SMALL_OP_S
 from lightspeed.trace import intervals
 from lightspeed.trace.events import US, EventTable, Kind, Trace
 from lightspeed.trace.names import (
@@ -29,12 +31,13 @@ from lightspeed.trace.steps import (
     in_window,
     top_level,
 )
+from lightspeed.trace.window import Shown, TraceContext, WindowAnalyzer, WindowContext
 
 RUNTIME_CUTOFF_US = 50.0
 LAUNCH_DELAY_CUTOFF_US = 100.0
-# A CPU op shorter than this spends its time on dispatch, not on its work (eager
-# PyTorch costs a few µs per op); longer top-level ops are the window's work.
-SMALL_OP_US = 20.0
+# A CPU op shorter than this spends its time on dispatch, not on its work; longer
+# top-level ops are the window's work.
+SMALL_OP_US = round(SMALL_OP_S / US, 6)  # 20 µs, exactly
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -207,3 +210,95 @@ def _spans(table: EventTable, name_mask: BoolArray, lo: float, hi: float) -> _Sp
 
 def _join(a: _Spans, b: _Spans) -> _Spans:
     return np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
+
+
+def _device_syncs(w: WindowContext) -> dict[str, int]:
+    """The device's own sync records (`cuda_sync`) in the window, by name."""
+    trace = w.trace.trace
+    syncs = trace.table(Kind.SYNC)
+    return count_names(trace, syncs.name[in_window(syncs, w.window)])
+
+
+def _host_index(ctx: TraceContext) -> HostIndex:
+    return host_index(ctx.trace)
+
+
+def _launches(w: WindowContext) -> LaunchStats:
+    return launch_stats(w.trace.trace, w.trace.once(_host_index), w.window, w.trace.device)
+
+
+def _host(w: WindowContext) -> HostStats:
+    busy = w.trace.busy if w.has_device_events else None
+    return host_stats(w.trace.trace, w.trace.once(_host_index), w.window, busy)
+
+
+def _describe_launches(launches: LaunchStats) -> Shown:
+    if not launches.launches:
+        return ()
+    return [
+        (
+            "launches",
+            line(
+                f"{launches.launches}, ",
+                Value(launches.cpu_per_launch_s or 0, Unit.SECONDS),
+                " CPU each, median delay ",
+                Value(launches.median_delay_s or 0, Unit.SECONDS),
+                f", {launches.shorter_than_launch} kernels shorter than their launch",
+            ),
+        )
+    ]
+
+
+def _describe_host(h: HostStats) -> Shown:
+    rows: list[tuple[str, tuple[str | Value, ...]]] = [
+        (
+            "host",
+            line(
+                f"{h.ops} ops, data loading ",
+                Value(h.data_loading_s, Unit.SECONDS),
+                f", {h.syncs} syncs (",
+                Value(h.sync_s, Unit.SECONDS),
+                "), overhead ",
+                Value(h.overhead_s, Unit.SECONDS),
+            ),
+        )
+    ]
+    if h.syncs and h.sync_while_idle_s is not None and h.sync_idle_gaps_s is not None:
+        rows.append(
+            (
+                "syncs",
+                line(
+                    Value(h.sync_while_idle_s, Unit.SECONDS),
+                    " of the host's sync time with the device idle; ",
+                    Value(h.sync_idle_gaps_s, Unit.SECONDS),
+                    " of device idle in gaps that began while the host waited in a sync",
+                ),
+            )
+        )
+    if h.sync_calls:
+        calls = ", ".join(f"{n} ×{c}" for n, c in h.sync_calls.items())
+        rows.append(("sync calls", line(calls)))
+    return rows
+
+
+def _describe_device_syncs(syncs: dict[str, int]) -> Shown:
+    if not syncs:
+        return ()
+    return [("device syncs", line(", ".join(f"{n} ×{c}" for n, c in syncs.items())))]
+
+
+LAUNCHES = WindowAnalyzer(
+    key="launches",
+    analyse=_launches,
+    data=lambda s: {**dataclasses.asdict(s), "cpu_per_launch_s": s.cpu_per_launch_s},
+    describe=_describe_launches,
+)
+HOST = WindowAnalyzer(
+    key="host",
+    analyse=_host,
+    data=lambda h: {**dataclasses.asdict(h), "overhead_s": h.overhead_s},
+    describe=_describe_host,
+)
+DEVICE_SYNCS = WindowAnalyzer(
+    key="device_syncs", analyse=_device_syncs, data=dict, describe=_describe_device_syncs
+)

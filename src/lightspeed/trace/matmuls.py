@@ -24,11 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from lightspeed.document import Unit, Value, line
 from lightspeed.dtypes import Precision
 from lightspeed.rules import unaligned_dims
 from lightspeed.trace.events import US, EventTable, FloatArray, IntArray, Kind, Trace
 from lightspeed.trace.names import BoolArray
 from lightspeed.trace.steps import correlate
+from lightspeed.trace.window import Shown, TraceContext, WindowAnalyzer, WindowContext
 
 # Kineto's `Input type` strings for the floating-point types matrix products run in.
 _TYPES: Mapping[str, tuple[Precision, int]] = {
@@ -298,3 +300,59 @@ def matmul_stats(
         unaligned_excess_s=float(time_us[unaligned].sum()) * US - float(sol[unaligned].sum()),
         tf32_ops=int(tf32.sum()),
     )
+
+
+def _index(ctx: TraceContext) -> MatmulIndex | None:
+    return matmul_index(ctx.trace, ctx.device)
+
+
+def _matmuls(w: WindowContext) -> MatmulStats | None:
+    return matmul_stats(w.trace.once(_index), w.rows, w.trace.device.dur_us)
+
+
+def _describe(m: MatmulStats | None) -> Shown:
+    """One line on the window's matrix products: work, rate, and where they stand."""
+    if m is None:
+        return ()
+    spans: list[str | Value] = [
+        f"{m.ops} products, ",
+        Value(m.flops, Unit.FLOPS),
+        " in ",
+        Value(m.time_s, Unit.SECONDS),
+        " of kernels: ",
+        Value(m.flops_per_s, Unit.FLOP_RATE),
+    ]
+    sol = m.fraction_of_sol
+    if sol is not None:
+        spans += ["; ", Value(sol, Unit.FRACTION), f" of their speed of light on {m.hardware}"]
+        if m.tf32_ops:
+            spans.append(f"; {m.tf32_ops} fp32 products faster than the fp32 peak (TF32)")
+    if m.memory_bound_s:
+        spans += [
+            "; ",
+            Value(m.memory_bound_s / m.time_s, Unit.FRACTION),
+            " of their time memory-bound",
+        ]
+    if m.unaligned_s:
+        spans += [
+            "; ",
+            Value(m.unaligned_s / m.time_s, Unit.FRACTION),
+            " of it in shapes tensor cores cannot fully use",
+        ]
+    return [("matmuls", line(*spans))]
+
+
+MATMULS = WindowAnalyzer(
+    key="matmuls",
+    analyse=_matmuls,
+    data=lambda m: (
+        None
+        if m is None
+        else {
+            **dataclasses.asdict(m),
+            "flops_per_s": m.flops_per_s,
+            "fraction_of_sol": m.fraction_of_sol,
+        }
+    ),
+    describe=_describe,
+)

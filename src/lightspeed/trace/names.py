@@ -88,3 +88,15 @@ def profiler_step(name: str) -> int | None:
 def names_where(trace: Trace, predicate: Callable[[str], bool]) -> BoolArray:
     """A boolean per name id of `trace`: whether `predicate(name)` holds."""
     return np.array([predicate(n) for n in trace.names], dtype=bool)
+
+
+def short_kernel_name(name: str) -> str:
+    """A kernel's name without its return type, template arguments and parameters:
+    `void at::native::f<float, 4>(int, float*)` → `at::native::f`."""
+    cut = len(name)
+    for mark in ("<", "("):
+        at = name.find(mark)
+        if at > 0:
+            cut = min(cut, at)
+    head = name[:cut].strip()
+    return head.removeprefix("void ").strip() or name

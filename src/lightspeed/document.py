@@ -1,0 +1,163 @@
+"""The document model every report is built as, once: what the terminal, JSON and HTML
+renderers (`report/render_*`) draw, and what an analysis describes of its results.
+
+A `Document` holds the report's `data` (the JSON body: numbers in the units their
+keys name) and its `sections` as a reader sees them: fields, tables, trees,
+findings and notes. Cells hold raw values with a `Unit`, never preformatted text, so
+each renderer formats them its own way (the terminal with SI prefixes, HTML with
+sortable raw numbers beside the text). Nothing here imports rich.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lightspeed.rules import Finding
+
+
+class Unit(str, enum.Enum):
+    """How a raw value reads: the unit it is in and the way it is shown."""
+
+    TEXT = "text"
+    SECONDS = "s"
+    BYTES = "B"
+    FRACTION = "fraction"  # shown as a percentage
+    FLOPS = "FLOP"
+    FLOP_RATE = "FLOP/s"
+    BYTE_RATE = "B/s"
+    COUNT = "count"  # with an SI prefix: 1.2 M
+    INTEGER = "integer"
+    NUMBER = "number"  # shown with the Value's `spec`
+
+
+class Style(str, enum.Enum):
+    """Emphasis a renderer may draw (or not)."""
+
+    PLAIN = "plain"
+    BOLD = "bold"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclasses.dataclass(frozen=True)
+class Value:
+    """One raw value in a unit; `spec` formats a NUMBER (`",.1f"`), `suffix` follows it."""
+
+    raw: float | int | str | None
+    unit: Unit = Unit.TEXT
+    spec: str = ""
+    suffix: str = ""
+    style: Style = Style.PLAIN
+
+
+# A line of text: plain strings and values, read left to right.
+Span = str | Value
+Line = tuple[Span, ...]
+
+
+def line(*spans: Span) -> Line:
+    """A Line of `spans`."""
+    return tuple(spans)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fields:
+    """Label → line rows, a short summary grid."""
+
+    rows: tuple[tuple[str, Line], ...]
+    title: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """A table column: `key` names its values in the table's rows (and in HTML),
+    `header` is what a reader sees; names that may be long `shrink` (cut with an
+    ellipsis rather than wrapped), figures keep at least `min_width`."""
+
+    key: str
+    header: str
+    numeric: bool = False
+    shrink: bool = False
+    min_width: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """Rows of cells under columns; the last `bold_rows` rows are totals."""
+
+    title: str
+    columns: tuple[Column, ...]
+    rows: tuple[tuple[Span, ...], ...]
+    caption: str | None = None
+    bold_rows: int = 0
+    framed: bool = False  # drawn with a light outline rather than a rule under the header
+
+    def __post_init__(self) -> None:
+        for row in self.rows:
+            if len(row) != len(self.columns):
+                raise ValueError(f"table {self.title!r}: a row of {len(row)} cells")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tree:
+    """A labelled node with children (a module tree)."""
+
+    label: Line
+    children: tuple[Tree, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Findings:
+    """Findings under a title, each with the most its fix can gain."""
+
+    findings: tuple[Finding, ...]
+    title: str = "Findings"
+    empty: str = "none."
+
+
+@dataclasses.dataclass(frozen=True)
+class Notes:
+    """Plain lines under a title (what could not be analysed, warnings)."""
+
+    lines: tuple[str, ...]
+    title: str | None = None
+    style: Style = Style.PLAIN
+
+
+Block = Fields | Table | Tree | Findings | Notes
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """A titled part of a report; `framed` sections are drawn in a box."""
+
+    title: str | None
+    blocks: tuple[Block | Section, ...]
+    framed: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Document:
+    """A report: what it is (`kind`, the JSON `document` name), its JSON body `data`,
+    and its sections in reading order."""
+
+    kind: str
+    data: Mapping[str, Any]
+    sections: tuple[Section | Block, ...]
+
+
+def findings_data(findings: Sequence[Finding]) -> list[dict[str, Any]]:
+    """Findings as JSON objects: kind, message, evidence."""
+    return [
+        {"kind": f.kind.value, "message": f.message, "evidence": dict(f.evidence)} for f in findings
+    ]
+
+
+def by_key(values: Mapping[Any, Any]) -> dict[str, Any]:
+    """A mapping with its keys as JSON object keys (ranks, enums)."""
+    return {
+        getattr(k, "value", str(k)) if not isinstance(k, str) else k: v for k, v in values.items()
+    }

@@ -1,0 +1,305 @@
+"""The report of a profile, built once as a Document: summary, phases, module tree, top
+ops by headroom, memory, findings; its data is the profile JSON document."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from lightspeed.analysis.step_roofline import Aggregate, OpAnalysis
+from lightspeed.analysis.summary import ProfileAnalysis
+from lightspeed.document import (
+    Column,
+    Document,
+    Fields,
+    Findings,
+    Line,
+    Section,
+    Style,
+    Table,
+    Tree,
+    Unit,
+    Value,
+    findings_data,
+    line,
+)
+from lightspeed.facts.hardware import MemoryLevel, hardware_to_dict
+from lightspeed.facts.records import MemoryBreakdown
+from lightspeed.report.timing_report import timing_data, workload_data, workload_line
+from lightspeed.rules import Bound
+
+DOCUMENT = "profile"
+
+
+def profile_document(analysis: ProfileAnalysis, *, top: int = 10, depth: int = 2) -> Document:
+    """The profile's report: `top` ops by headroom, the module tree `depth` levels deep."""
+    profile = analysis.profile
+    sections: list[Any] = [
+        _summary(analysis),
+        _phases(analysis),
+        _module_tree(analysis, depth),
+        _top_ops(analysis, top),
+    ]
+    if profile.memory is not None:
+        sections.append(_memory(profile.memory, profile.workload.parameter_count))
+    sections.append(Findings(tuple(analysis.findings), empty="none."))
+    return Document(kind=DOCUMENT, data=profile_data(analysis), sections=tuple(sections))
+
+
+def profile_data(analysis: ProfileAnalysis) -> dict[str, Any]:
+    """The JSON body of a profile: its facts, and what analysis derives from them."""
+    profile = analysis.profile
+    totals = analysis.totals
+    timing = None if profile.timing is None else timing_data(profile.workload, profile.timing)
+    return {
+        "workload": workload_data(profile.workload),
+        "hardware": hardware_to_dict(profile.hardware),
+        "timing": timing,
+        "totals": {
+            "flops": totals.flops,
+            "model_flops": totals.model_flops,
+            "bytes": totals.bytes,
+            "sol_time_s": totals.sol_time_s,
+            "step_time_s": totals.step_time_s,
+            "efficiency": totals.efficiency,
+            "achieved_flops_per_s": totals.achieved_flops_per_s,
+            "peak_flops_per_s": totals.peak_flops_per_s,
+            "mfu": totals.mfu,
+            "hfu": totals.hfu,
+        },
+        "phases": {p.value: _aggregate_data(agg) for p, agg in analysis.phases.items()},
+        "modules": {path: _aggregate_data(agg) for path, agg in analysis.modules.items()},
+        "op_time_source": profile.op_time_source.value,
+        "profiled_step_s": profile.profiled_step_s,
+        "unattributed_s": profile.unattributed_s,
+        "ops": [_op_data(a) for a in analysis.ops],
+        "memory": None if profile.memory is None else dataclasses.asdict(profile.memory),
+        "bound": analysis.bound.value,
+        "findings": findings_data(analysis.findings),
+        "failure": profile.failure,
+    }
+
+
+def _aggregate_data(agg: Aggregate) -> dict[str, Any]:
+    return {
+        "flops": agg.flops,
+        "bytes": agg.bytes,
+        "time_s": agg.time_s,
+        "sol_time_s": agg.sol_time_s,
+        "op_count": agg.op_count,
+    }
+
+
+def _op_data(a: OpAnalysis) -> dict[str, Any]:
+    facts = dataclasses.asdict(a.op)
+    facts["phase"] = a.op.phase.value
+    return {
+        **facts,
+        "bytes": a.op.bytes,
+        "precision": a.precision.value,
+        "sol_time_s": a.sol_time_s,
+        "efficiency": a.efficiency,
+        "bound": None if a.bound is None else a.bound.value,
+        "memory_level": a.memory_level.value,
+    }
+
+
+def _summary(analysis: ProfileAnalysis) -> Section:
+    p = analysis.profile
+    t = analysis.totals
+    wl = p.workload
+    rows: list[tuple[str, Line]] = [
+        ("workload", workload_line(wl)),
+        ("hardware", line(f"{p.hardware.name} ({p.hardware.id})")),
+    ]
+    if p.timing is not None:
+        m = p.timing
+        rows.append(
+            (
+                "step time",
+                line(
+                    Value(m.median_s, Unit.SECONDS),
+                    " median (IQR ",
+                    Value(m.iqr_s, Unit.SECONDS),
+                    f", n={m.n}), ",
+                    Value(m.per_second(wl.batch_size), Unit.NUMBER, ",.1f", " samples/s"),
+                ),
+            )
+        )
+    rows += [
+        (
+            "work",
+            line(
+                Value(t.flops, Unit.FLOPS),
+                " (",
+                Value(t.model_flops, Unit.FLOPS),
+                " forward + backward), ",
+                Value(t.bytes, Unit.BYTES),
+                " moved",
+            ),
+        ),
+        ("speed of light", line(Value(t.sol_time_s, Unit.SECONDS))),
+    ]
+    if t.efficiency is not None:
+        rows.append(
+            (
+                "of speed of light",
+                line(
+                    Value(t.efficiency, Unit.FRACTION, style=Style.BOLD),
+                    "  (achieved ",
+                    Value(t.achieved_flops_per_s or 0, Unit.FLOP_RATE),
+                    ")",
+                ),
+            )
+        )
+        rows.append(
+            (
+                "MFU / HFU",
+                line(
+                    Value(t.mfu or 0, Unit.FRACTION),
+                    " / ",
+                    Value(t.hfu or 0, Unit.FRACTION),
+                    " of ",
+                    Value(t.peak_flops_per_s, Unit.FLOP_RATE),
+                ),
+            )
+        )
+    rows.append(("bound", line(Value(analysis.bound.value, style=Style.BOLD))))
+    if p.profiled_step_s:
+        rows.append(
+            (
+                "unattributed",
+                line(
+                    Value(p.unattributed_s or 0, Unit.SECONDS),
+                    " of the ",
+                    Value(p.profiled_step_s, Unit.SECONDS),
+                    " profiled step ran outside captured ops",
+                ),
+            )
+        )
+    if p.failure:
+        rows.append(("stopped", line(Value(p.failure, style=Style.ERROR))))
+    return Section("Speed of light", (Fields(tuple(rows)),))
+
+
+_AGGREGATE_COLUMNS = (
+    Column("flops", "FLOPs", numeric=True),
+    Column("bytes", "bytes", numeric=True),
+    Column("time_s", "time", numeric=True),
+    Column("sol_time_s", "SoL", numeric=True),
+    Column("efficiency", "of SoL", numeric=True),
+)
+
+
+def _aggregate_row(name: str, agg: Aggregate) -> tuple[Value | str, ...]:
+    return (
+        name,
+        Value(agg.flops, Unit.FLOPS),
+        Value(agg.bytes, Unit.BYTES),
+        Value(agg.time_s or None, Unit.SECONDS),
+        Value(agg.sol_time_s, Unit.SECONDS),
+        Value(agg.efficiency, Unit.FRACTION),
+    )
+
+
+def _phases(analysis: ProfileAnalysis) -> Table:
+    return Table(
+        title="Phases (op times from the profiled run)",
+        columns=(Column("phase", "phase"), *_AGGREGATE_COLUMNS),
+        rows=tuple(_aggregate_row(p.value, agg) for p, agg in analysis.phases.items()),
+    )
+
+
+def _module_tree(analysis: ProfileAnalysis, depth: int) -> Section:
+    """Modules as a tree, `depth` levels below the root, each with its subtree's totals."""
+    modules = analysis.modules
+
+    def label(name: str, agg: Aggregate) -> Line:
+        return line(
+            f"{name}  ",
+            Value(agg.flops, Unit.FLOPS),
+            ", ",
+            Value(agg.time_s or None, Unit.SECONDS),
+            ", SoL ",
+            Value(agg.sol_time_s, Unit.SECONDS),
+        )
+
+    children: dict[str, list[str]] = {}
+    for path in sorted(p for p in modules if p and not p.startswith("(")):
+        if path.count(".") + 1 <= depth:
+            parent = path.rsplit(".", 1)[0] if "." in path else ""
+            children.setdefault(parent, []).append(path)
+
+    def node(path: str) -> Tree:
+        return Tree(label(path, modules[path]), tuple(node(c) for c in children.get(path, ())))
+
+    # Ops outside the model (the optimizer) hang off the root.
+    outside = tuple(Tree(label(p, modules[p])) for p in modules if p.startswith("("))
+    root = Tree(
+        label(f"{analysis.profile.workload.name} (model)", modules.get("", Aggregate())),
+        tuple(node(c) for c in children.get("", ())) + outside,
+    )
+    return Section(f"Modules (depth {depth})", (root,))
+
+
+def _bound_label(a: OpAnalysis) -> str:
+    """The op's bound; a memory bound whose roof is the cache says `cache`."""
+    if a.bound is None:
+        return "—"
+    if a.bound is Bound.MEMORY and a.memory_level is MemoryLevel.CACHE:
+        return "cache"
+    return a.bound.value
+
+
+def _top_ops(analysis: ProfileAnalysis, n: int) -> Table:
+    return Table(
+        title=f"Top {n} ops by headroom: where to look first",
+        columns=(
+            Column("op", "op", shrink=True),
+            Column("module", "module", shrink=True),
+            Column("phase", "phase", min_width=9),
+            Column("time_s", "time", numeric=True, min_width=7),
+            Column("sol_time_s", "SoL", numeric=True, min_width=7),
+            Column("efficiency", "of SoL", numeric=True, min_width=6),
+            Column("bound", "bound", min_width=7),
+        ),
+        rows=tuple(
+            (
+                a.op.name.removeprefix("aten::"),
+                a.op.module or "(root)",
+                a.op.phase.value,
+                Value(a.time_s or 0, Unit.SECONDS),
+                Value(a.sol_time_s, Unit.SECONDS),
+                Value(a.efficiency, Unit.FRACTION),
+                _bound_label(a),
+            )
+            for a in analysis.top(n)
+        ),
+    )
+
+
+def _memory(m: MemoryBreakdown, parameter_count: int | None) -> Table:
+    caption = None
+    if parameter_count:
+        state = m.parameters_bytes + m.gradients_bytes + m.optimizer_state_bytes
+        caption = f"training state: {state / parameter_count:.1f} bytes per parameter"
+    rows: list[tuple[Value | str, ...]] = [
+        (
+            name.replace("_", " "),
+            Value(size, Unit.BYTES),
+            Value(m.at_peak_bytes.get(name, 0), Unit.BYTES),
+        )
+        for name, size in m.categories().items()
+    ]
+    rows.append(("peak", "", Value(m.peak_bytes, Unit.BYTES)))
+    return Table(
+        title=f"Memory ({m.method})",
+        columns=(
+            Column("category", "category"),
+            Column("bytes", "size", numeric=True),
+            Column("at_peak_bytes", "live at peak", numeric=True),
+        ),
+        rows=tuple(rows),
+        caption=caption,
+        bold_rows=1,
+    )

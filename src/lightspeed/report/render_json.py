@@ -1,0 +1,78 @@
+"""Draw a `Document` as JSON, in the frame every file lightspeed writes carries: a
+`schema_version`, what the document is (`document`), when it was made (`created_at`,
+UTC, from an injected clock) and by which lightspeed. Strict JSON (no NaN or
+infinity) and atomic writes."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from lightspeed.document import Document
+
+# 2: timing `median_s` and `replicates` (were `step_time_s` and `n`); one vocabulary of
+# bounds (`compute`, `memory`, `overhead`, …) and finding kinds; trace matmuls without
+# `sol_time_s` (it was kernel time), with `unaligned_by_precision`; `created_at` and
+# `lightspeed_version` in the frame.
+SCHEMA_VERSION = 2
+# Profile documents of these versions hold the same facts and still load.
+READABLE_PROFILE_VERSIONS = (1, 2)
+
+Clock = Callable[[], datetime.datetime]
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("lightspeed")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
+
+
+def frame(kind: str, body: dict[str, Any], clock: Clock = utc_now) -> dict[str, Any]:
+    """`body` stamped with the schema version, what the document is, and when and by
+    which lightspeed it was made."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "document": kind,
+        "created_at": clock().astimezone(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "lightspeed_version": _version(),
+        **body,
+    }
+
+
+def render(doc: Document, clock: Clock = utc_now) -> dict[str, Any]:
+    """The JSON object of `doc`: its data in the frame."""
+    return frame(doc.kind, dict(doc.data), clock)
+
+
+def dumps(obj: dict[str, Any]) -> str:
+    """Strict JSON text: non-finite floats (an infinite intensity) become null."""
+    return json.dumps(_finite(obj), indent=2, allow_nan=False)
+
+
+def write(path: Path, obj: dict[str, Any]) -> Path:
+    """Write `obj` to `path` atomically (a failure never leaves half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(dumps(obj) + "\n", "utf-8")
+    tmp.replace(path)
+    return path
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

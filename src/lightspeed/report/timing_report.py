@@ -1,0 +1,114 @@
+"""The report of a timed step, built once as a Document: step time with its spread,
+throughput, warnings, and the hardware it ran on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightspeed.document import (
+    Document,
+    Fields,
+    Line,
+    Notes,
+    Section,
+    Style,
+    Unit,
+    Value,
+    line,
+)
+from lightspeed.facts.hardware import Hardware, hardware_to_dict
+from lightspeed.facts.timing import Measurement, StepTiming, WorkloadInfo
+from lightspeed.report.hardware_report import hardware_summary
+
+DOCUMENT = "timing"
+
+
+def workload_data(wl: WorkloadInfo) -> dict[str, Any]:
+    """What was run, as the `workload` object of timing and profile documents."""
+    return {
+        "name": wl.name,
+        "batch_size": wl.batch_size,
+        "dtype": wl.precision.value,
+        "device": wl.device.value,
+        "parameter_count": wl.parameter_count,
+        "tokens_per_sample": wl.tokens_per_sample,
+    }
+
+
+def measurement_data(m: Measurement) -> dict[str, Any]:
+    """Every replicate of a measurement, with its median, spread and warnings."""
+    return {
+        "median_s": m.median_s,
+        "iqr_s": m.iqr_s,
+        "min_s": m.min_s,
+        "max_s": m.max_s,
+        "mean_s": m.mean_s,
+        "replicates": m.n,
+        "steps_per_replicate": m.steps_per_replicate,
+        "warmup_steps": m.warmup_steps,
+        "times_s": list(m.times_s),
+        "warnings": list(m.warnings),
+    }
+
+
+def timing_data(wl: WorkloadInfo, m: Measurement) -> dict[str, Any]:
+    """A step's timing with its throughput: total samples (tokens) over total seconds."""
+    timing = StepTiming(workload=wl, measurement=m)
+    return {
+        **measurement_data(m),
+        "samples_per_s": timing.samples_per_s,
+        "tokens_per_s": timing.tokens_per_s,
+    }
+
+
+def workload_line(wl: WorkloadInfo) -> Line:
+    """`name: batch B, dtype on device, N parameters`."""
+    return line(
+        f"{wl.name}: batch {wl.batch_size}, {wl.precision.value} on {wl.device.value}, ",
+        Value(wl.parameter_count or 0, Unit.COUNT),
+        " parameters",
+    )
+
+
+def timing_document(timing: StepTiming, hardware: Hardware | None) -> Document:
+    """Step time with its spread, throughput, and the hardware it ran on."""
+    wl = timing.workload
+    m = timing.measurement
+    rows: list[tuple[str, Line]] = [
+        ("workload", workload_line(wl)),
+        (
+            "step time",
+            line(
+                Value(m.median_s, Unit.SECONDS, suffix=" median", style=Style.BOLD),
+                "  (IQR ",
+                Value(m.iqr_s, Unit.SECONDS),
+                ", min ",
+                Value(m.min_s, Unit.SECONDS),
+                ", max ",
+                Value(m.max_s, Unit.SECONDS),
+                ")",
+            ),
+        ),
+        (
+            "replicates",
+            line(
+                f"{m.n} × {m.steps_per_replicate} step"
+                f"{'s' if m.steps_per_replicate > 1 else ''} after {m.warmup_steps} warm-up"
+            ),
+        ),
+        ("throughput", line(Value(timing.samples_per_s, Unit.NUMBER, ",.1f", " samples/s"))),
+    ]
+    if timing.tokens_per_s is not None:
+        rows.append(("", line(Value(timing.tokens_per_s, Unit.NUMBER, ",.0f", " tokens/s"))))
+    blocks: list[Fields | Notes] = [Fields(tuple(rows))]
+    if m.warnings:
+        blocks.append(Notes(tuple(f"warning: {w}" for w in m.warnings), style=Style.WARNING))
+    sections: list[Section] = [Section("Step timing", tuple(blocks))]
+    if hardware is not None:
+        sections.append(hardware_summary(hardware))
+    data = {
+        "workload": workload_data(wl),
+        "hardware": None if hardware is None else hardware_to_dict(hardware),
+        "timing": timing_data(wl, m),
+    }
+    return Document(kind=DOCUMENT, data=data, sections=tuple(sections))

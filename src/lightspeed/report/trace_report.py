@@ -1,0 +1,237 @@
+"""The report of a trace analysis, built once as a Document (`document: "trace-analysis"`).
+
+Per rank: the whole trace (or one `--step`) with every window analyzer's result under
+its key, `bound` and `findings`, the same for each step under `steps`, and notes.
+Across ranks: each step compared (`skew`, with its collectives matched across ranks),
+the collectives by kernel name, notes and findings. Seconds throughout; ranks as
+string keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from lightspeed.document import (
+    Column,
+    Document,
+    Fields,
+    Findings,
+    Line,
+    Notes,
+    Section,
+    Style,
+    Table,
+    Unit,
+    Value,
+    findings_data,
+    line,
+)
+from lightspeed.trace.analysis import (
+    RankAnalysis,
+    StepSkew,
+    TraceAnalysis,
+    WindowAnalysis,
+)
+from lightspeed.trace.collectives import CollectiveSkew
+from lightspeed.trace.names import short_kernel_name
+
+DOCUMENT = "trace-analysis"
+
+
+def trace_document(analysis: TraceAnalysis, *, step: int | None = None) -> Document:
+    """Every rank's report; `step` details one ProfilerStep instead of the whole trace."""
+    sections: list[Section] = [_rank_section(r, step) for r in analysis.ranks]
+    if len(analysis.ranks) > 1:
+        sections.append(_across_ranks(analysis))
+    return Document(kind=DOCUMENT, data=trace_data(analysis), sections=tuple(sections))
+
+
+def trace_data(analysis: TraceAnalysis) -> dict[str, Any]:
+    """The JSON body of a trace analysis."""
+    return {
+        "ranks": [_rank_data(r) for r in analysis.ranks],
+        "skew": [_skew_data(s) for s in analysis.skew],
+        "collectives": [_collective_data(c) for c in analysis.collectives],
+        "notes": list(analysis.notes),
+        "findings": findings_data(analysis.findings),
+    }
+
+
+def _by_rank(values: Mapping[int, float]) -> dict[str, float]:
+    return {str(rank): v for rank, v in values.items()}
+
+
+def _skew_data(s: StepSkew) -> dict[str, Any]:
+    return {
+        "step": s.step,
+        "step_s": _by_rank(s.step_s),
+        "communication_s": _by_rank(s.communication_s),
+        "communication_spread_s": s.communication_spread_s,
+        "collective_wait_s": _by_rank(s.collective_wait_s),
+        "last_arrivals": _by_rank(s.last_arrivals),
+        "collectives": [_collective_data(c) for c in s.collectives],
+    }
+
+
+def _collective_data(c: CollectiveSkew) -> dict[str, Any]:
+    return {
+        **dataclasses.asdict(c),
+        "mean_spread_s": c.mean_spread_s,
+        "wait_s": _by_rank(c.wait_s),
+        "last_arrivals": _by_rank(c.last_arrivals),
+    }
+
+
+def _rank_data(r: RankAnalysis) -> dict[str, Any]:
+    return {
+        "rank": r.rank,
+        "path": r.path,
+        "devices": list(r.devices),
+        **_window_data(r.whole),
+        "steps": [_window_data(w) for w in r.steps],
+        "notes": list(r.notes),
+    }
+
+
+def _window_data(w: WindowAnalysis) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "step": w.step,
+        "step_s": w.step_s,
+        "bound": w.bound.value,
+        "findings": findings_data(w.findings),
+    }
+    for analyzer in w.analyzers:
+        if analyzer.data is not None:
+            data[analyzer.key] = analyzer.data(w[analyzer])
+    return data
+
+
+def _rank_section(r: RankAnalysis, step: int | None) -> Section:
+    chosen = r.whole if step is None else next((w for w in r.steps if w.step == step), None)
+    title = f"Rank {r.rank}: {r.path}"
+    if chosen is None:
+        known = ", ".join(str(w.step) for w in r.steps) or "none"
+        return Section(title, (Notes((f"no step {step} in this trace (steps: {known})",)),))
+    rows: list[tuple[str, Line]] = [
+        ("devices", line(_devices(r.devices))),
+        (
+            "window",
+            line(
+                "whole trace, " if chosen.step is None else f"step {chosen.step}, ",
+                Value(chosen.step_s, Unit.SECONDS),
+            ),
+        ),
+        ("bound", line(Value(chosen.bound.value, style=Style.BOLD))),
+    ]
+    blocks: list[Any] = []
+    for analyzer in chosen.analyzers:
+        for shown in analyzer.describe(chosen[analyzer]):
+            if isinstance(shown, tuple):
+                rows.append(shown)
+            else:
+                blocks.append(shown)
+    parts: list[Any] = [Fields(tuple(rows))]
+    if r.steps and step is None:
+        parts.append(_steps(r.steps))
+    parts += blocks
+    parts.append(Findings(tuple(chosen.findings)))
+    if r.notes:
+        parts.append(Notes(tuple(f"• {note}" for note in r.notes), title="Not analysed"))
+    return Section(title, tuple(parts))
+
+
+def _devices(names: tuple[str, ...]) -> str:
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    return ", ".join(f"{c} × {n}" if c > 1 else n for n, c in counts.items()) or "—"
+
+
+def _steps(steps: list[WindowAnalysis]) -> Table:
+    return Table(
+        title="Steps",
+        columns=(
+            Column("step", "step", numeric=True, min_width=4),
+            Column("step_s", "time", numeric=True, min_width=7),
+            Column("busy_s", "busy", numeric=True, min_width=7),
+            Column("communication_s", "comm", numeric=True, min_width=7),
+            Column("data_loading_s", "data", numeric=True, min_width=7),
+            Column("syncs", "syncs", numeric=True, min_width=5),
+            Column("bound", "bound", min_width=15),
+        ),
+        rows=tuple(
+            (
+                Value(w.step, Unit.INTEGER),
+                Value(w.step_s, Unit.SECONDS),
+                Value(w.temporal.busy_s, Unit.SECONDS),
+                Value(w.temporal.communication_s, Unit.SECONDS),
+                Value(w.host.data_loading_s, Unit.SECONDS),
+                Value(w.host.syncs, Unit.INTEGER),
+                w.bound.value,
+            )
+            for w in steps
+        ),
+    )
+
+
+def _across_ranks(analysis: TraceAnalysis) -> Section:
+    """Steps compared across ranks, collectives matched across them, and findings."""
+    parts: list[Any] = []
+    if analysis.skew:
+        rows = []
+        for s in analysis.skew:
+            slow, fast, waiter = s.slowest, s.fastest, s.longest_waiter
+            wait = s.collective_wait_s
+            rows.append(
+                (
+                    Value(s.step, Unit.INTEGER),
+                    Value(s.step_s[slow], Unit.SECONDS, suffix=f" ({slow})"),
+                    Value(s.step_s[fast], Unit.SECONDS, suffix=f" ({fast})"),
+                    "—"
+                    if waiter is None
+                    else Value(wait[waiter], Unit.SECONDS, suffix=f" ({waiter})"),
+                    ", ".join(f"{r} ×{n}" for r, n in s.often_last()) or "—",
+                )
+            )
+        parts.append(
+            Table(
+                title="Steps (rank); last: rank ×times it arrived last at a collective",
+                columns=(
+                    Column("step", "step", numeric=True, min_width=4),
+                    Column("slowest", "slowest"),
+                    Column("fastest", "fastest"),
+                    Column("max_wait", "max wait"),
+                    Column("last", "last"),
+                ),
+                rows=tuple(rows),
+            )
+        )
+    if analysis.collectives:
+        parts.append(
+            Table(
+                title="Collectives matched across ranks",
+                columns=(
+                    Column("name", "kernel", shrink=True),
+                    Column("matched", "matched", numeric=True),
+                    Column("mean_spread_s", "mean wait", numeric=True),
+                    Column("max_spread_s", "max wait", numeric=True),
+                    Column("spread_s", "total wait", numeric=True),
+                ),
+                rows=tuple(
+                    (
+                        short_kernel_name(c.name),
+                        str(c.matched) + (f" (+{c.unmatched} unmatched)" if c.unmatched else ""),
+                        Value(c.mean_spread_s, Unit.SECONDS),
+                        Value(c.max_spread_s, Unit.SECONDS),
+                        Value(c.spread_s, Unit.SECONDS),
+                    )
+                    for c in analysis.collectives
+                ),
+            )
+        )
+    parts.append(Findings(tuple(analysis.findings)))
+    if analysis.notes:
+        parts.append(Notes(tuple(f"• {note}" for note in analysis.notes), title="Not analysed"))
+    return Section("Across ranks", tuple(parts))

@@ -1,0 +1,132 @@
+"""What every window analysis of a trace is given, and what it declares.
+
+A `WindowAnalyzer` is one analysis of one window (a ProfilerStep, or the whole trace):
+a function from a `WindowContext` to its result, how that result is written in JSON
+(`data`, under `key`) and what a report shows of it (`describe`: rows of the window's
+summary, and blocks such as tables). `trace.analysis.WINDOW_ANALYZERS` lists them;
+adding an analysis is a module that defines its analyzer and one line there.
+
+The context works out what several analyses share once per trace (device events,
+their launches and types, the union of device time) and keeps any other per-trace
+index an analysis asks for with `TraceContext.once`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from lightspeed.document import Block, Line
+from lightspeed.trace import intervals
+from lightspeed.trace.events import EventTable, FloatArray, IntArray, Trace
+from lightspeed.trace.names import KERNEL_TYPES, BoolArray, KernelType, name_types
+from lightspeed.trace.steps import StepWindow, device_events, launch_times
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+# What an analysis shows of its result: a row of the window's summary, or a block.
+Row = tuple[str, Line]
+Shown = Sequence[Row | Block]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DeviceEvents:
+    """The device events of one window: times in µs, HTA type index, device, stream,
+    launch start (NaN when unknown), and name id."""
+
+    start_us: FloatArray
+    end_us: FloatArray
+    type: IntArray
+    device: IntArray
+    stream: IntArray
+    launch_us: FloatArray
+    name: IntArray
+
+    def is_type(self, kernel_type: KernelType) -> BoolArray:
+        return self.type == KERNEL_TYPES.index(kernel_type)
+
+    def of_type(self, kernel_type: KernelType) -> tuple[FloatArray, FloatArray]:
+        mask = self.is_type(kernel_type)
+        return self.start_us[mask], self.end_us[mask]
+
+
+class TraceContext:
+    """One rank's trace and what its window analyses share, each worked out on first use."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self._memo: dict[Callable[[TraceContext], Any], Any] = {}
+
+    @functools.cached_property
+    def device(self) -> EventTable:
+        """Kernels, memory copies and sets, in one table."""
+        return device_events(self.trace)
+
+    @functools.cached_property
+    def launches_us(self) -> FloatArray:
+        """The start of the runtime call that launched each device event (NaN: none)."""
+        return launch_times(self.trace, self.device)
+
+    @functools.cached_property
+    def types(self) -> IntArray:
+        """The kernel type index of every name of the trace."""
+        return name_types(self.trace)
+
+    @functools.cached_property
+    def busy(self) -> tuple[FloatArray, FloatArray]:
+        """The union of all device events, µs."""
+        return intervals.union(self.device.ts_us, self.device.end_us)
+
+    def once(self, build: Callable[[TraceContext], T]) -> T:
+        """`build(self)`, computed once per trace (an analysis's own index)."""
+        if build not in self._memo:
+            self._memo[build] = build(self)
+        result: T = self._memo[build]
+        return result
+
+
+class WindowContext:
+    """One window of a trace: its StepWindow and which device events belong to it."""
+
+    def __init__(self, trace: TraceContext, window: StepWindow, rows: BoolArray) -> None:
+        self.trace = trace
+        self.window = window
+        self.rows = rows
+
+    @functools.cached_property
+    def events(self) -> DeviceEvents:
+        """The window's device events."""
+        device, rows = self.trace.device, self.rows
+        return DeviceEvents(
+            start_us=device.ts_us[rows],
+            end_us=device.end_us[rows],
+            type=self.trace.types[device.name[rows]],
+            device=device.pid[rows],
+            stream=device.tid[rows],
+            launch_us=self.trace.launches_us[rows],
+            name=device.name[rows],
+        )
+
+    @property
+    def has_device_events(self) -> bool:
+        return bool(np.any(self.rows))
+
+
+def _nothing_shown(result: Any) -> Shown:
+    return ()
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowAnalyzer(Generic[R]):
+    """One analysis of a window: `analyse` it, write the result under `key` with `data`
+    (None: the result is not written), show it with `describe`."""
+
+    key: str
+    analyse: Callable[[WindowContext], R]
+    data: Callable[[R], Any] | None = None
+    describe: Callable[[R], Shown] = _nothing_shown
