@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -38,31 +39,28 @@ from lightspeed.rules import Finding
 _STYLES = {Style.PLAIN: "", Style.BOLD: "bold", Style.WARNING: "yellow", Style.ERROR: "red"}
 
 
+# How each unit reads in a terminal: SI prefixes for rates and counts, binary for sizes.
+_FORMATS: dict[Unit, Callable[[float], str]] = {
+    Unit.SECONDS: units.seconds,
+    Unit.BYTES: units.size,
+    Unit.FRACTION: units.percent,
+    Unit.FLOPS: lambda v: units.count(v, "FLOP"),
+    Unit.FLOP_RATE: units.flops_rate,
+    Unit.BYTE_RATE: units.byte_rate,
+    Unit.COUNT: units.count,
+    Unit.INTEGER: lambda v: str(int(v)),
+}
+
+
 def format_value(v: Value) -> str:
     """The text of one value, with its unit's prefix and `suffix`."""
     raw = v.raw
     if raw is None or (isinstance(raw, float) and math.isnan(raw)):
         return "—"
     if isinstance(raw, str) or v.unit is Unit.TEXT:
-        text = str(raw)
-    elif v.unit is Unit.SECONDS:
-        text = units.seconds(raw)
-    elif v.unit is Unit.BYTES:
-        text = units.size(raw)
-    elif v.unit is Unit.FRACTION:
-        text = units.percent(raw)
-    elif v.unit is Unit.FLOPS:
-        text = units.count(raw, "FLOP")
-    elif v.unit is Unit.FLOP_RATE:
-        text = units.flops_rate(raw)
-    elif v.unit is Unit.BYTE_RATE:
-        text = units.byte_rate(raw)
-    elif v.unit is Unit.COUNT:
-        text = units.count(raw)
-    elif v.unit is Unit.INTEGER:
-        text = str(int(raw))
-    else:
-        text = format(raw, v.spec)
+        return str(raw) + v.suffix
+    formatter = _FORMATS.get(v.unit)
+    text = formatter(raw) if formatter is not None else format(raw, v.spec)
     return text + v.suffix
 
 
