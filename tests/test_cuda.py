@@ -14,7 +14,7 @@ from lightspeed.hardware.resolve import local_catalog_gpu, resolve_hardware
 from lightspeed.measure.device import synchronizer
 from lightspeed.measure.step import StepSettings
 from lightspeed.measure.timer import TimerConfig
-from lightspeed.measure.timing import time_workload
+from lightspeed.measure.workload_timing import time_workload
 from lightspeed.suite import get
 
 pytestmark = [

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from lightspeed.analysis.summary import analyse
+from lightspeed.analysis.profile_analysis import analyse
 from lightspeed.dtypes import Precision
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import DeviceKind, Hardware

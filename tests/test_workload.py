@@ -95,3 +95,19 @@ def test_to_device_casts_only_floating_tensors() -> None:
 def test_workload_rejects_non_callables() -> None:
     with pytest.raises(ConfigError, match="model must be callable"):
         Workload(name="x", model=None, batch=lambda n: n, loss=lambda m, b: b)  # type: ignore[arg-type]
+
+
+def test_every_suite_module_is_loaded_and_registers_workloads() -> None:
+    """Family modules are found on disk: a new one cannot be left out of a list."""
+    import sys
+
+    from lightspeed import suite
+
+    names = suite.names()
+    modules = sorted(
+        p.stem for p in Path(suite.__file__).parent.glob("*.py") if p.stem != "__init__"
+    )
+    assert modules == ["gpt2", "mlp", "resnet", "transformer_encoder"]
+    for module in modules:
+        assert f"lightspeed.suite.{module}" in sys.modules
+    assert {"mlp", "mlp-tiny", "gpt2-tiny", "resnet18-tiny"} <= set(names)

@@ -19,8 +19,8 @@ _EXPORTS = {
     "Ceilings": "lightspeed.analysis.roofline",
     "RooflinePoint": "lightspeed.analysis.roofline",
     "place": "lightspeed.analysis.roofline",
-    "ProfileAnalysis": "lightspeed.analysis.summary",
-    "analyse": "lightspeed.analysis.summary",
+    "ProfileAnalysis": "lightspeed.analysis.profile_analysis",
+    "analyse": "lightspeed.analysis.profile_analysis",
     "load_profile": "lightspeed.report.profile_json",
     "profile": "lightspeed.api",
     "save_profile": "lightspeed.report.profile_json",
@@ -38,7 +38,7 @@ _EXPORTS = {
     "Measurement": "lightspeed.facts.timing",
     "TimerConfig": "lightspeed.measure.timer",
     "StepTiming": "lightspeed.facts.timing",
-    "time_workload": "lightspeed.measure.timing",
+    "time_workload": "lightspeed.measure.workload_timing",
     "observe": "lightspeed.observation",
     "Observation": "lightspeed.observation",
     "analyse_traces": "lightspeed.trace",
@@ -97,8 +97,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from lightspeed.analysis.profile_analysis import ProfileAnalysis, analyse
     from lightspeed.analysis.roofline import Ceilings, RooflinePoint, place
-    from lightspeed.analysis.summary import ProfileAnalysis, analyse
     from lightspeed.api import profile
     from lightspeed.dtypes import Precision
     from lightspeed.errors import LightspeedError, ProfileIncomplete, TraceError
@@ -109,7 +109,7 @@ if TYPE_CHECKING:
     from lightspeed.hardware.resolve import resolve_hardware
     from lightspeed.measure.step import StepSettings
     from lightspeed.measure.timer import TimerConfig
-    from lightspeed.measure.timing import time_workload
+    from lightspeed.measure.workload_timing import time_workload
     from lightspeed.observation import Observation, observe
     from lightspeed.report.profile_json import load_profile, save_profile
     from lightspeed.rules import Bound, Finding, FindingKind

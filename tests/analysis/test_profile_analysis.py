@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lightspeed.analysis.profile_analysis import analyse
 from lightspeed.analysis.step_roofline import module_ancestors
-from lightspeed.analysis.summary import analyse
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
 from lightspeed.facts.device import Device

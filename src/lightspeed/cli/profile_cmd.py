@@ -34,7 +34,7 @@ def profile_command(
     json_path: Path | None = JsonOption,
 ) -> None:
     """Place every op of one training step on the roofline; report time, headroom and memory."""
-    from lightspeed.analysis.summary import analyse
+    from lightspeed.analysis.profile_analysis import analyse
     from lightspeed.api import profile as profile_step
     from lightspeed.errors import ConfigError, ProfileIncomplete
     from lightspeed.facts.profile import Profile

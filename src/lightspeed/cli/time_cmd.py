@@ -32,7 +32,7 @@ def time_command(
     """Time a workload's training step: median with IQR, samples/s, tokens/s where known."""
     from lightspeed.api import run_setup
     from lightspeed.measure.timer import TimerConfig
-    from lightspeed.measure.timing import time_workload
+    from lightspeed.measure.workload_timing import time_workload
     from lightspeed.report.timing_report import timing_document
 
     workload, settings, hw = run_setup(target, device, dtype, batch_size, hardware)

@@ -19,7 +19,7 @@ from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.op_times import profile_op_times
 from lightspeed.measure.step import StepSettings, prepare
 from lightspeed.measure.timer import TimerConfig
-from lightspeed.measure.timing import prepared_info, time_step, workload_info
+from lightspeed.measure.workload_timing import prepared_info, time_step, workload_info
 from lightspeed.workload import Workload
 
 log = logging.getLogger(__name__)

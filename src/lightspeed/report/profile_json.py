@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lightspeed.analysis.summary import analyse
+from lightspeed.analysis.profile_analysis import analyse
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
 from lightspeed.facts.device import Device

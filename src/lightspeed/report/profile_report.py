@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from lightspeed.analysis.profile_analysis import ProfileAnalysis
 from lightspeed.analysis.step_roofline import Aggregate, OpAnalysis
-from lightspeed.analysis.summary import ProfileAnalysis
 from lightspeed.document import (
     Column,
     Document,
