@@ -38,6 +38,22 @@ def test_trace_report_and_json(run_cli: RunCli, tmp_path: Path) -> None:
     assert abs(parts - t["total_s"]) < 1e-9
 
 
+def test_the_last_step_is_left_out_of_whole_trace_figures_unless_asked(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    path = str(trace("hta-v100-ddp-cnn-train-rank0"))
+    code, out, _ = run_cli("trace", path, "--json", str(tmp_path / "a.json"))
+    assert code == 0 and "last step left out, as HTA does" in out
+    code, out, _ = run_cli("trace", path, "--include-last-step", "--json", str(tmp_path / "b.json"))
+    assert code == 0 and "last step left out" not in out
+    (left_out,) = json.loads((tmp_path / "a.json").read_text())["ranks"]
+    (counted,) = json.loads((tmp_path / "b.json").read_text())["ranks"]
+    assert (left_out["last_step_left_out"], counted["last_step_left_out"]) == (True, False)
+    # Steps 101–105: the device time of the whole trace loses step 105's.
+    assert left_out["temporal_breakdown"]["total_s"] < counted["temporal_breakdown"]["total_s"]
+    assert left_out["steps"] == counted["steps"]
+
+
 def test_one_step_in_detail_and_an_unknown_step(run_cli: RunCli) -> None:
     path = str(trace("hta-v100-ddp-cnn-train-rank0"))
     code, out, _ = run_cli("trace", path, "--step", "103")

@@ -14,11 +14,17 @@ def trace_command(
         ..., help="Trace files (.json, .json.gz) or directories of per-rank traces."
     ),
     step: int | None = typer.Option(None, "--step", help="Detail ProfilerStep#N."),
+    include_last_step: bool = typer.Option(
+        False,
+        "--include-last-step",
+        help="Count the last ProfilerStep in the whole-trace figures (left out by default,"
+        " as HolisticTraceAnalysis does: it is often cut short).",
+    ),
     json_path: Path | None = JsonOption,
 ) -> None:
     """Read torch.profiler (Kineto) traces and say what bounds each step, with evidence."""
     from lightspeed import trace
     from lightspeed.report.trace_report import trace_document
 
-    analysis = trace.analyse(paths)
+    analysis = trace.analyse(paths, include_last_step=include_last_step)
     report(trace_document(analysis, step=step), json_path)

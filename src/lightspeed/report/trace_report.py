@@ -89,6 +89,7 @@ def _rank_data(r: RankAnalysis) -> dict[str, Any]:
         "rank": r.rank,
         "path": r.path,
         "devices": list(r.devices),
+        "last_step_left_out": r.last_step_left_out,
         **_window_data(r.whole),
         "steps": [_window_data(w) for w in r.steps],
         "notes": list(r.notes),
@@ -119,7 +120,7 @@ def _rank_section(r: RankAnalysis, step: int | None) -> Section:
         (
             "window",
             line(
-                "whole trace, " if chosen.step is None else f"step {chosen.step}, ",
+                _window_label(r) if chosen.step is None else f"step {chosen.step}, ",
                 Value(chosen.step_s, Unit.SECONDS),
             ),
         ),
@@ -140,6 +141,12 @@ def _rank_section(r: RankAnalysis, step: int | None) -> Section:
     if r.notes:
         parts.append(Notes(tuple(f"• {note}" for note in r.notes), title="Not analysed"))
     return Section(title, tuple(parts))
+
+
+def _window_label(r: RankAnalysis) -> str:
+    if r.last_step_left_out:
+        return "whole trace (last step left out, as HTA does), "
+    return "whole trace, "
 
 
 def _devices(names: tuple[str, ...]) -> str:

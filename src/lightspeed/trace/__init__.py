@@ -41,7 +41,9 @@ __all__ = [
 ]
 
 
-def analyse(paths: Sequence[str | Path]) -> TraceAnalysis:
+def analyse(paths: Sequence[str | Path], *, include_last_step: bool = False) -> TraceAnalysis:
     """Read the traces `paths` name (files, or directories of per-rank traces) and
-    analyse them: each rank, each step, and the ranks against each other."""
-    return analyse_traces(load_traces(paths))
+    analyse them: each rank, each step, and the ranks against each other. The whole-trace
+    figures leave the last ProfilerStep out, as HolisticTraceAnalysis does, unless
+    `include_last_step`."""
+    return analyse_traces(load_traces(paths), include_last_step=include_last_step)

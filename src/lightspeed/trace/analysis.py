@@ -12,8 +12,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-import numpy as np
-
 from lightspeed.rules import SKEW_SHARE, Bound, Finding, FindingKind, max_speedup
 from lightspeed.trace.breakdown import (
     IDLE,
@@ -28,7 +26,13 @@ from lightspeed.trace.diagnosis import WindowFacts, diagnose_window
 from lightspeed.trace.events import Kind, Trace
 from lightspeed.trace.host import DEVICE_SYNCS, HOST, LAUNCHES
 from lightspeed.trace.matmuls import MATMULS
-from lightspeed.trace.steps import StepWindow, device_steps, step_windows, whole_window
+from lightspeed.trace.steps import (
+    StepWindow,
+    device_steps,
+    hta_whole_trace_events,
+    step_windows,
+    whole_window,
+)
 from lightspeed.trace.window import TraceContext, WindowAnalyzer, WindowContext
 
 R = TypeVar("R")
@@ -90,7 +94,11 @@ def analyse_window(ctx: WindowContext) -> WindowAnalysis:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RankAnalysis:
-    """One rank's trace: the whole of it, each step, and what could not be analysed."""
+    """One rank's trace: the whole of it, each step, and what could not be analysed.
+
+    `whole` counts the device events HolisticTraceAnalysis counts in its whole-trace
+    breakdowns (`steps.hta_whole_trace_events`); `last_step_left_out` says that this
+    left the last ProfilerStep's out, as HTA does by default."""
 
     rank: int
     path: str
@@ -98,6 +106,7 @@ class RankAnalysis:
     whole: WindowAnalysis
     steps: list[WindowAnalysis]
     notes: list[str]
+    last_step_left_out: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -161,9 +170,10 @@ class TraceAnalysis:
     findings: list[Finding]
 
 
-def analyse_traces(traces: Sequence[Trace]) -> TraceAnalysis:
-    """Analyse each rank's trace, then compare the ranks."""
-    ranks = [analyse_rank(t) for t in traces]
+def analyse_traces(traces: Sequence[Trace], *, include_last_step: bool = False) -> TraceAnalysis:
+    """Analyse each rank's trace, then compare the ranks. `include_last_step` counts
+    the last ProfilerStep in the whole-trace figures (HTA's `include_last_profiler_step`)."""
+    ranks = [analyse_rank(t, include_last_step=include_last_step) for t in traces]
     skew = step_skew(ranks)
     if skew:
         collectives = merge(c for s in skew for c in s.collectives)
@@ -194,19 +204,23 @@ def _rank_notes(traces: Sequence[Trace]) -> list[str]:
     return []
 
 
-def analyse_rank(trace: Trace) -> RankAnalysis:
-    """The whole trace and each ProfilerStep of one rank."""
+def analyse_rank(trace: Trace, *, include_last_step: bool = False) -> RankAnalysis:
+    """The whole trace and each ProfilerStep of one rank (see `analyse_traces`)."""
     ctx = TraceContext(trace)
     steps = step_windows(trace)
     per_step = device_steps(ctx.device, ctx.launches_us, steps)
-    everything = np.ones(len(ctx.device), dtype=bool)
+    counted, left_out = hta_whole_trace_events(trace, ctx.device, include_last_step)
     return RankAnalysis(
         rank=trace.rank or 0,
         path=trace.path,
         devices=trace.device_names,
-        whole=analyse_window(WindowContext(ctx, whole_window(trace), everything)),
-        steps=[analyse_window(WindowContext(ctx, w, per_step == i)) for i, w in enumerate(steps)],
+        whole=analyse_window(WindowContext(ctx, whole_window(trace), counted, hta_times=True)),
+        steps=[
+            analyse_window(WindowContext(ctx, w, (per_step == i) & ctx.work))
+            for i, w in enumerate(steps)
+        ],
         notes=_notes(trace, steps),
+        last_step_left_out=left_out,
     )
 
 

@@ -64,7 +64,8 @@ class EventTable:
     """Complete events of one kind as columns, in file order.
 
     `name` indexes `Trace.names`; `ts_us` and `dur_us` are the trace's microseconds;
-    `pid`/`tid` are integers (a non-numeric one gets a negative id); `correlation` and
+    `pid`/`tid` are integers (a non-numeric one gets a negative id; a device sync
+    record's `tid` is the stream it names, as HTA reads it); `correlation` and
     `external_id` are NO_ID where absent.
     """
 
@@ -82,6 +83,12 @@ class EventTable:
     @property
     def end_us(self) -> FloatArray:
         return self.ts_us + self.dur_us
+
+    def rows(self, which: IntArray) -> EventTable:
+        """The events at positions `which`, in that order."""
+        return EventTable(
+            **{f.name: getattr(self, f.name)[which] for f in dataclasses.fields(self)}
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

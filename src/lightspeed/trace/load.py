@@ -30,7 +30,7 @@ KeyedPart = tuple[tuple[int, int], Part]
 
 
 def load_trace(
-    path: Path, *, parallel: bool | None = None, chunk_chars: int = CHUNK_CHARS
+    path: str | Path, *, parallel: bool | None = None, chunk_chars: int = CHUNK_CHARS
 ) -> Trace:
     """Read one trace file (`.json` or `.json.gz`), streaming its events.
 
@@ -40,6 +40,7 @@ def load_trace(
     not decode (its cut fell inside a value), the file is read again by this process
     alone.
     """
+    path = Path(path)
     if parallel is None:
         parallel = _can_fork() and _size(path) >= PARALLEL_MIN_BYTES
     if parallel:

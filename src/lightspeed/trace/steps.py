@@ -85,9 +85,14 @@ def window_index(times_us: FloatArray, windows: list[StepWindow]) -> IntArray:
     return np.where(inside, index, -1)
 
 
-def device_events(trace: Trace) -> EventTable:
-    """Kernels, memory copies and memory sets, in one table."""
+def device_events(trace: Trace, with_stream_syncs: bool = False) -> EventTable:
+    """Kernels, memory copies and memory sets, in one table; with `with_stream_syncs`,
+    then the device's sync records on a stream (`Stream Sync`), which HTA counts as
+    device events of type other."""
     tables = [trace.table(k) for k in DEVICE_KINDS]
+    if with_stream_syncs:
+        syncs = trace.table(Kind.SYNC)
+        tables.append(syncs.rows(np.flatnonzero(syncs.tid >= 0)))
     return EventTable(
         **{
             f.name: np.concatenate([getattr(t, f.name) for t in tables])
@@ -140,3 +145,31 @@ def top_level(ops: EventTable) -> BoolArray:
         outer[1:] = start[lo + 1 : hi] >= reach[:-1]
         result[order[lo:hi]] = outer
     return result
+
+
+def hta_whole_trace_events(
+    trace: Trace, device: EventTable, include_last_step: bool = False
+) -> tuple[BoolArray, bool]:
+    """Which device events HolisticTraceAnalysis 0.5 counts in a whole-trace breakdown,
+    and whether that selection left anything of the last step out.
+
+    As HTA's `_filter_irrelevant_gpu_kernels`: when the trace names two or more
+    ProfilerSteps, a device event counts only if the host event that launched it
+    (same `correlation`) starts before the last step begins (`include_last_step`:
+    before it ends), so the last, often cut short, step is left out; a device event
+    whose launch is not in the trace never counts. With fewer steps every device event
+    counts.
+    """
+    cpu = [t for k, t in trace.tables.items() if k not in DEVICE_KINDS and k is not Kind.SYNC]
+    step_name = np.array(["ProfilerStep" in n for n in trace.names], dtype=bool)
+    marks = [t.name[step_name[t.name]] for t in cpu]
+    if len(np.unique(np.concatenate(marks))) < 2:
+        return np.ones(len(device), dtype=bool), False
+    starts = np.concatenate([t.ts_us[step_name[t.name]] for t in cpu])
+    ends = np.concatenate([t.end_us[step_name[t.name]] for t in cpu])
+    launched: list[IntArray] = []
+    for t in cpu:
+        before = t.ts_us <= ends.max() if include_last_step else t.ts_us < starts.max()
+        launched.append(t.correlation[before & (t.correlation != NO_ID)])
+    kept = np.isin(device.correlation, np.concatenate(launched)) & (device.correlation != NO_ID)
+    return kept, not include_last_step

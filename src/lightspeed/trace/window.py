@@ -24,7 +24,7 @@ from lightspeed.document import Block, Line
 from lightspeed.trace import intervals
 from lightspeed.trace.events import EventTable, FloatArray, IntArray, Trace
 from lightspeed.trace.names import KERNEL_TYPES, BoolArray, KernelType, name_types
-from lightspeed.trace.steps import StepWindow, device_events, launch_times
+from lightspeed.trace.steps import DEVICE_KINDS, StepWindow, device_events, launch_times
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -64,8 +64,21 @@ class TraceContext:
 
     @functools.cached_property
     def device(self) -> EventTable:
-        """Kernels, memory copies and sets, in one table."""
-        return device_events(self.trace)
+        """Kernels, memory copies and sets, then the device's stream syncs (which only
+        the HTA-equal whole-trace window counts; see `work`)."""
+        return device_events(self.trace, with_stream_syncs=True)
+
+    @functools.cached_property
+    def work(self) -> BoolArray:
+        """Which device events are work (kernels, copies, sets), not sync records."""
+        work_rows = sum(len(self.trace.table(k)) for k in DEVICE_KINDS)
+        return np.arange(len(self.device)) < work_rows
+
+    @functools.cached_property
+    def whole_microseconds(self) -> bool:
+        """Whether every time in the trace is a whole number of µs. HTA rounds the times
+        of a trace that has fractional ones (start up, end down) before its analyses."""
+        return all(bool(np.all(t.ts_us == np.floor(t.ts_us))) for t in self.trace.tables.values())
 
     @functools.cached_property
     def launches_us(self) -> FloatArray:
@@ -79,8 +92,9 @@ class TraceContext:
 
     @functools.cached_property
     def busy(self) -> tuple[FloatArray, FloatArray]:
-        """The union of all device events, µs."""
-        return intervals.union(self.device.ts_us, self.device.end_us)
+        """The union of all the device's work, µs."""
+        work = self.work
+        return intervals.union(self.device.ts_us[work], self.device.end_us[work])
 
     def once(self, build: Callable[[TraceContext], T]) -> T:
         """`build(self)`, computed once per trace (an analysis's own index)."""
@@ -93,22 +107,29 @@ class TraceContext:
 class WindowContext:
     """One window of a trace: its StepWindow and which device events belong to it."""
 
-    def __init__(self, trace: TraceContext, window: StepWindow, rows: BoolArray) -> None:
+    def __init__(
+        self, trace: TraceContext, window: StepWindow, rows: BoolArray, hta_times: bool = False
+    ) -> None:
         self.trace = trace
         self.window = window
         self.rows = rows
+        # HTA-equal figures: the times HTA analyses, rounded to whole µs as it does.
+        self.rounded = hta_times and not trace.whole_microseconds
 
     @functools.cached_property
     def events(self) -> DeviceEvents:
         """The window's device events."""
         device, rows = self.trace.device, self.rows
+        start, end, launch = device.ts_us[rows], device.end_us[rows], self.trace.launches_us[rows]
+        if self.rounded:
+            start, end, launch = np.ceil(start), np.floor(end), np.ceil(launch)
         return DeviceEvents(
-            start_us=device.ts_us[rows],
-            end_us=device.end_us[rows],
+            start_us=start,
+            end_us=end,
             type=self.trace.types[device.name[rows]],
             device=device.pid[rows],
             stream=device.tid[rows],
-            launch_us=self.trace.launches_us[rows],
+            launch_us=launch,
             name=device.name[rows],
         )
 
