@@ -25,6 +25,7 @@ from lightspeed.trace.collectives import COMM, CollectiveSkew, match_collectives
 from lightspeed.trace.diagnosis import WindowFacts, diagnose_window
 from lightspeed.trace.events import Kind, Trace
 from lightspeed.trace.host import DEVICE_SYNCS, HOST, LAUNCHES
+from lightspeed.trace.idle_causes import IDLE_CAUSES
 from lightspeed.trace.matmuls import MATMULS
 from lightspeed.trace.steps import (
     StepWindow,
@@ -42,6 +43,7 @@ R = TypeVar("R")
 WINDOW_ANALYZERS: tuple[WindowAnalyzer[Any], ...] = (
     TEMPORAL,
     IDLE,
+    IDLE_CAUSES,
     OVERLAP,
     MATMULS,
     LAUNCHES,
