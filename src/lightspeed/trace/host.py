@@ -153,11 +153,11 @@ def host_stats(
     lo, hi = window.start_us, window.end_us
     ops = trace.table(Kind.CPU_OP)
     runtime = trace.table(Kind.RUNTIME)
-    loading = _join(
+    loading = intervals.join(
         _spans(trace.table(Kind.ANNOTATION), index.loading, lo, hi),
         _spans(ops, index.loading, lo, hi),
     )
-    syncs = _join(_spans(runtime, index.sync, lo, hi), _spans(ops, index.sync, lo, hi))
+    syncs = intervals.join(_spans(runtime, index.sync, lo, hi), _spans(ops, index.sync, lo, hi))
     sync_union = intervals.union(*syncs)
     sync_names = np.concatenate(
         [t.name[index.sync[t.name] & in_window(t, window)] for t in (runtime, ops)]
@@ -165,7 +165,7 @@ def host_stats(
     outer = index.outer_ops & in_window(ops, window)
     big = outer & (ops.dur_us >= SMALL_OP_US)
     work = intervals.clip(ops.ts_us[big], ops.end_us[big], lo, hi)
-    everything = _join(_join(work, loading), syncs)
+    everything = intervals.join(work, loading, syncs)
     return HostStats(
         window_s=(hi - lo) * US,
         data_loading_s=intervals.length(*loading) * US,
@@ -200,16 +200,12 @@ def _sync_idle(syncs: _Spans, busy: _Spans | None, lo: float, hi: float) -> dict
     }
 
 
-_Spans = tuple[np.ndarray, np.ndarray]
+_Spans = intervals.Spans
 
 
 def _spans(table: EventTable, name_mask: BoolArray, lo: float, hi: float) -> _Spans:
     rows = name_mask[table.name]
     return intervals.clip(table.ts_us[rows], table.end_us[rows], lo, hi)
-
-
-def _join(a: _Spans, b: _Spans) -> _Spans:
-    return np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
 
 
 def _device_syncs(w: WindowContext) -> dict[str, int]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from lightspeed.document import Unit, Value, line
 from lightspeed.trace import intervals
-from lightspeed.trace.events import US, EventTable, FloatArray, Kind, Trace
+from lightspeed.trace.events import US, EventTable, Kind, Trace
 from lightspeed.trace.host import HostIndex, host_index
 from lightspeed.trace.names import BoolArray, names_where
 from lightspeed.trace.window import Shown, TraceContext, WindowAnalyzer, WindowContext
@@ -33,7 +33,7 @@ _HOST_COLLECTIVE = re.compile(
     r"^(nccl|gloo|ucc|mpi):|^c10d::|^record_param_comms$|wait\(\)|_Wait(Back(ward)?)?$"
 )
 _COPY_CALL = re.compile(r"Mem(cpy|set)")
-Spans = tuple[FloatArray, FloatArray]
+Spans = intervals.Spans
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -69,10 +69,6 @@ def _spans(table: EventTable, rows: BoolArray) -> Spans:
     return table.ts_us[rows], table.end_us[rows]
 
 
-def _join(*spans: Spans) -> Spans:
-    return np.concatenate([s[0] for s in spans]), np.concatenate([s[1] for s in spans])
-
-
 def _activities(trace: Trace, index: _Index) -> list[tuple[str, Spans]]:
     """The host's activities, in the order idle time is attributed to them."""
     ops, runtime = trace.table(Kind.CPU_OP), trace.table(Kind.RUNTIME)
@@ -80,7 +76,7 @@ def _activities(trace: Trace, index: _Index) -> list[tuple[str, Spans]]:
     h = index.host
 
     def named(mask: BoolArray, *tables: EventTable) -> Spans:
-        return _join(*(_spans(t, mask[t.name]) for t in tables))
+        return intervals.join(*(_spans(t, mask[t.name]) for t in tables))
 
     return [
         ("in_sync_s", named(h.sync, runtime, ops)),
@@ -106,7 +102,7 @@ def idle_causes(w: WindowContext) -> IdleCauses:
     covered: Spans = (np.empty(0), np.empty(0))
     attributed_us = 0.0
     for key, spans in _activities(w.trace.trace, w.trace.once(_index)):
-        covered = _join(covered, intervals.clip(*spans, lo, hi))
+        covered = intervals.join(covered, intervals.clip(*spans, lo, hi))
         now_us = intervals.overlap(idle, covered)
         parts[key] = (now_us - attributed_us) * US
         attributed_us = now_us

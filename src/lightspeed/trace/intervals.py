@@ -11,6 +11,8 @@ import numpy as np
 import numpy.typing as npt
 
 Array = npt.NDArray[np.float64]
+# A set of intervals: their starts and ends.
+Spans = tuple[Array, Array]
 
 
 def union(starts: Array, ends: Array) -> tuple[Array, Array]:
@@ -57,3 +59,10 @@ def gaps(starts: Array, ends: Array, lo: float, hi: float) -> tuple[Array, Array
     gap_e = np.concatenate([u_start, [hi]])
     keep = gap_e > gap_s
     return gap_s[keep], gap_e[keep]
+
+
+def join(*sets: Spans) -> Spans:
+    """The intervals of all `sets` together (not merged: `union` merges)."""
+    if not sets:
+        return np.empty(0), np.empty(0)
+    return np.concatenate([s[0] for s in sets]), np.concatenate([s[1] for s in sets])
