@@ -54,12 +54,28 @@ def test_the_last_step_is_left_out_of_whole_trace_figures_unless_asked(
     assert left_out["steps"] == counted["steps"]
 
 
-def test_one_step_in_detail_and_an_unknown_step(run_cli: RunCli) -> None:
+def test_one_step_in_detail_and_an_unknown_step(run_cli: RunCli, tmp_path: Path) -> None:
     path = str(trace("hta-v100-ddp-cnn-train-rank0"))
     code, out, _ = run_cli("trace", path, "--step", "103")
     assert code == 0 and "step 103" in out
-    code, out, _ = run_cli("trace", path, "--step", "7")
-    assert code == 0 and "no step 7 in this trace (steps: 101, 102, 103, 104, 105)" in out
+    code, out, err = run_cli("trace", path, "--step", "7")
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "lightspeed: error: --step 7: no ProfilerStep#7 in the trace; its steps:"
+        " 101, 102, 103, 104, 105."
+    )
+    # What was analysed before the error is still written.
+    code, _, _ = run_cli("trace", path, "--step", "7", "--json", str(tmp_path / "t.json"))
+    assert code == 2
+    assert [
+        s["step"] for s in json.loads((tmp_path / "t.json").read_text())["ranks"][0]["steps"]
+    ] == [
+        101,
+        102,
+        103,
+        104,
+        105,
+    ]
 
 
 def test_two_ranks_and_a_bert_trace_in_the_report(run_cli: RunCli, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from lightspeed.cli.common import JsonOption, report
+from lightspeed.cli.common import JsonOption, emit_json, report
 
 
 def trace_command(
@@ -24,7 +24,16 @@ def trace_command(
 ) -> None:
     """Read torch.profiler (Kineto) traces and say what bounds each step, with evidence."""
     from lightspeed import trace
+    from lightspeed.errors import ConfigError
     from lightspeed.report.trace_report import trace_document
 
     analysis = trace.analyse(paths, include_last_step=include_last_step)
+    recorded = sorted({w.step for r in analysis.ranks for w in r.steps if w.step is not None})
+    if step is not None and step not in recorded:
+        if json_path is not None:  # what was analysed is still written
+            emit_json(trace_document(analysis), json_path)
+        steps = ", ".join(map(str, recorded)) or "none: the trace has no ProfilerStep#N"
+        raise ConfigError(
+            f"--step {step}: no ProfilerStep#{step} in the trace; its steps: {steps}."
+        )
     report(trace_document(analysis, step=step), json_path)
