@@ -161,15 +161,39 @@ def test_host_overhead_share_and_its_bound() -> None:
     assert FindingKind.HOST_OVERHEAD not in {f.kind for f in below.findings}
 
 
-def test_causes_are_named_in_order_and_ranked_by_gain() -> None:
-    # Data loading 30 %, syncs 40 % of the step: both found, syncs first (larger gain),
-    # but the bound is the first cause looked for: data loading.
-    facts = StepFacts(step_s=1.0, device=False, data_loading_s=0.3, sync_cost_s=0.4, sync_s=0.4)
+def test_the_bound_is_the_first_cause_and_its_finding_comes_first() -> None:
+    # Data loading 30 %, syncs 40 % of the step: both found; the bound is the first
+    # cause looked for, data loading, and its finding leads; the rest by their gain.
+    facts = StepFacts(
+        step_s=1.0, device=False, ops=50, busy_s=1.0, data_loading_s=0.3, sync_cost_s=0.4
+    )
     d = diagnose(facts)
-    assert [f.kind for f in d.findings] == [FindingKind.SYNCHRONIZATION, FindingKind.DATA_LOADING]
     assert d.bound is Bound.DATA_LOADING
-    assert d.findings[0].max_speedup == pytest.approx(1 / 0.6)
+    assert [f.kind for f in d.findings] == [FindingKind.DATA_LOADING, FindingKind.SYNCHRONIZATION]
+    assert d.findings[1].max_speedup == pytest.approx(1 / 0.6)
     assert diagnose(dataclasses.replace(facts, step_s=0.0)).bound is Bound.UNKNOWN
+
+
+def test_no_finding_contradicts_the_bound() -> None:
+    # A device busy 60 % of the step whose exposed communication takes 30 %: bound by
+    # communication, and no "faster kernels" finding beside it.
+    facts = StepFacts(
+        step_s=1.0, device=True, busy_s=0.6, compute_s=0.6, exposed_communication_s=0.3
+    )
+    d = diagnose(facts)
+    assert d.bound is Bound.COMMUNICATION
+    assert [f.kind for f in d.findings] == [FindingKind.COMMUNICATION]
+    # Without it the busy device is the story.
+    busy = diagnose(dataclasses.replace(facts, exposed_communication_s=0.0))
+    assert (busy.bound, busy.findings[0].kind) == (Bound.COMPUTE, FindingKind.DEVICE_BUSY)
+
+
+def test_a_window_with_nothing_recorded_names_no_bound() -> None:
+    # observe() on a loop shorter than its schedule: a 37.5 µs window, no op, no device.
+    d = diagnose(StepFacts(step_s=37.5e-6, device=False))
+    assert d.bound is Bound.UNKNOWN
+    assert [f.kind for f in d.findings] == [FindingKind.NOTHING_TO_JUDGE]
+    assert "37.5 µs" in d.findings[0].message
 
 
 def test_tensor_core_multiples_per_precision() -> None:

@@ -46,6 +46,7 @@ class FindingKind(str, enum.Enum):
     ABOVE_SPEED_OF_LIGHT = "above-speed-of-light"
     COLLECTIVE_WAIT = "collective-wait"
     RANK_SKEW = "rank-skew"
+    NOTHING_TO_JUDGE = "nothing-to-judge"  # the window recorded no work at all
 
     @property
     def states_its_gain(self) -> bool:
@@ -163,24 +164,29 @@ class StepFacts:
 
     `device`: the work runs on an asynchronous device (a GPU) beside the host.
     `sync_cost_s`: what host syncs cost the step (with a device, the idle time they
-    cause; on the CPU alone, the time in them). `overhead_s`: with a device, the time
-    it idles waiting for the host; on the CPU alone, time in per-op cost rather than
-    work. `compute_s` and `memory_s`: busy time bound by math and by moving bytes.
-    `unaligned_s`: time in matrix products whose shapes tensor cores cannot fully use,
-    in `unaligned_precisions`; `unaligned_excess_s`: how much of it lies above their
-    speed of light (None: unknown). The rest only details the messages.
+    cause, copy calls that block the host included; on the CPU alone, the time in
+    them). `exposed_communication_s`: communication nothing hides (device collectives
+    beside no computation, and the host waiting in collectives). `overhead_s`: with a
+    device, the time it idles waiting for the host's per-op work; on the CPU alone,
+    time in per-op cost rather than work. `compute_s` and `memory_s`: busy time bound
+    by math and by moving bytes. `unaligned_s`: time in matrix products whose shapes
+    tensor cores cannot fully use, in `unaligned_precisions`; `unaligned_excess_s`: how
+    much of it lies above their speed of light (None: unknown). The rest only details
+    the messages.
     """
 
     step_s: float
     device: bool
     data_loading_s: float = 0.0
     sync_cost_s: float = 0.0
+    blocking_copy_s: float = 0.0  # of sync_cost_s: in copy calls that block the host
     sync_s: float = 0.0
     syncs: int = 0
     ops: int = 0
     exposed_communication_s: float = 0.0
     communication_s: float = 0.0
     overlap_fraction: float | None = None
+    host_collective_s: float = 0.0  # of exposed_communication_s: the host in collectives
     overhead_s: float = 0.0
     compute_s: float = 0.0
     memory_s: float = 0.0
@@ -220,24 +226,42 @@ _CAUSES = (
 
 def diagnose(f: StepFacts, extra: Sequence[Finding] = ()) -> Diagnosis:
     """The bound of the step `f` describes and its findings, with `extra` findings
-    (those only one source can make) ranked among them."""
-    if f.step_s <= 0:
-        return Diagnosis(bound=Bound.UNKNOWN, findings=list(extra))
-    findings = [x for x in (_data_loading(f), _synchronization(f)) if x is not None]
-    if f.device:
-        findings += [x for x in (_communication(f), _device_time(f)) if x is not None]
-    else:
-        findings += [x for x in (_host_overhead(f),) if x is not None]
+    (those only one source can make) ranked among them.
+
+    One answer: the finding that names the bound comes first, the others follow by the
+    most they could gain, and none contradicts the bound (a busy device's "faster
+    kernels" is said only of a compute- or memory-bound step). A window in which nothing
+    was recorded names no bound."""
+    if f.step_s <= 0 or (f.ops == 0 and f.busy_s == 0 and not f.device):
+        return Diagnosis(bound=Bound.UNKNOWN, findings=[_nothing_to_judge(f), *extra])
+    causes = (_data_loading(f), _synchronization(f), _communication(f))
+    findings = [x for x in causes if x is not None]
+    findings += [x for x in (_device_time(f) if f.device else _host_overhead(f),) if x]
     tensor_cores = _tensor_core_shapes(f)
     if tensor_cores is not None:
         findings.append(tensor_cores)
     findings += extra
     findings.sort(key=lambda x: -(x.max_speedup or 1.0))
     named = {x.kind for x in findings}
-    bound = next((b for kind, b in _CAUSES if kind in named), None)
-    if bound is None:
+    cause = next(((kind, b) for kind, b in _CAUSES if kind in named), None)
+    if cause is None:
         bound = Bound.MEMORY if f.memory_s > f.compute_s else Bound.COMPUTE
-    return Diagnosis(bound=bound, findings=findings)
+        return Diagnosis(bound=bound, findings=findings)
+    kind, bound = cause
+    first = [x for x in findings if x.kind is kind]
+    rest = [x for x in findings if x.kind is not kind and x.kind is not FindingKind.DEVICE_BUSY]
+    return Diagnosis(bound=bound, findings=first + rest)
+
+
+def _nothing_to_judge(f: StepFacts) -> Finding:
+    return Finding(
+        kind=FindingKind.NOTHING_TO_JUDGE,
+        message=(
+            f"the window ({_duration(f.step_s)}) recorded no op and no device work: nothing"
+            " to judge; record more or longer steps (observe(active=N), a later schedule)"
+        ),
+        evidence={"step_s": f.step_s},
+    )
 
 
 def _pct(x: float) -> str:
@@ -279,10 +303,17 @@ def _synchronization(f: StepFacts) -> Finding | None:
     if dense:
         how = f"{f.syncs} host syncs in the step ({per})"
     elif f.device:
+        copies = (
+            f"; {_duration(f.blocking_copy_s)} of it in memory copy calls that block the"
+            " host, as copies to or from pageable memory do: pin that memory"
+            " (pin_memory=True) and copy with non_blocking=True"
+            if f.blocking_copy_s
+            else ""
+        )
         how = (
             f"host syncs cost the device {_pct(share)} of the step (the idle time they drain"
             f" it into, and time spent syncing on an idle device; {f.syncs} syncs,"
-            f" {_duration(f.sync_s)} of host time in them)"
+            f" {_duration(f.sync_s)} of host time in them{copies})"
         )
     else:
         how = f"{_pct(share)} of the step is spent in host syncs"
@@ -298,6 +329,7 @@ def _synchronization(f: StepFacts) -> Finding | None:
             "ops": f.ops,
             "sync_s": f.sync_s,
             **({"sync_lost_s": f.sync_cost_s} if f.device else {}),
+            **({"blocking_copy_s": f.blocking_copy_s} if f.blocking_copy_s else {}),
             "step_s": f.step_s,
             "max_speedup": max_speedup(share),
         },
@@ -309,18 +341,27 @@ def _communication(f: StepFacts) -> Finding | None:
     if exposed < EXPOSED_COMMUNICATION_SHARE:
         return None
     overlap = f.overlap_fraction or 0.0
+    if f.device:
+        host = (
+            f"; {_duration(f.host_collective_s)} of the host waiting in collectives"
+            if f.host_collective_s
+            else ""
+        )
+        where = f" ({_pct(overlap)} of the device's overlaps compute{host})"
+    else:
+        where = f" (the host in collectives for {_duration(f.host_collective_s)})"
     return Finding(
         kind=FindingKind.COMMUNICATION,
         message=(
             f"communication not hidden by computation takes {_pct(exposed)} of the step"
-            f" ({_pct(overlap)} of it overlaps compute): overlap it (DDP buckets,"
-            " bucket_cap_mb, gradient_as_bucket_view), or communicate less often"
-            " (no_sync during gradient accumulation)"
+            f"{where}: overlap it (DDP buckets, bucket_cap_mb, gradient_as_bucket_view),"
+            " or communicate less often (no_sync during gradient accumulation)"
         ),
         evidence={
             "communication_s": f.communication_s,
             "exposed_s": f.exposed_communication_s,
             "overlap_fraction": overlap,
+            "host_collective_s": f.host_collective_s,
             "max_speedup": max_speedup(exposed),
         },
     )

@@ -30,9 +30,8 @@ from lightspeed.trace.matmuls import MATMULS
 from lightspeed.trace.steps import (
     StepWindow,
     device_steps,
-    hta_whole_trace_events,
+    hta_whole_trace_window,
     step_windows,
-    whole_window,
 )
 from lightspeed.trace.window import TraceContext, WindowAnalyzer, WindowContext
 
@@ -82,6 +81,7 @@ def analyse_window(ctx: WindowContext) -> WindowAnalysis:
         launches=results[LAUNCHES.key],
         host=results[HOST.key],
         matmuls=results[MATMULS.key],
+        idle_causes=results[IDLE_CAUSES.key],
     )
     diagnosis = diagnose_window(facts)
     return WindowAnalysis(
@@ -99,7 +99,7 @@ class RankAnalysis:
     """One rank's trace: the whole of it, each step, and what could not be analysed.
 
     `whole` counts the device events HolisticTraceAnalysis counts in its whole-trace
-    breakdowns (`steps.hta_whole_trace_events`); `last_step_left_out` says that this
+    breakdowns (`steps.hta_whole_trace_window`); `last_step_left_out` says that this
     left the last ProfilerStep's out, as HTA does by default."""
 
     rank: int
@@ -211,12 +211,12 @@ def analyse_rank(trace: Trace, *, include_last_step: bool = False) -> RankAnalys
     ctx = TraceContext(trace)
     steps = step_windows(trace)
     per_step = device_steps(ctx.device, ctx.launches_us, steps)
-    counted, left_out = hta_whole_trace_events(trace, ctx.device, include_last_step)
+    whole, counted, left_out = hta_whole_trace_window(trace, ctx.device, include_last_step)
     return RankAnalysis(
         rank=trace.rank or 0,
         path=trace.path,
         devices=trace.device_names,
-        whole=analyse_window(WindowContext(ctx, whole_window(trace), counted, hta_times=True)),
+        whole=analyse_window(WindowContext(ctx, whole, counted, hta_times=True)),
         steps=[
             analyse_window(WindowContext(ctx, w, (per_step == i) & ctx.work))
             for i, w in enumerate(steps)

@@ -9,6 +9,7 @@ from lightspeed.dtypes import Precision
 from lightspeed.rules import Diagnosis, StepFacts, diagnose
 from lightspeed.trace.breakdown import IdleBreakdown, Overlap, TemporalBreakdown
 from lightspeed.trace.host import HostStats, LaunchStats
+from lightspeed.trace.idle_causes import IdleCauses
 from lightspeed.trace.matmuls import MatmulStats
 
 
@@ -22,6 +23,7 @@ class WindowFacts:
     launches: LaunchStats
     host: HostStats
     matmuls: MatmulStats | None = None
+    idle_causes: IdleCauses | None = None
 
     @property
     def has_device(self) -> bool:
@@ -44,10 +46,18 @@ class WindowFacts:
 
 
 def step_facts(f: WindowFacts) -> StepFacts:
-    """The window as the rules read it. With a device, overhead is the time it idles
-    in the step (gaps and edges alike), syncs cost the idle time they cause, and
-    memory time is copies and sets; on the CPU alone, overhead is the time in no op of
-    at least `rules.SMALL_OP_S`, no data loading and no sync."""
+    """The window as the rules read it.
+
+    With a device: the device's idle time goes to what the host was doing meanwhile
+    (`idle_causes`): in syncs and in copy calls that block it, the syncs' cost (with
+    the idle gaps syncs drain the device into); waiting in collectives, exposed
+    communication beside the device's own; loading data, data loading; the rest
+    (launching, CPU ops, nothing recorded), overhead, the device waiting for the
+    host's per-op work. Memory time is copies and sets. On a CPU alone: syncs cost
+    their time, the host's collectives are exposed communication, and overhead is the
+    time in no op of at least `rules.SMALL_OP_S`, no data loading, no sync and no
+    collective.
+    """
     m = f.matmuls
     host = StepFacts(
         step_s=f.step_s,
@@ -57,17 +67,24 @@ def step_facts(f: WindowFacts) -> StepFacts:
         syncs=f.host.syncs,
         ops=f.host.ops,
         sync_cost_s=f.host.sync_s,
+        exposed_communication_s=f.host.collective_s,
+        host_collective_s=f.host.collective_s,
         overhead_s=f.host.overhead_s,
+        busy_s=f.host.busy_s,
     )
     if not f.has_device:
         return host
+    c = f.idle_causes or IdleCauses()
+    waiting_elsewhere = c.in_sync_s + c.in_copy_calls_s + c.in_collectives_s + c.loading_data_s
     return dataclasses.replace(
         host,
-        sync_cost_s=f.host.sync_lost_s or 0.0,
-        exposed_communication_s=f.overlap.exposed_s,
+        sync_cost_s=min(f.device_idle_s, (f.host.sync_lost_s or 0.0) + c.in_copy_calls_s),
+        blocking_copy_s=c.in_copy_calls_s,
+        exposed_communication_s=f.overlap.exposed_s + c.in_collectives_s,
+        host_collective_s=c.in_collectives_s,
         communication_s=f.overlap.communication_s,
         overlap_fraction=f.overlap.fraction,
-        overhead_s=f.device_idle_s,
+        overhead_s=max(0.0, f.device_idle_s - waiting_elsewhere),
         # The edges count as waiting for the host: the step is running, the device is not.
         host_wait_s=f.idle.host_wait_s + f.edge_idle_s,
         edge_idle_s=f.edge_idle_s,

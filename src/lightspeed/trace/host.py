@@ -20,6 +20,7 @@ from lightspeed.trace.events import US, EventTable, Kind, Trace
 from lightspeed.trace.names import (
     BoolArray,
     is_data_loading,
+    is_host_collective,
     is_host_sync,
     is_launch,
     names_where,
@@ -64,8 +65,9 @@ class HostStats:
     `window_s`: the step (its ProfilerStep's length, or the whole trace).
     `data_loading_s`: time in DataLoader iterations. `sync_s` and `syncs`: time in and
     number of host synchronizations (device/stream/event synchronize, blocking copies,
-    `aten::item`/`_local_scalar_dense`). `ops`: top-level CPU ops. `work_s`: time in
-    top-level ops of at least 20 µs. Times are unions: nothing counts twice.
+    `aten::item`/`_local_scalar_dense`). `collective_s`: time in collectives as the
+    host sees them (`names.is_host_collective`). `ops`: top-level CPU ops. `work_s`:
+    time in top-level ops of at least 20 µs. Times are unions: nothing counts twice.
 
     With device events in the window (else None): `sync_while_idle_s` is the host's
     time in syncs while the device runs nothing; `sync_idle_gaps_s` the device's idle
@@ -81,7 +83,8 @@ class HostStats:
     syncs: int
     ops: int
     work_s: float
-    busy_s: float  # union of work, data loading and syncs
+    busy_s: float  # union of work, data loading, syncs and collectives
+    collective_s: float = 0.0
     sync_calls: dict[str, int] = dataclasses.field(default_factory=dict)  # by name, nested too
     sync_while_idle_s: float | None = None
     sync_idle_gaps_s: float | None = None
@@ -89,8 +92,8 @@ class HostStats:
 
     @property
     def overhead_s(self) -> float:
-        """The window's time in no op of 20 µs, no data loading and no sync: per-op
-        dispatch cost of small ops and the Python between ops."""
+        """The window's time in no op of 20 µs, no data loading, no sync and no
+        collective: per-op dispatch cost of small ops and the Python between ops."""
         return max(0.0, self.window_s - self.busy_s)
 
 
@@ -102,6 +105,7 @@ class HostIndex:
     launch: BoolArray  # by name id
     sync: BoolArray
     loading: BoolArray
+    collective: BoolArray
     outer_ops: BoolArray  # by row of the CPU-op table
 
 
@@ -110,6 +114,7 @@ def host_index(trace: Trace) -> HostIndex:
         launch=names_where(trace, is_launch),
         sync=names_where(trace, is_host_sync),
         loading=names_where(trace, is_data_loading),
+        collective=names_where(trace, is_host_collective),
         outer_ops=top_level(trace.table(Kind.CPU_OP)),
     )
 
@@ -162,10 +167,14 @@ def host_stats(
     sync_names = np.concatenate(
         [t.name[index.sync[t.name] & in_window(t, window)] for t in (runtime, ops)]
     )
+    collectives = intervals.join(
+        _spans(trace.table(Kind.ANNOTATION), index.collective, lo, hi),
+        _spans(ops, index.collective, lo, hi),
+    )
     outer = index.outer_ops & in_window(ops, window)
     big = outer & (ops.dur_us >= SMALL_OP_US)
     work = intervals.clip(ops.ts_us[big], ops.end_us[big], lo, hi)
-    everything = intervals.join(work, loading, syncs)
+    everything = intervals.join(work, loading, syncs, collectives)
     return HostStats(
         window_s=(hi - lo) * US,
         data_loading_s=intervals.length(*loading) * US,
@@ -174,6 +183,7 @@ def host_stats(
         ops=int(outer.sum()),
         work_s=intervals.length(*work) * US,
         busy_s=intervals.length(*everything) * US,
+        collective_s=intervals.length(*collectives) * US,
         sync_calls=count_names(trace, sync_names),
         **_sync_idle(sync_union, device_busy, lo, hi),
     )

@@ -4,9 +4,8 @@ no device event runs, attributed to the host activity covering it.
 The device idles because the host has not given it work yet; what the host did in the
 meantime says why. Each idle instant goes to the first of, in this order: a host sync
 (the host waits for the device: `cuda*Synchronize`, `aten::item`), data loading (a
-DataLoader iteration), a collective on the host (`c10d::`, `nccl:`, `gloo:` calls,
-`record_param_comms`, and the waits of distributed awaitables: the host waits for
-other ranks), a memory copy or set call (`cudaMemcpyAsync` to or from pageable host
+DataLoader iteration), a collective on the host (`names.is_host_collective`: the host
+waits for other ranks), a memory copy or set call (`cudaMemcpyAsync` to or from pageable host
 memory returns only once the copy is done), a kernel launch, a top-level CPU op (the
 framework and the op's own CPU work), and else no recorded host event at all (Python
 between ops, or work the profiler did not record). The parts sum to the device's idle
@@ -29,9 +28,6 @@ from lightspeed.trace.host import HostIndex, host_index
 from lightspeed.trace.names import BoolArray, names_where
 from lightspeed.trace.window import Shown, TraceContext, WindowAnalyzer, WindowContext
 
-_HOST_COLLECTIVE = re.compile(
-    r"^(nccl|gloo|ucc|mpi):|^c10d::|^record_param_comms$|wait\(\)|_Wait(Back(ward)?)?$"
-)
 _COPY_CALL = re.compile(r"Mem(cpy|set)")
 Spans = intervals.Spans
 
@@ -53,14 +49,12 @@ class IdleCauses:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _Index:
     host: HostIndex
-    collective: BoolArray  # by name id
-    copy_call: BoolArray
+    copy_call: BoolArray  # by name id
 
 
 def _index(ctx: TraceContext) -> _Index:
     return _Index(
         host=host_index(ctx.trace),
-        collective=names_where(ctx.trace, lambda n: bool(_HOST_COLLECTIVE.search(n))),
         copy_call=names_where(ctx.trace, lambda n: bool(_COPY_CALL.search(n))),
     )
 
@@ -81,7 +75,7 @@ def _activities(trace: Trace, index: _Index) -> list[tuple[str, Spans]]:
     return [
         ("in_sync_s", named(h.sync, runtime, ops)),
         ("loading_data_s", named(h.loading, notes, ops)),
-        ("in_collectives_s", named(index.collective, notes, ops)),
+        ("in_collectives_s", named(h.collective, notes, ops)),
         ("in_copy_calls_s", named(h.launch & index.copy_call, runtime)),
         ("launching_s", named(h.launch & ~index.copy_call, runtime)),
         ("in_cpu_ops_s", _spans(ops, h.outer_ops)),

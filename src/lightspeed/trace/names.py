@@ -46,6 +46,12 @@ _HOST_SYNC = re.compile(
     r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy)$"
     r"|^aten::(item|_local_scalar_dense)$"
 )
+# Collectives as the host sees them: torch.distributed's calls (`c10d::`, the
+# backends' `nccl:`/`gloo:` annotations, `record_param_comms`) and the waits of
+# distributed awaitables, in which the host waits for other ranks.
+_HOST_COLLECTIVE = re.compile(
+    r"^(nccl|gloo|ucc|mpi):|^c10d::|^record_param_comms$|wait\(\)|_Wait(Back(ward)?)?$"
+)
 # One iteration of a torch DataLoader, as the profiler names it.
 _DATA_LOADING = re.compile(r"DataLoader.*__next__|^enumerate\(DataLoader\)")
 _PROFILER_STEP = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
@@ -73,6 +79,10 @@ def is_launch(name: str) -> bool:
 
 def is_host_sync(name: str) -> bool:
     return bool(_HOST_SYNC.match(name))
+
+
+def is_host_collective(name: str) -> bool:
+    return bool(_HOST_COLLECTIVE.search(name))
 
 
 def is_data_loading(name: str) -> bool:

@@ -147,29 +147,33 @@ def top_level(ops: EventTable) -> BoolArray:
     return result
 
 
-def hta_whole_trace_events(
+def hta_whole_trace_window(
     trace: Trace, device: EventTable, include_last_step: bool = False
-) -> tuple[BoolArray, bool]:
-    """Which device events HolisticTraceAnalysis 0.5 counts in a whole-trace breakdown,
-    and whether that selection left anything of the last step out.
+) -> tuple[StepWindow, BoolArray, bool]:
+    """The whole-trace window as HolisticTraceAnalysis 0.5 counts it: its span, which
+    device events it counts, and whether that left the last step out.
 
     As HTA's `_filter_irrelevant_gpu_kernels`: when the trace names two or more
     ProfilerSteps, a device event counts only if the host event that launched it
     (same `correlation`) starts before the last step begins (`include_last_step`:
     before it ends), so the last, often cut short, step is left out; a device event
-    whose launch is not in the trace never counts. With fewer steps every device event
+    whose launch is not in the trace never counts. The host's side of the window ends
+    there too. With fewer steps the window is the whole trace and every device event
     counts.
     """
+    whole = whole_window(trace)
     cpu = [t for k, t in trace.tables.items() if k not in DEVICE_KINDS and k is not Kind.SYNC]
     step_name = np.array(["ProfilerStep" in n for n in trace.names], dtype=bool)
     marks = [t.name[step_name[t.name]] for t in cpu]
     if len(np.unique(np.concatenate(marks))) < 2:
-        return np.ones(len(device), dtype=bool), False
+        return whole, np.ones(len(device), dtype=bool), False
     starts = np.concatenate([t.ts_us[step_name[t.name]] for t in cpu])
     ends = np.concatenate([t.end_us[step_name[t.name]] for t in cpu])
+    cut = float(ends.max()) if include_last_step else float(starts.max())
     launched: list[IntArray] = []
     for t in cpu:
-        before = t.ts_us <= ends.max() if include_last_step else t.ts_us < starts.max()
+        before = t.ts_us <= cut if include_last_step else t.ts_us < cut
         launched.append(t.correlation[before & (t.correlation != NO_ID)])
     kept = np.isin(device.correlation, np.concatenate(launched)) & (device.correlation != NO_ID)
-    return kept, not include_last_step
+    window = StepWindow(number=None, start_us=whole.start_us, end_us=min(whole.end_us, cut))
+    return window, kept, not include_last_step
