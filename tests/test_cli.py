@@ -147,8 +147,17 @@ def test_debug_shows_the_traceback(run_cli: RunCli, calibrated_cpu: Hardware) ->
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
-def test_cuda_without_a_gpu(run_cli: RunCli) -> None:
-    code, _, err = run_cli("time", "mlp-tiny", "--device", "cuda")
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("time", "mlp-tiny", "--device", "cuda"),
+        ("time", "mlp-tiny", "--device", "cuda", "--hardware", "local"),
+        ("hw", "show", "local", "--device", "cuda"),
+        ("hw", "calibrate", "--device", "cuda"),
+    ],
+)
+def test_cuda_without_a_gpu(run_cli: RunCli, command: tuple[str, ...]) -> None:
+    code, _, err = run_cli(*command)
     assert code == 2
     assert "--device cuda: PyTorch sees no CUDA GPU" in err
     assert len(err.strip().splitlines()) == 1

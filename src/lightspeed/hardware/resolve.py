@@ -46,6 +46,7 @@ def local_catalog_gpu() -> Hardware | None:
 
 def local_hardware(device: Device, *, recalibrate: bool = False) -> Hardware:
     """The calibrated local `device`: from the cache, or measured now and cached."""
+    require(device)  # before anything asks the device for its name
     if not recalibrate:
         cached = load_calibration(device)
         if cached is not None:
