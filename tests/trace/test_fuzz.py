@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kineto import KinetoTrace
@@ -17,6 +18,7 @@ from trace_paths import trace
 from lightspeed.errors import TraceError
 from lightspeed.trace.analysis import analyse_traces
 from lightspeed.trace.load import load_traces
+from lightspeed.trace.names import short_kernel_name
 
 SOURCE = gzip.decompress(trace("hta-a100-cuda-event-sync").read_bytes())
 DOCUMENT = json.loads(SOURCE)
@@ -115,3 +117,56 @@ def test_any_recorded_shapes(op: str, dims: Any, types: Any, device: str) -> Non
     t.cpu_op(op, 0, 10, **{"Input Dims": dims, "Input type": types})
     t.launch(2, 20, 5)
     read_and_analyse(json.dumps(t.document()).encode())
+
+
+def _error_or_analysis(tmp_path: Path, text: str) -> str | None:
+    """The TraceError message of reading and analysing `text`, or None if it analysed."""
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    try:
+        analyse_traces(load_traces([path]))
+    except TraceError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "[" * 100_000 + "]" * 100_000,  # the whole document nested
+        '{"traceEvents": [' + "[" * 5_000 + "]" * 5_000 + "]}",  # an event nested
+        '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1,'
+        ' "args": ' + '{"a": ' * 5_000 + "1" + "}" * 5_000 + "}]}",  # an event's args
+    ],
+)
+@pytest.mark.timeout(60)  # a hang guard: these end in under a second
+def test_deep_nesting_is_a_trace_error(tmp_path: Path, document: str) -> None:
+    message = _error_or_analysis(tmp_path, document)
+    assert message is not None and "nests arrays or objects thousands of levels deep" in message
+
+
+@pytest.mark.timeout(60)  # a hang guard: a retry per chunk made this quadratic
+def test_a_huge_name_is_read_and_analysed(tmp_path: Path) -> None:
+    name = "k" * 5_000_000
+    event = {"ph": "X", "cat": "kernel", "name": name, "ts": 1, "dur": 2, "args": {"stream": 7}}
+    assert _error_or_analysis(tmp_path, json.dumps({"traceEvents": [event]})) is None
+
+
+def test_non_finite_times_and_kernels_without_launches(tmp_path: Path) -> None:
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": ts, "dur": 1, "args": {"stream": 7}}
+        for ts in ("NaN", "1e999", 5, 9)
+    ]
+    text = json.dumps({"traceEvents": events}).replace('"NaN"', "NaN").replace('"1e999"', "1e999")
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    (rank,) = analyse_traces(load_traces([path])).ranks
+    # The two finite kernels are read (the others counted as malformed), no launch found.
+    assert rank.whole.temporal.total_s == pytest.approx(5e-6)  # 5 → 10 µs
+    assert any("could not be read" in note for note in rank.notes)
+
+
+def test_kernel_names_are_shortened_for_reports() -> None:
+    assert short_kernel_name("void at::native::f<float, 4>(int, float*)") == "at::native::f"
+    long = short_kernel_name("k" * 5_000_000)
+    assert len(long) == 120 and long.endswith("…")

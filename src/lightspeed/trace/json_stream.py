@@ -77,15 +77,20 @@ class TraceStream:
         self._run = 0
         with _open_text(self.path) as fh:
             reader = _Reader(fh, self._chunk, self._fail)
-            first = reader.next_char()
-            if first == "[":
-                yield from self._array(reader)
-            elif first == "{":
-                yield from self._object(reader)
-            elif first == "":
-                self._fail("is empty", reader)
-            else:
-                self._fail(f"starts with {first!r}, not a JSON object or array", reader)
+            try:
+                first = reader.next_char()
+                if first == "[":
+                    yield from self._array(reader)
+                elif first == "{":
+                    yield from self._object(reader)
+                elif first == "":
+                    self._fail("is empty", reader)
+                else:
+                    self._fail(f"starts with {first!r}, not a JSON object or array", reader)
+            except RecursionError:
+                # Kineto's events nest a few levels deep; a value nested past Python's
+                # recursion limit is no profiler event.
+                self._fail("nests arrays or objects thousands of levels deep", reader)
             if reader.next_char() != "":
                 self._fail("has data after the end of the JSON document", reader)
 
@@ -177,7 +182,9 @@ class TraceStream:
         `[` + text + `]` parses only when the text is a run of complete elements (a cut
         inside a string or a nested value leaves it unbalanced).
         """
-        boundary = _LAST_BOUNDARY.search(buf, pos)
+        # Anchored: `.*` already spans every later start, and a search with no boundary
+        # in the window would retry from each position (quadratic in the window).
+        boundary = _LAST_BOUNDARY.match(buf, pos)
         if boundary is None:
             return None
         cut = boundary.start(1) + 1  # just past the "}"
@@ -222,7 +229,9 @@ class _Reader:
         """Read one more chunk; False at the end of the file."""
         if self.eof:
             return False
-        text = self.fh.read(self.chunk)
+        # As much again as is waiting undecoded: a value far longer than a chunk (a
+        # huge string) is then retried a logarithmic, not a linear, number of times.
+        text = self.fh.read(max(self.chunk, len(self.buf) - self.pos))
         if not text:
             self.eof = True
             return False

@@ -57,6 +57,12 @@ _DATA_LOADING = re.compile(r"DataLoader.*__next__|^enumerate\(DataLoader\)")
 _PROFILER_STEP = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
 
 
+# Names are classified by at most their first this many characters: the longest real
+# kernel names (templated C++) run to a few thousand, and a regular expression that
+# searches a 50 MB name of an untrusted trace would take seconds per pattern.
+CLASSIFIED_NAME_CHARS = 65_536
+
+
 def kernel_type(name: str) -> KernelType:
     """HTA 0.5's type of a device event called `name`."""
     if _COMMUNICATION.match(name):
@@ -70,7 +76,10 @@ def kernel_type(name: str) -> KernelType:
 
 def name_types(trace: Trace) -> IntArray:
     """The KernelType index (0..3, in enum order) of every name of `trace`."""
-    return np.array([KERNEL_TYPES.index(kernel_type(n)) for n in trace.names], dtype=np.int64)
+    return np.array(
+        [KERNEL_TYPES.index(kernel_type(n[:CLASSIFIED_NAME_CHARS])) for n in trace.names],
+        dtype=np.int64,
+    )
 
 
 def is_launch(name: str) -> bool:
@@ -96,17 +105,20 @@ def profiler_step(name: str) -> int | None:
 
 
 def names_where(trace: Trace, predicate: Callable[[str], bool]) -> BoolArray:
-    """A boolean per name id of `trace`: whether `predicate(name)` holds."""
-    return np.array([predicate(n) for n in trace.names], dtype=bool)
+    """A boolean per name id of `trace`: whether `predicate(name)` holds (of its first
+    CLASSIFIED_NAME_CHARS characters)."""
+    return np.array([predicate(n[:CLASSIFIED_NAME_CHARS]) for n in trace.names], dtype=bool)
 
 
-def short_kernel_name(name: str) -> str:
+def short_kernel_name(name: str, limit: int = 120) -> str:
     """A kernel's name without its return type, template arguments and parameters:
-    `void at::native::f<float, 4>(int, float*)` → `at::native::f`."""
+    `void at::native::f<float, 4>(int, float*)` → `at::native::f`; cut to `limit`
+    characters with an ellipsis."""
     cut = len(name)
     for mark in ("<", "("):
-        at = name.find(mark)
+        at = name.find(mark, 0, cut)
         if at > 0:
             cut = min(cut, at)
-    head = name[:cut].strip()
-    return head.removeprefix("void ").strip() or name
+    head = name[: min(cut, limit + 5)].strip()
+    short = head.removeprefix("void ").strip() or name[:limit]
+    return short if len(short) <= limit else short[: limit - 1] + "…"

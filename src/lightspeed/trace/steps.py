@@ -116,8 +116,11 @@ def correlate(keys: IntArray, table: EventTable) -> tuple[np.ndarray, IntArray]:
 
 def launch_times(trace: Trace, device: EventTable) -> FloatArray:
     """The start of the runtime call that launched each device event (NaN where none)."""
-    found, rows = correlate(device.correlation, trace.table(Kind.RUNTIME))
-    return np.where(found, trace.table(Kind.RUNTIME).ts_us[rows], np.nan)
+    runtime = trace.table(Kind.RUNTIME)
+    if len(runtime) == 0:  # device events with no launch recorded
+        return np.full(len(device), np.nan)
+    found, rows = correlate(device.correlation, runtime)
+    return np.where(found, runtime.ts_us[rows], np.nan)
 
 
 def device_steps(
