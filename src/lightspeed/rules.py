@@ -47,6 +47,7 @@ class FindingKind(str, enum.Enum):
     COLLECTIVE_WAIT = "collective-wait"
     RANK_SKEW = "rank-skew"
     NOTHING_TO_JUDGE = "nothing-to-judge"  # the window recorded no work at all
+    UNKNOWN_FLOPS = "unknown-flops"  # ops with no FLOP formula take time in the step
 
     @property
     def states_its_gain(self) -> bool:
@@ -103,6 +104,9 @@ OVERHEAD_EFFICIENCY = 0.5
 # bandwidth of one kernel varied by up to 23 % between calibrations a minute apart
 # (docs/benchmarks.md), so smaller excesses are noise.
 ABOVE_SOL_TOLERANCE = 0.25
+# Ops with no FLOP formula count 0 FLOPs: past this share of the op time, the step's
+# FLOPs, MFU and speed of light are understated by more than rounding shows.
+UNKNOWN_FLOPS_SHARE = 0.01
 # Ranks whose step times, or one rank's wait in collectives, differ by this share of
 # the step are reported.
 SKEW_SHARE = 0.10

@@ -342,3 +342,22 @@ def test_the_step_bound_uses_the_trace_rules() -> None:
     # Only memory-bound time: memory.
     relu = op(0, "aten::relu", "a", Phase.FORWARD, 4_096, 32_768, 40e-6)
     assert analyse(profile_of([relu], step_s=50e-6)).bound is Bound.MEMORY
+
+
+def test_time_in_ops_with_unknown_flops_is_reported_and_warned_above_one_percent() -> None:
+    known = op(0, "aten::mm", "a", Phase.FORWARD, 2 * 64**3, 1000, 95e-6, macs=64**3)
+    rnn = dataclasses.replace(
+        op(1, "aten::mkldnn_rnn_layer", "lstm", Phase.FORWARD, 0, 4000, 5e-6), flops_known=False
+    )
+    a = analyse(profile_of([known, rnn]))
+    # 5 µs of 100 µs of op time: 5 % ≥ 1 %.
+    assert a.totals.unknown_flops_share == pytest.approx(0.05)
+    assert a.totals.unknown_flops_ops == ("aten::mkldnn_rnn_layer",)
+    (finding,) = [f for f in a.findings if f.kind is FindingKind.UNKNOWN_FLOPS]
+    assert "5.0% of the op time" in finding.message and "mkldnn_rnn_layer" in finding.message
+    doc = render(profile_document(a))
+    assert doc["totals"]["unknown_flops_ops"] == ["aten::mkldnn_rnn_layer"]
+    # 0.5 µs of 95.5 µs (0.52 %): reported in the totals, no finding.
+    small = analyse(profile_of([known, dataclasses.replace(rnn, time_s=0.5e-6)]))
+    assert 0 < small.totals.unknown_flops_share < 0.01
+    assert FindingKind.UNKNOWN_FLOPS not in {f.kind for f in small.findings}

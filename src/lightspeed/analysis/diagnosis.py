@@ -16,6 +16,7 @@ from lightspeed.facts.profile import Profile
 from lightspeed.facts.records import OpRecord
 from lightspeed.rules import (
     ABOVE_SOL_TOLERANCE,
+    UNKNOWN_FLOPS_SHARE,
     Bound,
     Diagnosis,
     Finding,
@@ -125,6 +126,25 @@ def profile_findings(
     """The findings only a profile can make: ceilings below what the run reached, and
     how far the step runs from its speed of light."""
     findings = above_speed_of_light(profile.hardware, analyses, totals)
+    if totals.unknown_flops_share > UNKNOWN_FLOPS_SHARE:
+        names = ", ".join(totals.unknown_flops_ops[:5])
+        more = len(totals.unknown_flops_ops) - 5
+        findings.append(
+            Finding(
+                kind=FindingKind.UNKNOWN_FLOPS,
+                message=(
+                    f"{100 * totals.unknown_flops_share:.1f}% of the op time is in ops with no"
+                    f" FLOP formula ({names}{f' and {more} more' if more > 0 else ''}): their"
+                    " FLOPs count as 0, so the step's FLOPs, MFU and speed of light understate"
+                    " it; this is lightspeed's gap, not the model's"
+                ),
+                evidence={
+                    "unknown_flops_time_s": totals.unknown_flops_time_s,
+                    "op_time_s": totals.op_time_s,
+                    "ops": ", ".join(totals.unknown_flops_ops),
+                },
+            )
+        )
     if totals.efficiency is not None and totals.efficiency <= 1:
         findings.append(
             Finding(

@@ -157,7 +157,9 @@ class StepTotals:
 
     efficiency = SoL / step time. achieved = FLOPs / step time. MFU counts the model's
     forward and backward FLOPs; HFU every FLOP executed (recomputation, optimizer), both
-    over the step time at the peak of the step's precision.
+    over the step time at the peak of the step's precision. `unknown_flops_time_s`:
+    measured time of the ops no FLOP formula covers (their FLOPs count as 0), of
+    `op_time_s`, the measured time of all ops; `unknown_flops_ops`: their names.
     """
 
     flops: int
@@ -166,6 +168,14 @@ class StepTotals:
     step_time_s: float | None
     model_flops: int
     peak_flops_per_s: float
+    op_time_s: float = 0.0
+    unknown_flops_time_s: float = 0.0
+    unknown_flops_ops: tuple[str, ...] = ()
+
+    @property
+    def unknown_flops_share(self) -> float:
+        """Share of the measured op time in ops whose FLOPs are unknown."""
+        return self.unknown_flops_time_s / self.op_time_s if self.op_time_s else 0.0
 
     @property
     def efficiency(self) -> float | None:
@@ -200,4 +210,7 @@ def step_totals(profile: Profile, analyses: Sequence[OpAnalysis]) -> StepTotals:
         step_time_s=profile.step_time_s,
         model_flops=sum(a.op.flops for a in analyses if a.op.phase in model_phases),
         peak_flops_per_s=peak,
+        op_time_s=sum(a.time_s or 0.0 for a in analyses),
+        unknown_flops_time_s=sum(a.time_s or 0.0 for a in analyses if not a.op.flops_known),
+        unknown_flops_ops=tuple(dict.fromkeys(a.op.name for a in analyses if not a.op.flops_known)),
     )

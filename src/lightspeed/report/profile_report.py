@@ -66,6 +66,10 @@ def profile_data(analysis: ProfileAnalysis) -> dict[str, Any]:
             "peak_flops_per_s": totals.peak_flops_per_s,
             "mfu": totals.mfu,
             "hfu": totals.hfu,
+            "op_time_s": totals.op_time_s,
+            "unknown_flops_time_s": totals.unknown_flops_time_s,
+            "unknown_flops_share": totals.unknown_flops_share,
+            "unknown_flops_ops": list(totals.unknown_flops_ops),
         },
         "phases": {p.value: _aggregate_data(agg) for p, agg in analysis.phases.items()},
         "modules": {path: _aggregate_data(agg) for path, agg in analysis.modules.items()},
@@ -140,6 +144,16 @@ def _summary(analysis: ProfileAnalysis) -> Section:
         ),
         ("speed of light", line(Value(t.sol_time_s, Unit.SECONDS))),
     ]
+    if t.unknown_flops_time_s:
+        rows.append(
+            (
+                "unknown FLOPs",
+                line(
+                    Value(t.unknown_flops_share, Unit.FRACTION),
+                    f" of op time, in {', '.join(t.unknown_flops_ops)}",
+                ),
+            )
+        )
     if t.efficiency is not None:
         rows.append(
             (
