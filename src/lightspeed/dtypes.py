@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-from lightspeed.errors import UnknownNameError, did_you_mean
+from lightspeed.errors import UnknownNameError, parse_choice
 
 
 class Precision(str, enum.Enum):
@@ -25,14 +25,7 @@ class Precision(str, enum.Enum):
     @classmethod
     def parse(cls, name: str, flag: str = "--dtype") -> Precision:
         """The precision called `name` (case-insensitive), or an error naming `flag`."""
-        try:
-            return cls(name.lower())
-        except ValueError:
-            names = [p.value for p in cls]
-            raise UnknownNameError(
-                f"{flag} {name!r} is not a precision; choose one of {', '.join(names)}."
-                + did_you_mean(name.lower(), names)
-            ) from None
+        return parse_choice(cls, name, flag, "precision")
 
 
 # The precisions a whole training step can run in (`--dtype`): parameters, activations

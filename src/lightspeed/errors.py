@@ -7,7 +7,11 @@ as it is and exits with status 2.
 from __future__ import annotations
 
 import difflib
+import enum
 from collections.abc import Iterable
+from typing import TypeVar
+
+_E = TypeVar("_E", bound=enum.Enum)
 
 
 class LightspeedError(Exception):
@@ -71,3 +75,16 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     if not close:
         return ""
     return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+def parse_choice(choices: type[_E], name: str, flag: str, what: str) -> _E:
+    """The member of the str-valued enum `choices` called `name` (case-insensitive), or
+    an error saying `flag NAME is not a WHAT`, listing the choices and the closest."""
+    try:
+        return choices(name.lower())
+    except ValueError:
+        names = [str(c.value) for c in choices]
+        raise UnknownNameError(
+            f"{flag} {name!r} is not a {what}; choose one of {', '.join(names)}."
+            + did_you_mean(name.lower(), names)
+        ) from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-from lightspeed.errors import UnknownNameError, did_you_mean
+from lightspeed.errors import parse_choice
 
 
 class Device(str, enum.Enum):
@@ -16,11 +16,4 @@ class Device(str, enum.Enum):
     @classmethod
     def parse(cls, name: str) -> Device:
         """The device called `name`, or an error naming the choices."""
-        try:
-            return cls(name.lower())
-        except ValueError:
-            choices = [d.value for d in cls]
-            raise UnknownNameError(
-                f"--device {name!r} is not a device; choose one of {', '.join(choices)}."
-                + did_you_mean(name.lower(), choices)
-            ) from None
+        return parse_choice(cls, name, "--device", "device")

@@ -18,7 +18,8 @@ from lightspeed.document import Document
 # 2: timing `median_s` and `replicates` (were `step_time_s` and `n`); one vocabulary of
 # bounds (`compute`, `memory`, `overhead`, …) and finding kinds; trace matmuls without
 # `sol_time_s` (it was kernel time), with `unaligned_by_precision`; `created_at` and
-# `lightspeed_version` in the frame.
+# `lightspeed_version` in the frame; profile totals with the time in ops of unknown FLOPs;
+# trace whole-trace figures as HTA counts them (`last_step_left_out`), `idle_causes`.
 SCHEMA_VERSION = 2
 # Profile documents of these versions hold the same facts and still load.
 READABLE_PROFILE_VERSIONS = (1, 2)
