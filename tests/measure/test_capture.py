@@ -12,7 +12,7 @@ from lightspeed.errors import WorkloadError
 from lightspeed.facts.records import OPTIMIZER_MODULE, Phase
 from lightspeed.measure.capture import capture_step, module_path
 from lightspeed.measure.step import StepSettings, prepare
-from lightspeed.suite import get
+from lightspeed.suite import get, names
 
 
 def _mlp_workload() -> Workload:
@@ -87,3 +87,12 @@ def test_gpt2_tiny_attention_is_counted_on_the_cpu() -> None:
     assert all(o.flops == 33_554_432 for o in attention)
     assert all(o.causal for o in attention)
     assert sorted(o.module for o in attention) == ["blocks.0.attn", "blocks.1.attn"]
+
+
+@pytest.mark.parametrize("name", [n for n in names() if n.endswith("-tiny")])
+def test_every_op_of_a_tiny_suite_step_has_a_flop_formula(name: str) -> None:
+    """Ops with no formula count 0 FLOPs (`flops_known=False`); none of the suite's
+    may: views, copies and fills are declared zero-FLOP, everything else counted."""
+    ops = capture_step(prepare(get(name), StepSettings()))
+    unknown = sorted({op.name for op in ops if not op.flops_known})
+    assert unknown == []
