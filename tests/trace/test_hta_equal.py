@@ -18,6 +18,7 @@ HTA_TEMPORAL = {
         True: (76.68, 17.11, 6.21, 660550),
     },
     "hta-mi250-minitoy-train": {False: (98.53, 1.08, 0.39, 8911)},
+    "hta-mtia-inference-rank0": {False: (4.34, 94.66, 1.00, 443275)},
     "hta-recsys-128ranks-sampled-rank0": {
         False: (53.56, 17.71, 28.74, 600058),
         True: (55.21, 17.20, 27.59, 1222847),

@@ -51,6 +51,9 @@ CATEGORY_KINDS: Mapping[str, Kind] = {
     "user_annotation": Kind.ANNOTATION,
     "gpu_user_annotation": Kind.GPU_ANNOTATION,
     "cuda_sync": Kind.SYNC,
+    # Meta's MTIA accelerator: its command processor's events run on the device.
+    "mtia_ccp_events": Kind.KERNEL,
+    "mtia_runtime": Kind.RUNTIME,
 }
 NO_ID = -1
 US = 1e-6  # seconds per µs, the unit of every time in a trace
@@ -64,8 +67,9 @@ class EventTable:
     """Complete events of one kind as columns, in file order.
 
     `name` indexes `Trace.names`; `ts_us` and `dur_us` are the trace's microseconds;
-    `pid`/`tid` are integers (a non-numeric one gets a negative id; a device sync
-    record's `tid` is the stream it names, as HTA reads it); `correlation` and
+    `pid`/`tid` are integers (a non-numeric one gets a negative id; a device event's
+    or sync record's `tid` is the stream it names in `args`, where it names one, as
+    HTA reads it); `correlation` and
     `external_id` are NO_ID where absent.
     """
 
