@@ -154,10 +154,3 @@ def findings_data(findings: Sequence[Finding]) -> list[dict[str, Any]]:
     return [
         {"kind": f.kind.value, "message": f.message, "evidence": dict(f.evidence)} for f in findings
     ]
-
-
-def by_key(values: Mapping[Any, Any]) -> dict[str, Any]:
-    """A mapping with its keys as JSON object keys (ranks, enums)."""
-    return {
-        getattr(k, "value", str(k)) if not isinstance(k, str) else k: v for k, v in values.items()
-    }

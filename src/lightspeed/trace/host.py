@@ -225,17 +225,18 @@ def _device_syncs(w: WindowContext) -> dict[str, int]:
     return count_names(trace, syncs.name[in_window(syncs, w.window)])
 
 
-def _host_index(ctx: TraceContext) -> HostIndex:
+def shared_host_index(ctx: TraceContext) -> HostIndex:
+    """The trace's HostIndex, built once per trace for every analysis that asks."""
     return host_index(ctx.trace)
 
 
 def _launches(w: WindowContext) -> LaunchStats:
-    return launch_stats(w.trace.trace, w.trace.once(_host_index), w.window, w.trace.device)
+    return launch_stats(w.trace.trace, w.trace.once(shared_host_index), w.window, w.trace.device)
 
 
 def _host(w: WindowContext) -> HostStats:
     busy = w.trace.busy if w.has_device_events else None
-    return host_stats(w.trace.trace, w.trace.once(_host_index), w.window, busy)
+    return host_stats(w.trace.trace, w.trace.once(shared_host_index), w.window, busy)
 
 
 def _describe_launches(launches: LaunchStats) -> Shown:

@@ -24,7 +24,7 @@ import numpy as np
 from lightspeed.document import Unit, Value, line
 from lightspeed.trace import intervals
 from lightspeed.trace.events import US, EventTable, Kind, Trace
-from lightspeed.trace.host import HostIndex, host_index
+from lightspeed.trace.host import HostIndex, shared_host_index
 from lightspeed.trace.names import BoolArray, names_where
 from lightspeed.trace.window import Shown, TraceContext, WindowAnalyzer, WindowContext
 
@@ -54,7 +54,7 @@ class _Index:
 
 def _index(ctx: TraceContext) -> _Index:
     return _Index(
-        host=host_index(ctx.trace),
+        host=ctx.once(shared_host_index),
         copy_call=names_where(ctx.trace, lambda n: bool(_COPY_CALL.search(n))),
     )
 
