@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console, RenderableType
 
-from lightspeed.document import Document
-from lightspeed.report import render_json, render_terminal
+if TYPE_CHECKING:  # the renderers load with the first report, not with `--help`
+    from lightspeed.document import Document
 
 DEVICE_HELP = "Where to run: cpu or cuda."
 DTYPE_HELP = "Precision of the step: fp32, bf16 or fp16 (parameters, activations and batch)."
@@ -27,6 +28,8 @@ JsonOption = typer.Option(None, "--json", help="Also write JSON here ('-': stdou
 def report(doc: Document, json_path: Path | None) -> None:
     """Write `doc` as JSON where --json says, and draw it in the terminal unless the
     JSON went to stdout."""
+    from lightspeed.report import render_terminal
+
     if json_path is not None:
         emit_json(doc, json_path)
     if json_path is None or str(json_path) != "-":
@@ -35,6 +38,8 @@ def report(doc: Document, json_path: Path | None) -> None:
 
 def show_document(doc: Document, as_json: bool) -> None:
     """Print `doc` as JSON on stdout, or drawn for the terminal."""
+    from lightspeed.report import render_terminal
+
     if as_json:
         emit_json(doc, None)
     else:
@@ -52,6 +57,8 @@ def show(renderable: RenderableType) -> None:
 
 def emit_json(doc: Document, path: Path | None) -> None:
     """Write `doc` as JSON to `path`, or to stdout when `path` is '-' or None."""
+    from lightspeed.report import render_json
+
     obj = render_json.render(doc)
     if path is None or str(path) == "-":
         sys.stdout.write(render_json.dumps(obj) + "\n")

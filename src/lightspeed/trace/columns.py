@@ -110,12 +110,13 @@ def build_part(events: Sequence[Any]) -> Part:
             pid, tid = _label_id(pid, labels), _label_id(tid, labels)
         if not (type(corr) is int and type(ext) is int):
             corr, ext = _int_or(corr, NO_ID), _int_or(ext, NO_ID)
-        stream = args.get("stream") if kind is sync or kind is kernel else None
-        if type(stream) is int and 0 <= stream < _INT64:
+        if kind is kernel or kind is sync:
             # The stream, as HTA reads it: an accelerator's event thread is not its
             # stream (MTIA), and Context Sync's 2**32 − 1 (an unsigned −1) is one, which
             # HTA counts as a device event.
-            tid = stream
+            stream = args.get("stream")
+            if type(stream) is int and 0 <= stream < _INT64:
+                tid = stream
         if kind is cpu_op and name in SHAPED_OPS and "Input Dims" in args:
             op_shapes.append((len(floats[kind]) // 2, args["Input Dims"], args.get("Input type")))
         ints[kind].extend((name_id, pid, tid, corr, ext))

@@ -23,7 +23,7 @@ import numpy as np
 
 from lightspeed.document import Unit, Value, line
 from lightspeed.trace import intervals
-from lightspeed.trace.events import US, EventTable, Kind, Trace
+from lightspeed.trace.events import US, EventTable, Kind
 from lightspeed.trace.host import HostIndex, shared_host_index
 from lightspeed.trace.names import BoolArray, names_where
 from lightspeed.trace.window import Shown, TraceContext, WindowAnalyzer, WindowContext
@@ -63,8 +63,10 @@ def _spans(table: EventTable, rows: BoolArray) -> Spans:
     return table.ts_us[rows], table.end_us[rows]
 
 
-def _activities(trace: Trace, index: _Index) -> list[tuple[str, Spans]]:
-    """The host's activities, in the order idle time is attributed to them."""
+def _covered(ctx: TraceContext) -> list[tuple[str, Spans]]:
+    """For each host activity, in the order idle time is attributed to them, the union
+    of it and all before it: worked out once per trace, clipped to each window."""
+    trace, index = ctx.trace, _index(ctx)
     ops, runtime = trace.table(Kind.CPU_OP), trace.table(Kind.RUNTIME)
     notes = trace.table(Kind.ANNOTATION)
     h = index.host
@@ -72,7 +74,7 @@ def _activities(trace: Trace, index: _Index) -> list[tuple[str, Spans]]:
     def named(mask: BoolArray, *tables: EventTable) -> Spans:
         return intervals.join(*(_spans(t, mask[t.name]) for t in tables))
 
-    return [
+    activities = [
         ("in_sync_s", named(h.sync, runtime, ops)),
         ("loading_data_s", named(h.loading, notes, ops)),
         ("in_collectives_s", named(h.collective, notes, ops)),
@@ -80,6 +82,12 @@ def _activities(trace: Trace, index: _Index) -> list[tuple[str, Spans]]:
         ("launching_s", named(h.launch & ~index.copy_call, runtime)),
         ("in_cpu_ops_s", _spans(ops, h.outer_ops)),
     ]
+    covered: list[tuple[str, Spans]] = []
+    so_far: Spans = (np.empty(0), np.empty(0))
+    for key, spans in activities:
+        so_far = intervals.union(*intervals.join(so_far, spans))
+        covered.append((key, so_far))
+    return covered
 
 
 def idle_causes(w: WindowContext) -> IdleCauses:
@@ -93,11 +101,9 @@ def idle_causes(w: WindowContext) -> IdleCauses:
     idle = intervals.gaps(ev.start_us, ev.end_us, lo, hi)
     idle_us = float(np.sum(idle[1] - idle[0]))
     parts: dict[str, float] = {}
-    covered: Spans = (np.empty(0), np.empty(0))
     attributed_us = 0.0
-    for key, spans in _activities(w.trace.trace, w.trace.once(_index)):
-        covered = intervals.join(covered, intervals.clip(*spans, lo, hi))
-        now_us = intervals.overlap(idle, covered)
+    for key, covered in w.trace.once(_covered):
+        now_us = intervals.overlap(idle, intervals.clip(*covered, lo, hi))
         parts[key] = (now_us - attributed_us) * US
         attributed_us = now_us
     return IdleCauses(idle_s=idle_us * US, unrecorded_s=(idle_us - attributed_us) * US, **parts)
