@@ -49,14 +49,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from processes import last_line, run_in_own_group
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = (False, True)
@@ -126,11 +126,6 @@ def setting_key(include_last_step: bool) -> str:
     return f"include_last_profiler_step={include_last_step}"
 
 
-def last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:500] if lines else "(no output)"
-
-
 def empty_result(error: str) -> dict[str, Any]:
     empty: dict[str, Any] = {"ranks": [], "temporal": [], "idle": [], "kernel_types": []}
     return empty | {"warnings": [], "errors": {"run": error}}
@@ -145,30 +140,19 @@ def run_hta(
     last_step = "1" if include_last_step else "0"
     command = [str(hta_python), "-c", HTA_PROGRAM, str(trace_dir), last_step, str(out_json)]
     start = time.perf_counter()
-    # Its own process group, so that a timeout also ends any worker HTA started.
-    with subprocess.Popen(
-        command,
-        cwd=trace_dir.parent,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    ) as process:
-        try:
-            stdout, stderr = process.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            result = empty_result(f"timed out after {timeout_s:g} s")
-            result["wall_s"] = timeout_s
-            return result
+    done = run_in_own_group(command, trace_dir.parent, timeout_s)
+    if done is None:
+        result = empty_result(f"timed out after {timeout_s:g} s")
+        result["wall_s"] = timeout_s
+        return result
+    returncode, stdout, stderr = done
     wall_s = time.perf_counter() - start
     if out_json.exists():
         result = json.loads(out_json.read_text())
-        if process.returncode != 0:
-            result["errors"]["run"] = f"exit {process.returncode}: {last_line(stderr)}"
+        if returncode != 0:
+            result["errors"]["run"] = f"exit {returncode}: {last_line(stderr)}"
     else:
-        result = empty_result(f"exit {process.returncode}: {last_line(stderr or stdout)}")
+        result = empty_result(f"exit {returncode}: {last_line(stderr or stdout)}")
     result["wall_s"] = round(wall_s, 2)
     return result
 

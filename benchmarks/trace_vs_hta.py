@@ -44,7 +44,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import tempfile
@@ -52,6 +51,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from processes import last_line, run_in_own_group
 
 REPO = Path(__file__).resolve().parents[1]
 GNU_TIME = "/usr/bin/time"
@@ -142,40 +143,25 @@ class Summary:
         return max(rss) / 1024
 
 
-def last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "(no output)"
-
-
 def measure(command: list[str], cwd: Path, timeout_s: float) -> tuple[Run, str]:
     """Run `command` under GNU time; the Run, and its stdout (for the caller to read)."""
     with tempfile.TemporaryDirectory(prefix="trace_vs_hta-run-") as scratch:
         time_file = Path(scratch) / "time.txt"
         start = time.perf_counter()
-        # Its own process group, so that a timeout ends the measured program too, not
-        # only GNU time.
-        with subprocess.Popen(
-            [GNU_TIME, "-o", str(time_file), "-f", "%M", *command],
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        ) as process:
-            try:
-                stdout, stderr = process.communicate(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.communicate()
-                return Run(timeout_s, None, f"timed out after {timeout_s:g} s"), ""
+        done = run_in_own_group(
+            [GNU_TIME, "-o", str(time_file), "-f", "%M", *command], cwd, timeout_s
+        )
+        if done is None:
+            return Run(timeout_s, None, f"timed out after {timeout_s:g} s"), ""
+        returncode, stdout, stderr = done
         wall_s = time.perf_counter() - start
         # GNU time writes "Command exited with non-zero status N" before the figure.
         time_text = time_file.read_text() if time_file.exists() else ""
         figures = [line for line in time_text.split() if line.isdigit()]
         rss_kib = int(figures[-1]) if figures else None
     failure = None
-    if process.returncode != 0:
-        failure = f"exit {process.returncode}: {last_line(stderr or stdout)}"
+    if returncode != 0:
+        failure = f"exit {returncode}: {last_line(stderr or stdout)}"
     return Run(wall_s, rss_kib, failure), stdout
 
 
