@@ -55,11 +55,3 @@ def size(n_bytes: float | None) -> str:
 
 def percent(fraction: float) -> str:
     return f"{100 * fraction:.1f}%"
-
-
-def finding_line(kind: str, message: str, max_speedup: object = None) -> str:
-    """One finding as a bullet: `• [kind] message (at most N× faster)`."""
-    bound = ""
-    if isinstance(max_speedup, (int, float)) and math.isfinite(max_speedup) and max_speedup > 1.005:
-        bound = f" (fixing it: at most {max_speedup:.2f}× faster)"
-    return f"• [{kind}] {message}{bound}"

@@ -134,7 +134,6 @@ class MatmulIndex:
 
     flops: FloatArray
     bytes: FloatArray
-    precision: list[Precision]
     unaligned: BoolArray
     products: list[Product]
     op_of_event: IntArray
@@ -167,7 +166,6 @@ def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
     index = MatmulIndex(
         flops=np.array([p.flops for p in products]),
         bytes=np.array([p.bytes for p in products]),
-        precision=[p.precision for p in products],
         unaligned=np.array([p.tensor_core_aligned() is False for p in products], dtype=bool),
         products=products,
         op_of_event=op_of_event,
@@ -195,7 +193,7 @@ def _on_catalog_gpu(
     n = len(index.flops)
     sol, below_ridge, tf32 = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
     unaligned = index.unaligned.copy()
-    for i, precision in enumerate(index.precision):
+    for i, precision in enumerate(p.precision for p in index.products):
         if not (index.flops[i] or index.bytes[i]):  # an empty product: no work to place
             continue
         point = place_on(hw, index.flops[i], index.bytes[i], precision)
@@ -275,7 +273,7 @@ def matmul_stats(
     unaligned = index.unaligned[op_ids]
     tf32 = index.tf32[op_ids] if index.tf32 is not None else np.zeros(len(op_ids), bool)
     core = [
-        Precision.TF32.value if t else index.precision[i].value
+        Precision.TF32.value if t else index.products[i].precision.value
         for i, t in zip(op_ids, tf32, strict=True)
     ]
     stats = MatmulStats(
@@ -283,7 +281,7 @@ def matmul_stats(
         flops=float(index.flops[op_ids].sum()),
         bytes=float(index.bytes[op_ids].sum()),
         time_s=float(time_us.sum()) * US,
-        by_precision=_seconds_by([index.precision[i].value for i in op_ids], time_us),
+        by_precision=_seconds_by([index.products[i].precision.value for i in op_ids], time_us),
         unaligned_s=float(time_us[unaligned].sum()) * US,
         unaligned_by_precision=_seconds_by(
             [c for c, u in zip(core, unaligned, strict=True) if u], time_us[unaligned]
