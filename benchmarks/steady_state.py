@@ -11,7 +11,9 @@ For each workload and allocator setting, in a process of its own:
    round's ratio is (a)'s median over (b)'s; the figure is the median of the ratios.
    Page faults per step come from a probe in the workload's loss, called once a step.
 
-Allocators: `default` is glibc as it comes; `pinned` starts the process with
+Allocators: `default` is glibc as it comes (until the first round, where lightspeed's
+timer tells glibc to keep freed memory, measure/allocator.py); `pinned` starts the
+process with
 MALLOC_TRIM_THRESHOLD_=1 TiB (never give the top of the heap back) and MALLOC_MMAP_MAX_=0
 (no block gets a mapping of its own), so memory freed by one step is reused by the next
 instead of being returned to the OS and faulted in again.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -160,12 +162,8 @@ def test_a_slower_last_window_is_noise_not_drift() -> None:
     assert not has_settled([1.0] * 5, tolerance=0.05)  # two windows of three needed
 
 
-def test_page_faults_a_step_and_the_kernels_share_are_measured() -> None:
+def test_the_kernels_share_and_page_faults_are_measured() -> None:
     import torch
-
-    def fresh_buffer() -> None:
-        # 64 MiB: above glibc's largest mmap threshold, so mapped and unmapped each call.
-        torch.empty(16 * 2**20).fill_(1.0)
 
     kept = torch.empty(16 * 2**20)
 
@@ -173,14 +171,11 @@ def test_page_faults_a_step_and_the_kernels_share_are_measured() -> None:
         kept.fill_(1.0)
 
     config = TimerConfig(warmup_steps=2, budget_s=0.2, min_replicates=3, max_settle_s=0)
-    fresh = measure(fresh_buffer, sync=lambda: None, config=config)
     same = measure(same_buffer, sync=lambda: None, config=config)
-    assert fresh.page_faults_per_call is not None and same.page_faults_per_call is not None
-    # 64 MiB: 16,384 faults a call in 4 KiB pages, 32 in 2 MiB huge pages; the same
-    # buffer filled again faults none.
-    assert fresh.page_faults_per_call >= 32
-    assert same.page_faults_per_call < fresh.page_faults_per_call / 10
-    assert fresh.kernel_cpu_share is not None and 0 <= fresh.kernel_cpu_share <= 1
+    # A buffer filled again faults no page in (tests/measure/test_allocator.py has one
+    # that does, in a process of its own).
+    assert same.page_faults_per_call is not None and same.page_faults_per_call < 32
+    assert same.kernel_cpu_share is not None and 0 <= same.kernel_cpu_share <= 1
 
 
 def test_a_step_that_faults_its_memory_in_again_is_warned_about() -> None:
@@ -202,3 +197,6 @@ def test_a_step_that_faults_its_memory_in_again_is_warned_about() -> None:
         kernel_cpu_share=0.02,
     )
     assert quiet.warnings == ()
+    kept = dataclasses.replace(m, freed_memory_kept=True)
+    (warning,) = kept.warnings
+    assert "although freed memory was kept" in warning and "MALLOC" not in warning

@@ -97,6 +97,9 @@ class Measurement:
     # the OS kernel while timing (None where the OS does not report them).
     page_faults_per_call: float | None = None
     kernel_cpu_share: float | None = None
+    # Whether the C library's allocator kept freed memory in the process while timing
+    # (measure/allocator.py); None: not asked.
+    freed_memory_kept: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.times_s:
@@ -163,12 +166,18 @@ class Measurement:
             and self.kernel_cpu_share > KERNEL_SHARE_WARN
             and (self.page_faults_per_call or 0) > PAGE_FAULTS_WARN
         ):
-            found.append(
+            cost = (
                 f"{100 * self.kernel_cpu_share:.0f}% of the CPU time went to the OS kernel,"
-                f" with {self.page_faults_per_call:,.0f} page faults a step: the allocator"
-                " returns the step's memory to the OS and faults it in again every step"
-                " (with glibc, MALLOC_TRIM_THRESHOLD_=1099511627776 MALLOC_MMAP_MAX_=0 in the"
-                " environment, or jemalloc or tcmalloc preloaded, avoid it)"
+                f" with {self.page_faults_per_call:,.0f} page faults a step"
+            )
+            found.append(
+                f"{cost} although freed memory was kept in the process: the step touches"
+                " memory it has not touched before on every step"
+                if self.freed_memory_kept
+                else f"{cost}: the allocator returns the step's memory to the OS and faults"
+                " it in again every step (with glibc, MALLOC_TRIM_THRESHOLD_=1099511627776"
+                " MALLOC_MMAP_MAX_=0 in the environment, or jemalloc or tcmalloc preloaded,"
+                " avoid it)"
             )
         if self.noise is not None:
             found.extend(self.noise.warnings)

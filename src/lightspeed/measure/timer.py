@@ -5,16 +5,14 @@ Modelled on torch.utils.benchmark's `blocked_autorange`: each replicate times a 
 of `steps_per_replicate` calls between two device synchronizations, so the timer's
 own cost and the sync are amortised over calls that are too short to time one by one.
 
-A freshly built training step runs slower for longer than a few warm-up steps: on a
-110 M-parameter encoder on a CPU, glibc's allocator first hands the step's large
-buffers back to the OS after every step and faults them in again (about 10⁵ page
-faults a step) until its thresholds adapt, which made the first steps 1.1–1.3× slower
-than a long-lived copy's. So after `warmup_steps` the timer keeps warming up, in
-blocks, until the median of the `SETTLE_WINDOW` blocks before the last
-`SETTLE_WINDOW` is no more than `settle_tolerance` slower than theirs (the step time
-has stopped falling), or `max_settle_s` has passed; the result says whether it settled.
-That transient lasts 2–9 steps; the allocator's faults do not end in a fresh process
-of its own, so the timer reports what such a process sees.
+A freshly built training step runs slower for some steps: optimizer state is created
+and pages are touched for the first time (2–9 steps on a 110 M-parameter encoder on a
+CPU). So after `warmup_steps` the timer keeps warming up, in blocks, until the median of
+the `SETTLE_WINDOW` blocks before the last `SETTLE_WINDOW` is no more than
+`settle_tolerance` slower than theirs (the step time has stopped falling), or
+`max_settle_s` has passed; the result says whether it settled. What a step's memory
+costs once it is warm depends on the allocator, which the step timer sets first
+(measure/allocator.py).
 """
 
 from __future__ import annotations

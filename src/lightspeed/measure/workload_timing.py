@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from lightspeed.facts.timing import StepTiming, WorkloadInfo
+from lightspeed.measure.allocator import keep_freed_memory
 from lightspeed.measure.noise import NoiseProbe
 from lightspeed.measure.step import PreparedStep, StepSettings, guard, prepare
 from lightspeed.measure.timer import TimerConfig, measure
@@ -32,15 +33,24 @@ def prepared_info(prepared: PreparedStep) -> WorkloadInfo:
 
 
 def time_step(
-    prepared: PreparedStep, config: TimerConfig | None = None, *, check_noise: bool = True
+    prepared: PreparedStep,
+    config: TimerConfig | None = None,
+    *,
+    check_noise: bool = True,
+    keep_memory: bool = True,
 ) -> StepTiming:
     """Time the training step of an already prepared workload; with `check_noise`, a
-    noise check around the timing says whether the machine was quiet (`NoiseCheck`)."""
+    noise check around the timing says whether the machine was quiet (`NoiseCheck`).
+    With `keep_memory`, the C library's allocator keeps freed memory in the process
+    from then on (`allocator.keep_freed_memory`), so the time does not depend on the
+    heap's history."""
+    kept = keep_freed_memory() if keep_memory else False
     probe = NoiseProbe.start(prepared.settings.device) if check_noise else None
     with guard(prepared.workload, "the training step"):
         measurement = measure(prepared.step, sync=prepared.sync, config=config)
     if probe is not None:
         measurement = dataclasses.replace(measurement, noise=probe.finish())
+    measurement = dataclasses.replace(measurement, freed_memory_kept=kept)
     return StepTiming(workload=prepared_info(prepared), measurement=measurement)
 
 

@@ -85,6 +85,7 @@ def _profile_facts(doc: Mapping[str, Any]) -> Profile:
             settled=timing.get("settled"),
             page_faults_per_call=timing.get("page_faults_per_call"),
             kernel_cpu_share=timing.get("kernel_cpu_share"),
+            freed_memory_kept=timing.get("freed_memory_kept"),
             noise=None if timing.get("noise") is None else NoiseCheck(**timing["noise"]),
         ),
         ops=tuple(_op_record(o) for o in doc["ops"]),

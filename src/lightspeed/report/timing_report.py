@@ -51,6 +51,7 @@ def measurement_data(m: Measurement) -> dict[str, Any]:
         "settled": m.settled,
         "page_faults_per_call": m.page_faults_per_call,
         "kernel_cpu_share": m.kernel_cpu_share,
+        "freed_memory_kept": m.freed_memory_kept,
         "times_s": list(m.times_s),
         "noise": None if m.noise is None else dataclasses.asdict(m.noise),
         "warnings": list(m.warnings),
