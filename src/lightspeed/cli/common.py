@@ -12,17 +12,53 @@ from rich.console import Console, RenderableType
 if TYPE_CHECKING:  # the renderers load with the first report, not with `--help`
     from lightspeed.document import Document
 
+# -h as well as --help, on every command.
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+
 DEVICE_HELP = "Where to run: cpu or cuda."
 DTYPE_HELP = "Precision of the step: fp32, bf16 or fp16 (parameters, activations and batch)."
 HARDWARE_HELP = "Hardware to model on: a catalog id (see `lightspeed hw list`) or 'local'."
 
-TargetArgument = typer.Argument(..., help="A suite name (see `lightspeed suite`) or file.py:NAME.")
-DeviceOption = typer.Option("cpu", "--device", help=DEVICE_HELP)
-DtypeOption = typer.Option("fp32", "--dtype", help=DTYPE_HELP)
-BatchSizeOption = typer.Option(None, "--batch-size", help="Samples per step.")
-HardwareOption = typer.Option(None, "--hardware", help=HARDWARE_HELP)
-BudgetOption = typer.Option(2.0, "--budget", help="Seconds to spend timing the step.")
-JsonOption = typer.Option(None, "--json", help="Also write JSON here ('-': stdout).")
+TargetArgument = typer.Argument(
+    ...,
+    metavar="TARGET",
+    help="A suite name (see `lightspeed suite`) or file.py:NAME.",
+    show_default=False,
+)
+DeviceOption = typer.Option("cpu", "--device", metavar="DEVICE", help=DEVICE_HELP)
+DtypeOption = typer.Option("fp32", "--dtype", metavar="DTYPE", help=DTYPE_HELP)
+BatchSizeOption = typer.Option(None, "--batch-size", metavar="N", help="Samples per step.")
+HardwareOption = typer.Option(None, "--hardware", metavar="ID", help=HARDWARE_HELP)
+BudgetOption = typer.Option(
+    2.0, "--budget", metavar="SECONDS", help="Seconds to spend timing the step."
+)
+JsonOption = typer.Option(
+    None,
+    "--json",
+    metavar="[PATH]",
+    help="Also write the result as JSON to PATH; with no PATH (or '-'), print only the"
+    " JSON, on stdout.",
+)
+ThreadsOption = typer.Option(
+    None,
+    "--threads",
+    metavar="N",
+    help="Threads torch runs each op on (default: torch's choice, usually one per"
+    " physical core); CPU results depend on it several-fold.",
+)
+
+
+def use_threads(threads: int | None) -> None:
+    """Make torch run ops on `threads` threads (None: leave torch's choice)."""
+    if threads is None:
+        return
+    from lightspeed.errors import ConfigError
+
+    if threads < 1:
+        raise ConfigError(f"--threads {threads} must be at least 1.")
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def report(doc: Document, json_path: Path | None) -> None:
@@ -33,16 +69,6 @@ def report(doc: Document, json_path: Path | None) -> None:
     if json_path is not None:
         emit_json(doc, json_path)
     if json_path is None or str(json_path) != "-":
-        show(render_terminal.render(doc))
-
-
-def show_document(doc: Document, as_json: bool) -> None:
-    """Print `doc` as JSON on stdout, or drawn for the terminal."""
-    from lightspeed.report import render_terminal
-
-    if as_json:
-        emit_json(doc, None)
-    else:
         show(render_terminal.render(doc))
 
 

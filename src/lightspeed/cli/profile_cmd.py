@@ -14,8 +14,10 @@ from lightspeed.cli.common import (
     HardwareOption,
     JsonOption,
     TargetArgument,
+    ThreadsOption,
     emit_json,
     report,
+    use_threads,
 )
 
 
@@ -26,11 +28,15 @@ def profile_command(
     batch_size: int | None = BatchSizeOption,
     hardware: str | None = HardwareOption,
     steps: int = typer.Option(
-        3, "--steps", help="Profiled steps; each op's time is the median over them."
+        3,
+        "--steps",
+        metavar="N",
+        help="Profiled steps; each op's time is the median over them.",
     ),
-    top: int = typer.Option(10, "--top", help="How many ops to list by headroom."),
-    depth: int = typer.Option(2, "--depth", help="Levels of the module tree to show."),
+    top: int = typer.Option(10, "--top", metavar="N", help="How many ops to list by headroom."),
+    depth: int = typer.Option(2, "--depth", metavar="N", help="Levels of the module tree to show."),
     budget: float = BudgetOption,
+    threads: int | None = ThreadsOption,
     json_path: Path | None = JsonOption,
 ) -> None:
     """Place every op of one training step on the roofline; report time, headroom and memory."""
@@ -40,6 +46,7 @@ def profile_command(
     from lightspeed.facts.profile import Profile
     from lightspeed.report.profile_report import profile_document
 
+    use_threads(threads)
     if steps < 1:
         raise ConfigError(f"--steps {steps} must be at least 1.")
     try:

@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-from lightspeed.cli.common import HARDWARE_HELP, show_document
+from lightspeed.cli.common import HARDWARE_HELP, JsonOption, report
 
 
 def roofline_command(
-    flops: float = typer.Option(..., "--flops", help="FLOPs of the work."),
-    bytes_moved: float = typer.Option(..., "--bytes", help="Bytes the work reads and writes."),
-    hardware: str | None = typer.Option(None, "--hardware", help=HARDWARE_HELP),
-    dtype: str = typer.Option("fp32", "--dtype", help="Precision whose peak applies."),
-    peak_flops: float | None = typer.Option(None, "--peak-flops", help="Peak FLOP/s."),
-    bandwidth: float | None = typer.Option(None, "--bandwidth", help="Bandwidth, bytes/s."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    flops: float = typer.Option(..., "--flops", metavar="FLOP", help="FLOPs of the work."),
+    bytes_moved: float = typer.Option(
+        ..., "--bytes", metavar="BYTES", help="Bytes the work reads and writes."
+    ),
+    hardware: str | None = typer.Option(None, "--hardware", metavar="ID", help=HARDWARE_HELP),
+    dtype: str = typer.Option(
+        "fp32", "--dtype", metavar="DTYPE", help="Precision whose peak applies."
+    ),
+    peak_flops: float | None = typer.Option(
+        None, "--peak-flops", metavar="FLOP/S", help="Peak FLOP/s."
+    ),
+    bandwidth: float | None = typer.Option(
+        None, "--bandwidth", metavar="BYTES/S", help="Bandwidth, bytes/s."
+    ),
+    json_path: Path | None = JsonOption,
 ) -> None:
     """Intensity, ridge point, bound, attainable FLOP/s and speed-of-light time of some work.
 
@@ -42,4 +52,4 @@ def roofline_command(
         hw = resolve_hardware(hardware, Device.CPU)
         ceilings = Ceilings.of(hw, Precision.parse(dtype))
     point = place(flops, bytes_moved, ceilings)
-    show_document(roofline_document(point, hw), as_json)
+    report(roofline_document(point, hw), json_path)

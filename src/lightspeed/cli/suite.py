@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from lightspeed.cli.common import show
+from pathlib import Path
+
+from lightspeed.cli.common import JsonOption, report
 
 
-def suite_command() -> None:
+def suite_command(json_path: Path | None = JsonOption) -> None:
     """List the built-in benchmark workloads a target can name."""
-    from rich.table import Table
-
     from lightspeed import suite
+    from lightspeed.report.suite_report import suite_document
 
-    table = Table(title="Built-in workloads", title_justify="left")
-    table.add_column("name")
-    table.add_column("what it is")
-    for name in suite.names():
-        table.add_row(name, suite.describe(name))
-    show(table)
+    report(suite_document([(name, suite.describe(name)) for name in suite.names()]), json_path)

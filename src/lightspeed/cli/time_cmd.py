@@ -14,7 +14,9 @@ from lightspeed.cli.common import (
     HardwareOption,
     JsonOption,
     TargetArgument,
+    ThreadsOption,
     report,
+    use_threads,
 )
 
 
@@ -27,11 +29,15 @@ def time_command(
     warmup: int = typer.Option(
         3,
         "--warmup",
+        metavar="STEPS",
         help="Untimed steps before timing, at least; the warm-up goes on until the step"
         " time stops falling (at most 15 s).",
     ),
     budget: float = BudgetOption,
-    min_replicates: int = typer.Option(5, "--min-replicates", help="Fewest timed blocks."),
+    threads: int | None = ThreadsOption,
+    min_replicates: int = typer.Option(
+        5, "--min-replicates", metavar="N", help="Fewest timed blocks."
+    ),
     json_path: Path | None = JsonOption,
 ) -> None:
     """Time a workload's training step: median with IQR, samples/s, tokens/s where known."""
@@ -40,6 +46,7 @@ def time_command(
     from lightspeed.measure.workload_timing import time_workload
     from lightspeed.report.timing_report import timing_document
 
+    use_threads(threads)
     workload, settings, hw = run_setup(target, device, dtype, batch_size, hardware)
     config = TimerConfig(warmup_steps=warmup, budget_s=budget, min_replicates=min_replicates)
     timing = time_workload(workload, settings, config)

@@ -11,9 +11,12 @@ from lightspeed.cli.common import JsonOption, emit_json, report
 
 def trace_command(
     paths: list[Path] = typer.Argument(
-        ..., help="Trace files (.json, .json.gz) or directories of per-rank traces."
+        ...,
+        metavar="PATH...",
+        help="Trace files (.json, .json.gz) or directories of per-rank traces.",
+        show_default=False,
     ),
-    step: int | None = typer.Option(None, "--step", help="Detail ProfilerStep#N."),
+    step: int | None = typer.Option(None, "--step", metavar="N", help="Detail ProfilerStep#N."),
     include_last_step: bool = typer.Option(
         False,
         "--include-last-step",

@@ -1,0 +1,61 @@
+"""The click exceptions typer raises, read in one place.
+
+typer 0.12–0.15 runs on the `click` package; later releases carry their own copy of
+click as the private `typer._click`. The CLI catches click's usage errors to print
+them as one line, so it needs their classes from whichever is there.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+try:
+    from typer._click.exceptions import NoSuchOption, UsageError
+except ImportError:  # typer before its own copy of click
+    from click.exceptions import NoSuchOption, UsageError  # type: ignore[no-redef]
+
+try:
+    from typer.exceptions import Abort as _TyperAbort
+except ImportError:
+    from click.exceptions import Abort as _TyperAbort  # type: ignore[no-redef]
+
+USAGE_ERRORS: tuple[type[Exception], ...] = (UsageError,)
+ABORTS: tuple[type[BaseException], ...] = (_TyperAbort, KeyboardInterrupt)
+
+_NO_SUCH_COMMAND = re.compile(r"No such command '(?P<name>[^']*)'")
+
+
+def message_of(exc: Exception) -> str:
+    """The usage error's own message, without click's list of possibilities."""
+    return str(getattr(exc, "message", None) or exc)
+
+
+def context_of(exc: Exception) -> Any:
+    """The click context the error arose in (its `command_path`), or None."""
+    return getattr(exc, "ctx", None)
+
+
+def unknown_option(exc: Exception) -> tuple[str, list[str]] | None:
+    """(the option given, the command's options) when `exc` is an unknown option."""
+    if not isinstance(exc, NoSuchOption):
+        return None
+    ctx = context_of(exc)
+    known = (
+        [opt for param in ctx.command.params for opt in getattr(param, "opts", ())]
+        if ctx is not None
+        else list(exc.possibilities or ())
+    )
+    return exc.option_name, known
+
+
+def unknown_command(exc: Exception) -> str | None:
+    """The command name given when `exc` says there is no such command."""
+    match = _NO_SUCH_COMMAND.search(message_of(exc))
+    return match["name"] if match else None
+
+
+def subcommands(ctx: Any) -> list[str]:
+    """The names of the commands under `ctx`'s command."""
+    command = ctx.command
+    return list(command.list_commands(ctx)) if hasattr(command, "list_commands") else []

@@ -1,0 +1,123 @@
+"""Every command follows the same conventions: -h and --help, --version, one-line usage
+errors with a close match, and --json with a path or, bare, on stdout."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import typer
+
+from conftest import RunCli
+from lightspeed.cli import app
+from lightspeed.facts.hardware import Hardware
+
+TRACE = Path(__file__).parent / "data" / "traces" / "hta-mi250-minitoy-train.json.gz"
+
+# The least each command needs to run (quickly) and produce a result.
+RUNS: dict[str, tuple[str, ...]] = {
+    "hw list": (),
+    "hw show": ("a100-80gb-sxm",),
+    "hw calibrate": (),
+    "roofline": ("--flops", "1e9", "--bytes", "1e6", "--peak-flops", "1e12", "--bandwidth", "1e11"),
+    "suite": (),
+    "time": ("mlp-tiny", "--hardware", "local", "--budget", "0.05", "--warmup", "1"),
+    "profile": ("mlp-tiny", "--hardware", "local", "--budget", "0.05", "--steps", "1"),
+    "trace": (str(TRACE),),
+}
+
+
+def command_paths(group: object, prefix: tuple[str, ...] = ()) -> Iterator[str]:
+    """Every runnable command under `group`, as 'hw show'."""
+    commands = getattr(group, "commands", None)
+    if commands is None:
+        yield " ".join(prefix)
+        return
+    for name, command in commands.items():
+        yield from command_paths(command, (*prefix, name))
+
+
+@pytest.fixture
+def quick_calibration(monkeypatch: pytest.MonkeyPatch, calibrated_cpu: Hardware) -> Hardware:
+    """`hw calibrate` answers with the fixture's calibration instead of measuring."""
+    from lightspeed.hardware import resolve
+
+    monkeypatch.setattr(resolve, "local_hardware", lambda *a, **k: calibrated_cpu)
+    return calibrated_cpu
+
+
+def test_every_command_is_covered() -> None:
+    assert set(command_paths(typer.main.get_command(app))) == set(RUNS)
+
+
+@pytest.mark.parametrize("command", sorted(RUNS))
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_help(run_cli: RunCli, command: str, flag: str) -> None:
+    code, out, err = run_cli(*command.split(), flag)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"Usage: lightspeed {command} ")
+    assert "--json [PATH]" in out
+
+
+@pytest.mark.parametrize("command", ["", *sorted(RUNS)])
+def test_version(run_cli: RunCli, command: str) -> None:
+    code, out, _ = run_cli(*command.split(), "--version")
+    assert code == 0
+    assert out.startswith("lightspeed ") and "torch " in out
+
+
+@pytest.mark.parametrize("command", sorted(RUNS))
+def test_a_bad_option_is_one_line_with_a_close_match(run_cli: RunCli, command: str) -> None:
+    code, out, err = run_cli(*command.split(), "--jsno")
+    assert (code, out) == (2, "")
+    assert err == (
+        "lightspeed: error: no such option --jsno; did you mean --json?"
+        f" (see 'lightspeed {command} --help')\n"
+    )
+
+
+def test_an_unknown_command_is_one_line_with_a_close_match(run_cli: RunCli) -> None:
+    code, _, err = run_cli("profle", "mlp-tiny")
+    assert code == 2
+    assert err == (
+        "lightspeed: error: no such command 'profle'; did you mean 'profile'?"
+        " (see 'lightspeed --help')\n"
+    )
+
+
+def test_bare_lightspeed_prints_help(run_cli: RunCli) -> None:
+    code, out, _ = run_cli()
+    assert code == 0
+    assert out.startswith("Usage: lightspeed ") and "--debug" in out and "profile" in out
+
+
+@pytest.mark.usefixtures("quick_calibration")
+@pytest.mark.parametrize("command", sorted(RUNS))
+def test_json_on_stdout_and_to_a_file(run_cli: RunCli, command: str, tmp_path: Path) -> None:
+    code, out, _ = run_cli(*command.split(), *RUNS[command], "--json")
+    assert code == 0
+    on_stdout = json.loads(out)
+    assert on_stdout["schema_version"] == 2
+
+    path = tmp_path / "out.json"
+    code, out, err = run_cli(*command.split(), "--json", str(path), *RUNS[command])
+    assert code == 0 and f"wrote {path}" in err
+    in_file = json.loads(path.read_text())
+    assert in_file["document"] == on_stdout["document"]
+    assert out.strip(), "with a path, the report is drawn in the terminal too"
+
+
+def test_threads_sets_torchs_thread_count(run_cli: RunCli, calibrated_cpu: Hardware) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        code, out, _ = run_cli("time", *RUNS["time"][:3], "--threads", "1", "--json")
+        assert code == 0 and json.loads(out)["timing"]["median_s"] > 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    code, _, err = run_cli("profile", "mlp-tiny", "--threads", "0")
+    assert code == 2 and err == "lightspeed: error: --threads 0 must be at least 1.\n"
