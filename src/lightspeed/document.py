@@ -142,11 +142,19 @@ class Section:
 @dataclasses.dataclass(frozen=True)
 class Document:
     """A report: what it is (`kind`, the JSON `document` name), its JSON body `data`,
-    and its sections in reading order."""
+    its sections in reading order, and the reasons not to trust its figures as they
+    stand (`warnings`), which every renderer shows: the terminal under "Warnings", the
+    JSON as its top-level `warnings`."""
 
     kind: str
     data: Mapping[str, Any]
     sections: tuple[Section | Block, ...]
+    warnings: tuple[str, ...] = ()
+
+    def warned(self, *warnings: str) -> Document:
+        """This document with `warnings` added before its own (repeats dropped)."""
+        merged = tuple(dict.fromkeys((*warnings, *self.warnings)))
+        return dataclasses.replace(self, warnings=merged)
 
 
 def findings_data(findings: Sequence[Finding]) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from importlib import metadata
 import typer
 
 from lightspeed.cli import _click, hw, profile_cmd, roofline, suite, time_cmd, trace_cmd
-from lightspeed.cli.common import CONTEXT_SETTINGS
+from lightspeed.cli.common import CONTEXT_SETTINGS, collecting_warnings
 from lightspeed.errors import LightspeedError
 
 app = typer.Typer(
@@ -123,7 +123,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         # level above its highest (5) silences it. Read when the first profiler starts.
         os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     try:
-        code = app(args=json_to_stdout(args), prog_name="lightspeed", standalone_mode=False)
+        with collecting_warnings():
+            code = app(args=json_to_stdout(args), prog_name="lightspeed", standalone_mode=False)
     except LightspeedError as exc:
         fail(" ".join(str(exc).split()), debug)
     except _click.USAGE_ERRORS as exc:

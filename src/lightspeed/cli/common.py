@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,11 +64,40 @@ def use_threads(threads: int | None) -> None:
     torch.set_num_threads(threads)
 
 
+class _LoggedWarnings(logging.Handler):
+    """The warnings lightspeed logged while a command ran (a busy machine while
+    calibrating, a rejected calibration, a formula that failed), one line each."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(" ".join(record.getMessage().split()))
+
+
+_LOGGED = _LoggedWarnings()
+
+
+@contextlib.contextmanager
+def collecting_warnings() -> Iterator[None]:
+    """While the block runs, keep what lightspeed logs at WARNING or above, so the
+    command's report carries it (they are printed on stderr as they happen, too)."""
+    logger = logging.getLogger("lightspeed")
+    _LOGGED.messages.clear()
+    logger.addHandler(_LOGGED)
+    try:
+        yield
+    finally:
+        logger.removeHandler(_LOGGED)
+
+
 def report(doc: Document, json_path: Path | None) -> None:
     """Write `doc` as JSON where --json says, and draw it in the terminal unless the
-    JSON went to stdout."""
+    JSON went to stdout; either way with the warnings logged while it was made."""
     from lightspeed.report import render_terminal
 
+    doc = doc.warned(*_LOGGED.messages)
     if json_path is not None:
         emit_json(doc, json_path)
     if json_path is None or str(json_path) != "-":
@@ -85,7 +117,7 @@ def emit_json(doc: Document, path: Path | None) -> None:
     """Write `doc` as JSON to `path`, or to stdout when `path` is '-' or None."""
     from lightspeed.report import render_json
 
-    obj = render_json.render(doc)
+    obj = render_json.render(doc.warned(*_LOGGED.messages))
     if path is None or str(path) == "-":
         sys.stdout.write(render_json.dumps(obj) + "\n")
     else:

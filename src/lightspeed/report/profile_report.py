@@ -27,7 +27,6 @@ from lightspeed.facts.hardware import MemoryLevel, hardware_to_dict
 from lightspeed.facts.records import MemoryBreakdown
 from lightspeed.report.timing_report import (
     timing_data,
-    warning_notes,
     workload_data,
     workload_line,
 )
@@ -48,9 +47,12 @@ def profile_document(analysis: ProfileAnalysis, *, top: int = 10, depth: int = 2
     if profile.memory is not None:
         sections.append(_memory(profile.memory, profile.workload.parameter_count))
     sections.append(Findings(tuple(analysis.findings), empty="none."))
-    if profile.timing is not None and profile.timing.warnings:
-        sections.append(warning_notes(profile.timing))
-    return Document(kind=DOCUMENT, data=profile_data(analysis), sections=tuple(sections))
+    return Document(
+        kind=DOCUMENT,
+        data=profile_data(analysis),
+        sections=tuple(sections),
+        warnings=() if profile.timing is None else profile.timing.warnings,
+    )
 
 
 def profile_data(analysis: ProfileAnalysis) -> dict[str, Any]:

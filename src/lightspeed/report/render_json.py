@@ -51,8 +51,8 @@ def frame(kind: str, body: dict[str, Any], clock: Clock = utc_now) -> dict[str, 
 
 
 def render(doc: Document, clock: Clock = utc_now) -> dict[str, Any]:
-    """The JSON object of `doc`: its data in the frame."""
-    return frame(doc.kind, dict(doc.data), clock)
+    """The JSON object of `doc`: its data in the frame, with its `warnings`."""
+    return frame(doc.kind, {**doc.data, "warnings": list(doc.warnings)}, clock)
 
 
 def dumps(obj: dict[str, Any]) -> str:

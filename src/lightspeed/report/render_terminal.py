@@ -167,8 +167,12 @@ def _section(section: Section) -> RenderableType:
 
 
 def render(doc: Document) -> RenderableType:
-    """Every section of `doc`, in reading order."""
-    return Group(*(_block(s) for s in doc.sections))
+    """Every section of `doc`, in reading order, then its warnings."""
+    blocks = [_block(s) for s in doc.sections]
+    if doc.warnings:
+        lines = tuple(f"warning: {w}" for w in doc.warnings)
+        blocks.append(_notes(Notes(lines, title="Warnings", style=Style.WARNING)))
+    return Group(*blocks)
 
 
 def render_text(doc: Document, width: int = 100) -> str:

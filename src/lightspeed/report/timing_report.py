@@ -10,7 +10,6 @@ from lightspeed.document import (
     Document,
     Fields,
     Line,
-    Notes,
     Section,
     Style,
     Unit,
@@ -77,11 +76,6 @@ def workload_line(wl: WorkloadInfo) -> Line:
     )
 
 
-def warning_notes(m: Measurement) -> Notes:
-    """The measurement's warnings, each a `warning: …` line."""
-    return Notes(tuple(f"warning: {w}" for w in m.warnings), style=Style.WARNING)
-
-
 def warmup_detail(m: Measurement) -> tuple[str | Value, ...]:
     """` (1.2 s, settled)`: how long the warm-up took and whether the step time settled."""
     if m.warmup_s is None:
@@ -121,10 +115,7 @@ def timing_document(timing: StepTiming, hardware: Hardware | None) -> Document:
     ]
     if timing.tokens_per_s is not None:
         rows.append(("", line(Value(timing.tokens_per_s, Unit.NUMBER, ",.0f", " tokens/s"))))
-    blocks: list[Fields | Notes] = [Fields(tuple(rows))]
-    if m.warnings:
-        blocks.append(warning_notes(m))
-    sections: list[Section] = [Section("Step timing", tuple(blocks))]
+    sections: list[Section] = [Section("Step timing", (Fields(tuple(rows)),))]
     if hardware is not None:
         sections.append(hardware_summary(hardware))
     data = {
@@ -132,4 +123,4 @@ def timing_document(timing: StepTiming, hardware: Hardware | None) -> Document:
         "hardware": None if hardware is None else hardware_to_dict(hardware),
         "timing": timing_data(wl, m),
     }
-    return Document(kind=DOCUMENT, data=data, sections=tuple(sections))
+    return Document(kind=DOCUMENT, data=data, sections=tuple(sections), warnings=m.warnings)
