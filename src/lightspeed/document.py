@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lightspeed.rules import Finding
@@ -74,14 +74,19 @@ class Fields:
 @dataclasses.dataclass(frozen=True)
 class Column:
     """A table column: `key` names its values in the table's rows (and in HTML),
-    `header` is what a reader sees; names that may be long `shrink` (cut with an
-    ellipsis rather than wrapped), figures keep at least `min_width`."""
+    `header` is what a reader sees; names that may be long `shrink` (a narrow terminal
+    shows them cut in the middle, never two alike; `abbreviate` gives a shorter form a
+    terminal may show, such as a kernel name without its template arguments), figures
+    keep at least `min_width`; an `optional` column (a detail) is left out of a terminal
+    too narrow for it."""
 
     key: str
     header: str
     numeric: bool = False
     shrink: bool = False
     min_width: int | None = None
+    abbreviate: Callable[[str], str] | None = None
+    optional: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,6 +42,9 @@ JsonOption = typer.Option(
     help="Also write the result as JSON to PATH; with no PATH (or '-'), print only the"
     " JSON, on stdout.",
 )
+WideOption = typer.Option(
+    False, "--wide", help="Show names whole instead of cut to the terminal's width."
+)
 ThreadsOption = typer.Option(
     None,
     "--threads",
@@ -92,16 +95,17 @@ def collecting_warnings() -> Iterator[None]:
         logger.removeHandler(_LOGGED)
 
 
-def report(doc: Document, json_path: Path | None) -> None:
-    """Write `doc` as JSON where --json says, and draw it in the terminal unless the
-    JSON went to stdout; either way with the warnings logged while it was made."""
+def report(doc: Document, json_path: Path | None, *, wide: bool = False) -> None:
+    """Write `doc` as JSON where --json says, and draw it in the terminal (names whole
+    when `wide`) unless the JSON went to stdout; either way with the warnings logged
+    while it was made."""
     from lightspeed.report import render_terminal
 
     doc = doc.warned(*_LOGGED.messages)
     if json_path is not None:
         emit_json(doc, json_path)
     if json_path is None or str(json_path) != "-":
-        show(render_terminal.render(doc))
+        show(render_terminal.render(doc, wide=wide))
 
 
 def console() -> Console:

@@ -11,6 +11,7 @@ from lightspeed.cli.common import (
     DEVICE_HELP,
     JsonOption,
     ThreadsOption,
+    WideOption,
     report,
     use_threads,
 )
@@ -23,13 +24,13 @@ app = typer.Typer(
 
 
 @app.command("list")
-def list_command(json_path: Path | None = JsonOption) -> None:
+def list_command(json_path: Path | None = JsonOption, wide: bool = WideOption) -> None:
     """List the catalog's hardware ids with their peaks and bandwidth."""
     from lightspeed.hardware import catalog_hardware, catalog_ids
     from lightspeed.report.hardware_report import hardware_list_document
 
     entries = [catalog_hardware(hw_id) for hw_id in catalog_ids()]
-    report(hardware_list_document(entries), json_path)
+    report(hardware_list_document(entries), json_path, wide=wide)
 
 
 @app.command("show")

@@ -15,6 +15,7 @@ from lightspeed.cli.common import (
     JsonOption,
     TargetArgument,
     ThreadsOption,
+    WideOption,
     emit_json,
     report,
     use_threads,
@@ -38,6 +39,7 @@ def profile_command(
     budget: float = BudgetOption,
     threads: int | None = ThreadsOption,
     json_path: Path | None = JsonOption,
+    wide: bool = WideOption,
 ) -> None:
     """Place every op of one training step on the roofline; report time, headroom and memory."""
     from lightspeed.analysis.profile_analysis import analyse
@@ -65,4 +67,4 @@ def profile_command(
             emit_json(profile_document(analyse(exc.partial)), json_path)
         raise
     analysis = analyse(profile)
-    report(profile_document(analysis, top=top, depth=depth), json_path)
+    report(profile_document(analysis, top=top, depth=depth), json_path, wide=wide)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from lightspeed.cli.common import JsonOption, emit_json, report
+from lightspeed.cli.common import JsonOption, WideOption, emit_json, report
 
 
 def trace_command(
@@ -24,6 +24,7 @@ def trace_command(
         " as HolisticTraceAnalysis does: it is often cut short).",
     ),
     json_path: Path | None = JsonOption,
+    wide: bool = WideOption,
 ) -> None:
     """Read torch.profiler (Kineto) traces and say what bounds each step, with evidence."""
     from lightspeed import trace
@@ -39,4 +40,4 @@ def trace_command(
         raise ConfigError(
             f"--step {step}: no ProfilerStep#{step} in the trace; its steps: {steps}."
         )
-    report(trace_document(analysis, step=step), json_path)
+    report(trace_document(analysis, step=step), json_path, wide=wide)

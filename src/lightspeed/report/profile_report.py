@@ -4,8 +4,10 @@ ops by headroom, memory, findings; its data is the profile JSON document."""
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import Any
 
+from lightspeed.analysis.diagnosis import shape_text
 from lightspeed.analysis.profile_analysis import ProfileAnalysis
 from lightspeed.analysis.step_roofline import Aggregate, OpAnalysis
 from lightspeed.document import (
@@ -275,29 +277,43 @@ def _bound_label(a: OpAnalysis) -> str:
 
 
 def _top_ops(analysis: ProfileAnalysis, n: int) -> Table:
+    top = analysis.top(n)
+    rows = [
+        [
+            a.op.name.removeprefix("aten::"),
+            a.op.module or "(root)",
+            a.op.phase.value,
+            shape_text(a.op),
+            Value(a.time_s or 0, Unit.SECONDS),
+            Value(a.sol_time_s, Unit.SECONDS),
+            Value(a.efficiency, Unit.FRACTION),
+            _bound_label(a),
+        ]
+        for a in top
+    ]
+    # Calls alike in op, module and phase (a layer run twice, or the two products of a
+    # linear layer's backward) read apart by the order they ran in, even where the
+    # terminal has no room for their shapes.
+    alike = Counter(tuple(row[:3]) for row in rows)
+    seen: Counter[tuple[object, ...]] = Counter()
+    for _, row in sorted(zip(top, rows, strict=True), key=lambda pair: pair[0].op.index):
+        key = tuple(row[:3])
+        if alike[key] > 1:
+            seen[key] += 1
+            row[0] = f"{row[0]} #{seen[key]}"
     return Table(
         title=f"Top {n} ops by headroom: where to look first",
         columns=(
             Column("op", "op", shrink=True),
             Column("module", "module", shrink=True),
             Column("phase", "phase", min_width=9),
+            Column("shapes", "input shapes", shrink=True, optional=True),
             Column("time_s", "time", numeric=True, min_width=7),
             Column("sol_time_s", "SoL", numeric=True, min_width=7),
             Column("efficiency", "of SoL", numeric=True, min_width=6),
             Column("bound", "bound", min_width=7),
         ),
-        rows=tuple(
-            (
-                a.op.name.removeprefix("aten::"),
-                a.op.module or "(root)",
-                a.op.phase.value,
-                Value(a.time_s or 0, Unit.SECONDS),
-                Value(a.sol_time_s, Unit.SECONDS),
-                Value(a.efficiency, Unit.FRACTION),
-                _bound_label(a),
-            )
-            for a in analysis.top(n)
-        ),
+        rows=tuple(tuple(row) for row in rows),
     )
 
 

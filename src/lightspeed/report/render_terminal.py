@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -34,6 +35,7 @@ from lightspeed.document import (
     Unit,
     Value,
 )
+from lightspeed.report.names_fit import fit_names
 from lightspeed.rules import Finding
 
 _STYLES = {Style.PLAIN: "", Style.BOLD: "bold", Style.WARNING: "yellow", Style.ERROR: "red"}
@@ -97,28 +99,101 @@ def _fields(block: Fields) -> RenderableType:
     return Group(Text(block.title, style="bold"), grid)
 
 
-def _table(block: Table) -> RenderableType:
-    table = RichTable(
-        title=block.title,
-        title_justify="left",
-        box=box.SIMPLE if block.framed else box.SIMPLE_HEAD,
-        pad_edge=block.framed,
-        caption=block.caption,
-    )
-    for c in block.columns:
-        # Names are the columns that give way: rich narrows only wrappable columns, and
-        # an ellipsis keeps each row on one line; figures keep their full width.
-        table.add_column(
-            c.header,
-            justify="right" if c.numeric else "left",
-            no_wrap=not c.shrink,
-            overflow="ellipsis" if c.shrink else "fold",
-            min_width=c.min_width,
+# A name column is cut no narrower than this (or its header) to make a table fit.
+MIN_NAME_WIDTH = 8
+
+
+def _text_of(span: Span) -> str:
+    return span if isinstance(span, str) else ""
+
+
+class _FittedTable:
+    """A table whose name columns (`Column.shrink`) are cut in the middle to fit the
+    width it is drawn at, keeping different names apart (`names_fit`); `wide` shows
+    them whole."""
+
+    def __init__(self, block: Table, wide: bool) -> None:
+        self.block = block
+        self.wide = wide
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self._fitted(console, options)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self._fitted(console, options))
+
+    def _fitted(self, console: Console, options: ConsoleOptions) -> RichTable:
+        every = range(len(self.block.columns))
+        if self.wide:
+            return self._rich(every, {})
+        table, over = self._narrowed(every, console, options)
+        details = [i for i in every if not self.block.columns[i].optional]
+        if over > 0 and len(details) < len(every):
+            table, _ = self._narrowed(details, console, options)
+        return table
+
+    def _narrowed(
+        self, shown: Sequence[int], console: Console, options: ConsoleOptions
+    ) -> tuple[RichTable, int]:
+        """The table of the `shown` columns with its names cut until it fits (or they
+        are as narrow as they go), and by how many cells it is still too wide."""
+        columns = self.block.columns
+        widths: dict[int, int | None] = {i: None for i in shown if columns[i].shrink}
+        unbounded = options.update_width(10_000)  # to measure the table's natural width
+        done: set[int] = set()  # columns cut as far as they go
+        while True:
+            table = self._rich(shown, widths)
+            over = Measurement.get(console, unbounded, table).maximum - options.max_width
+            now = {
+                i: max(map(len, self._names(i, widths[i])), default=0)
+                for i in widths
+                if i not in done
+            }
+            if over <= 0 or not now:
+                return table, over
+            widest = max(now, key=lambda i: now[i])
+            target = max(MIN_NAME_WIDTH, len(columns[widest].header), now[widest] - over)
+            limit = widths[widest]
+            if target >= now[widest] or (limit is not None and target >= limit):
+                # Narrower than this would make two names alike, or it is at its floor.
+                done.add(widest)
+                continue
+            widths[widest] = target
+
+    def _names(self, i: int, width: int | None) -> list[str]:
+        names = [_text_of(row[i]) for row in self.block.rows]
+        return fit_names(names, width, None if self.wide else self.block.columns[i].abbreviate)
+
+    def _rich(self, shown: Iterable[int], widths: dict[int, int | None]) -> RichTable:
+        block = self.block
+        table = RichTable(
+            title=block.title,
+            title_justify="left",
+            box=box.SIMPLE if block.framed else box.SIMPLE_HEAD,
+            pad_edge=block.framed,
+            caption=block.caption,
         )
-    first_bold = len(block.rows) - block.bold_rows
-    for i, row in enumerate(block.rows):
-        table.add_row(*(_cell(s) for s in row), style="bold" if i >= first_bold else None)
-    return table
+        shown = list(shown)
+        for i in shown:
+            c = block.columns[i]
+            # Figures keep their width; a name that still does not fit folds onto a
+            # second line rather than losing characters.
+            table.add_column(
+                c.header,
+                justify="right" if c.numeric else "left",
+                no_wrap=not c.shrink,
+                overflow="fold",
+                min_width=c.min_width,
+            )
+        names = {i: self._names(i, widths.get(i)) for i in shown if block.columns[i].shrink}
+        first_bold = len(block.rows) - block.bold_rows
+        for r, row in enumerate(block.rows):
+            cells = [
+                names[i][r] if i in names and isinstance(row[i], str) else _cell(row[i])
+                for i in shown
+            ]
+            table.add_row(*cells, style="bold" if r >= first_bold else None)
+        return table
 
 
 def _tree(node: Tree, parent: RichTree | None = None) -> RichTree:
@@ -145,13 +220,13 @@ def _notes(block: Notes) -> RenderableType:
     return Group(Text(block.title, style="bold"), *lines)
 
 
-def _block(block: Block | Section) -> RenderableType:
+def _block(block: Block | Section, wide: bool) -> RenderableType:
     if isinstance(block, Section):
-        return _section(block)
+        return _section(block, wide)
     if isinstance(block, Fields):
         return _fields(block)
     if isinstance(block, Table):
-        return _table(block)
+        return _FittedTable(block, wide)
     if isinstance(block, Tree):
         return _tree(block)
     if isinstance(block, Findings):
@@ -159,23 +234,24 @@ def _block(block: Block | Section) -> RenderableType:
     return _notes(block)
 
 
-def _section(section: Section) -> RenderableType:
-    body = Group(*(_block(b) for b in section.blocks))
+def _section(section: Section, wide: bool) -> RenderableType:
+    body = Group(*(_block(b, wide) for b in section.blocks))
     if not section.framed:
         return body
     return Panel(body, title=section.title, title_align="left")
 
 
-def render(doc: Document) -> RenderableType:
-    """Every section of `doc`, in reading order, then its warnings."""
-    blocks = [_block(s) for s in doc.sections]
+def render(doc: Document, *, wide: bool = False) -> RenderableType:
+    """Every section of `doc`, in reading order, then its warnings; `wide` draws names
+    whole rather than cut to the terminal's width."""
+    blocks = [_block(s, wide) for s in doc.sections]
     if doc.warnings:
         lines = tuple(f"warning: {w}" for w in doc.warnings)
         blocks.append(_notes(Notes(lines, title="Warnings", style=Style.WARNING)))
     return Group(*blocks)
 
 
-def render_text(doc: Document, width: int = 100) -> str:
+def render_text(doc: Document, width: int = 100, *, wide: bool = False) -> str:
     """`doc` drawn as plain text `width` columns wide: the same bytes on every machine."""
     out = io.StringIO()
     console = Console(
@@ -188,5 +264,5 @@ def render_text(doc: Document, width: int = 100) -> str:
         legacy_windows=False,
         _environ={},
     )
-    console.print(render(doc))
+    console.print(render(doc, wide=wide))
     return out.getvalue()

@@ -220,7 +220,7 @@ def _across_ranks(analysis: TraceAnalysis) -> Section:
             Table(
                 title="Collectives matched across ranks",
                 columns=(
-                    Column("name", "kernel", shrink=True),
+                    Column("name", "kernel", shrink=True, abbreviate=short_kernel_name),
                     Column("matched", "matched", numeric=True),
                     Column("mean_spread_s", "mean wait", numeric=True),
                     Column("max_spread_s", "max wait", numeric=True),
@@ -228,7 +228,7 @@ def _across_ranks(analysis: TraceAnalysis) -> Section:
                 ),
                 rows=tuple(
                     (
-                        short_kernel_name(c.name),
+                        c.name,
                         str(c.matched) + (f" (+{c.unmatched} unmatched)" if c.unmatched else ""),
                         Value(c.mean_spread_s, Unit.SECONDS),
                         Value(c.max_spread_s, Unit.SECONDS),

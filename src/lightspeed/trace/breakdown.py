@@ -285,7 +285,7 @@ def _describe_kernels(kernels: list[KernelStat]) -> Shown:
     table = Table(
         title="Top kernels",
         columns=(
-            Column("name", "kernel", shrink=True),
+            Column("name", "kernel", shrink=True, abbreviate=short_kernel_name),
             Column("type", "type"),
             Column("count", "count", numeric=True),
             Column("total_s", "total", numeric=True),
@@ -293,7 +293,7 @@ def _describe_kernels(kernels: list[KernelStat]) -> Shown:
         ),
         rows=tuple(
             (
-                short_kernel_name(k.name),
+                k.name,
                 k.type.value,
                 Value(k.count, Unit.INTEGER),
                 Value(k.total_s, Unit.SECONDS),
