@@ -43,6 +43,16 @@ def private_cache(
     return path
 
 
+@pytest.fixture(autouse=True)
+def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calibrations in tests do not wait for the machine to be quiet (the suite keeps it
+    busy); tests of that wait give their own checks."""
+    from lightspeed.facts.timing import NoiseCheck
+    from lightspeed.hardware import resolve
+
+    monkeypatch.setattr(resolve, "quiet_check", lambda device, window_s=1.0: NoiseCheck())
+
+
 @pytest.fixture
 def calibrated_cpu(private_cache: Path) -> Iterator[Hardware]:
     """A cached calibration of the local CPU, so `--hardware local` measures nothing."""

@@ -295,3 +295,85 @@ def test_a_machine_whose_speed_changed_while_calibrating_is_implausible() -> Non
         calibration=dataclasses.replace(hw.calibration, canary_before_flops_per_s=1.2 * CANARY),
     )
     assert problems(steady) == []
+
+
+# -- waiting for a quiet machine before calibrating ------------------------------------
+
+BUSY = NoiseCheck(canary_before_per_s=100e9, canary_after_per_s=50e9, steal_share=0.2)
+QUIET = NoiseCheck(canary_before_per_s=100e9, canary_after_per_s=99e9, steal_share=0.0)
+
+
+class Checks:
+    """Noise checks that find the machine busy `busy` times, then quiet; each takes one
+    second of a fake clock."""
+
+    def __init__(self, busy: int) -> None:
+        self.busy = busy
+        self.calls = 0
+        self.now = 0.0
+
+    def __call__(self, device: Device) -> NoiseCheck:
+        self.calls += 1
+        self.now += 1.0
+        return BUSY if self.calls <= self.busy else QUIET
+
+    def clock(self) -> float:
+        return self.now
+
+
+def test_a_quiet_machine_is_calibrated_at_once() -> None:
+    checks = Checks(busy=0)
+    noise = resolve_module.wait_until_quiet(Device.CPU, 30, check=checks, clock=checks.clock)
+    assert (noise, checks.calls) == (QUIET, 1)
+
+
+def test_a_busy_machine_is_waited_for(caplog: pytest.LogCaptureFixture) -> None:
+    checks = Checks(busy=5)
+    with caplog.at_level(logging.WARNING):
+        noise = resolve_module.wait_until_quiet(Device.CPU, 30, check=checks, clock=checks.clock)
+    assert (noise, checks.calls) == (QUIET, 6)
+    (waiting,) = caplog.records
+    assert waiting.name == "lightspeed.progress" and "waiting up to 30 s" in waiting.getMessage()
+
+
+def test_a_machine_busy_throughout_is_calibrated_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    checks = Checks(busy=1000)
+    with caplog.at_level(logging.WARNING):
+        noise = resolve_module.wait_until_quiet(Device.CPU, 30, check=checks, clock=checks.clock)
+    assert noise == BUSY and checks.calls == 30
+    warning = caplog.records[-1]
+    assert warning.name == "lightspeed.hardware.resolve"
+    assert "calibrating although the machine is still busy after 30 s" in warning.getMessage()
+
+
+def test_calibration_waits_for_quiet_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[str] = []
+    checks = Checks(busy=2)
+
+    def check(device: Device, window_s: float = 1.0) -> NoiseCheck:
+        order.append("check")
+        return checks(device)
+
+    def measure(device: Device) -> Hardware:
+        order.append("calibrate")
+        return calibrated()
+
+    monkeypatch.setattr(resolve_module, "quiet_check", check)
+    monkeypatch.setattr(resolve_module, "calibrate", measure)
+    local_hardware(Device.CPU)
+    assert order == ["check", "check", "check", "calibrate"]
+
+
+def test_a_report_keeps_the_busy_warning_but_not_the_wait(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Machine(monkeypatch, calibrated())
+    monkeypatch.setattr(resolve_module, "QUIET_WAIT_S", 0.0)
+    monkeypatch.setattr(resolve_module, "quiet_check", lambda device, window_s=1.0: BUSY)
+    code, out, _ = run_cli("hw", "calibrate", "--json")
+    assert code == 0
+    warnings = json.loads(out)["warnings"]
+    assert any("calibrating although the machine is still busy" in w for w in warnings)
+    assert not any("waiting up to" in w for w in warnings)

@@ -76,6 +76,8 @@ class _LoggedWarnings(logging.Handler):
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.name.startswith("lightspeed.progress"):
+            return  # what it was doing, not a reason to doubt the result
         self.messages.append(" ".join(record.getMessage().split()))
 
 

@@ -11,28 +11,37 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
+from collections.abc import Callable
 
 import torch
 
 from lightspeed.errors import CalibrationError
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
-from lightspeed.facts.timing import CANARY_DRIFT_FRACTION
+from lightspeed.facts.timing import CANARY_DRIFT_FRACTION, NoiseCheck
 from lightspeed.hardware.cache import load_calibration, save_calibration
 from lightspeed.hardware.calibrate import calibrate
 from lightspeed.hardware.catalog import catalog_hardware, catalog_id_for_device_name
 from lightspeed.hardware.plausibility import problems
 from lightspeed.measure.device import device_name, require
-from lightspeed.measure.noise import canary_kernel, canary_rate
+from lightspeed.measure.noise import canary_kernel, canary_rate, quiet_check
 from lightspeed.units import flops_rate
 
 log = logging.getLogger(__name__)
+# What a command is doing while the user waits: printed, not a warning on its result.
+progress_log = logging.getLogger("lightspeed.progress")
 
 LOCAL = "local"
 # The canary may read this much faster than it did at calibration before the cached
 # ceilings count as measured on a busy machine: the same drift the noise check allows
 # a canary between before and after a measurement.
 CANARY_TOLERANCE = CANARY_DRIFT_FRACTION
+# Before calibrating, wait at most this long for a busy machine to quiet down (right
+# after a package install or a build, a 2-core guest is busy for tens of seconds), in
+# checks of QUIET_CHECK_S each.
+QUIET_WAIT_S = 30.0
+QUIET_CHECK_S = 1.0
 
 
 def resolve_hardware(spec: str | None, device: Device) -> Hardware:
@@ -78,7 +87,42 @@ def local_hardware(device: Device, *, recalibrate: bool = False, force: bool = F
             device.value,
             device_name(device),
         )
+    wait_until_quiet(device)
     return _calibrate_checked(device, cached, force=force)
+
+
+def wait_until_quiet(
+    device: Device,
+    max_wait_s: float | None = None,
+    *,
+    check: Callable[[Device], NoiseCheck] = lambda d: quiet_check(d, QUIET_CHECK_S),
+    clock: Callable[[], float] = time.monotonic,
+) -> NoiseCheck:
+    """Run noise checks on `device` until one finds the machine quiet or `max_wait_s`
+    seconds (default QUIET_WAIT_S) have passed; the last check. Ceilings measured on a
+    busy machine are low, and every profile against them then reads above its speed of
+    light."""
+    if max_wait_s is None:
+        max_wait_s = QUIET_WAIT_S
+    deadline = clock() + max_wait_s
+    noise = check(device)
+    if noise.warnings:
+        progress_log.warning(
+            "the machine is busy (%s); waiting up to %.0f s for it to quiet down before"
+            " calibrating",
+            noise.warnings[0],
+            max_wait_s,
+        )
+    while noise.warnings and clock() < deadline:
+        noise = check(device)
+    if noise.warnings:
+        log.warning(
+            "calibrating although the machine is still busy after %.0f s (%s): the ceilings"
+            " may be low; run `lightspeed hw calibrate` when it is quiet",
+            max_wait_s,
+            "; ".join(noise.warnings),
+        )
+    return noise
 
 
 def still_valid(device: Device, cached: Hardware) -> bool:
@@ -124,6 +168,7 @@ def _calibrate_checked(device: Device, previous: Hardware | None, *, force: bool
             " once more",
             "; ".join(found),
         )
+        wait_until_quiet(device)
         hw = calibrate(device)
         found = problems(hw, previous)
     if found and not force:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from pathlib import Path
 
 import torch
@@ -104,3 +105,11 @@ class NoiseProbe:
             load_average=load_average(),
             cpu_count=os.cpu_count(),
         )
+
+
+def quiet_check(device: Device, window_s: float = 1.0) -> NoiseCheck:
+    """A noise check over `window_s` seconds of this process idling: does the machine
+    run its canary at the same rate at both ends, with no time stolen meanwhile?"""
+    probe = NoiseProbe.start(device)
+    time.sleep(window_s)
+    return probe.finish()
