@@ -19,7 +19,7 @@ ALEXNET_TRACE = DATA / "traces" / "hta-a100-alexnet-benchmark.json.gz"
 
 # Lowest first. A module belongs to the layer of the longest prefix that names it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "units"),
+    ("errors", "units", "progress"),
     ("dtypes",),
     ("facts",),
     ("rules",),
@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "hardware.resolve",
     ),
     ("api", "observation"),
-    ("cli",),
+    ("cli", "__main__"),
     ("",),  # the package root: its lazy facade names everything
 )
 TORCH_FREE_LAYERS = LAYERS.index(("workload",))

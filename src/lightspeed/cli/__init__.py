@@ -9,6 +9,7 @@ versions and exits.
 from __future__ import annotations
 
 import difflib
+import itertools
 import logging
 import os
 import sys
@@ -18,7 +19,16 @@ from importlib import metadata
 
 import typer
 
-from lightspeed.cli import _click, hw, profile_cmd, roofline, suite, time_cmd, trace_cmd
+from lightspeed.cli import (
+    _click,
+    hw,
+    profile_cmd,
+    progress_display,
+    roofline,
+    suite,
+    time_cmd,
+    trace_cmd,
+)
 from lightspeed.cli.common import CONTEXT_SETTINGS, collecting_warnings
 from lightspeed.errors import LightspeedError
 
@@ -114,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
         format="lightspeed: %(message)s",
-        stream=sys.stderr,
+        stream=_Stderr(),
     )
     if not debug:
         # torch logs at DEBUG through the root logger; keep our own messages only.
@@ -122,9 +132,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         # Kineto writes a line on stderr each time a profiler starts and stops; only a
         # level above its highest (5) silences it. Read when the first profiler starts.
         os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    args = json_to_stdout(args)
+    on_stdout = any(a == "--json=-" for a in args) or any(
+        a == "--json" and b == "-" for a, b in itertools.pairwise(args)
+    )
     try:
-        with collecting_warnings():
-            code = app(args=json_to_stdout(args), prog_name="lightspeed", standalone_mode=False)
+        with collecting_warnings(), progress_display.shown(json_to_stdout=on_stdout):
+            code = app(args=args, prog_name="lightspeed", standalone_mode=False)
     except LightspeedError as exc:
         fail(" ".join(str(exc).split()), debug)
     except _click.USAGE_ERRORS as exc:
@@ -134,6 +148,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(130) from None
     if isinstance(code, int) and code != 0:
         raise SystemExit(code)
+
+
+class _Stderr:
+    """Whatever `sys.stderr` is when written to: a progress display on the terminal
+    puts its own there, so log lines print above the live line instead of through it."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 def fail(message: str, debug: bool) -> None:

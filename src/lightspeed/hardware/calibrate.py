@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 import torch
 
+from lightspeed import progress
 from lightspeed.dtypes import Precision
 from lightspeed.errors import CalibrationError
 from lightspeed.facts.device import Device
@@ -126,7 +127,8 @@ def calibrate(device: Device, plan: CalibrationPlan | None = None) -> Hardware:
             if time.perf_counter() - started > plan.compute_budget_s:
                 skipped.append(f"{precision.value} {kernel.name}")
                 continue
-            peak = kernel_peak(kernel, precision, device, plan)
+            with progress.stage(f"{precision.value} {kernel.name}"):
+                peak = kernel_peak(kernel, precision, device, plan)
             if peak is not None:
                 found[kernel.name] = peak
         if found:
@@ -142,8 +144,10 @@ def calibrate(device: Device, plan: CalibrationPlan | None = None) -> Hardware:
     if not peaks:
         raise CalibrationError(f"no matmul precision ran on {device.value}; check the torch build.")
     best = {p: max(found.values(), key=lambda k: k.flops_per_s) for p, found in peaks.items()}
-    memory_rates = memory_bandwidth(device, plan.stream_array_bytes, plan.stream_repeats)
-    cache = cache_bandwidth(device, plan.cache_working_sets, plan.cache_budget_s)
+    with progress.stage("memory bandwidth"):
+        memory_rates = memory_bandwidth(device, plan.stream_array_bytes, plan.stream_repeats)
+    with progress.stage("cache bandwidth"):
+        cache = cache_bandwidth(device, plan.cache_working_sets, plan.cache_budget_s)
     noise = probe.finish()
     for warning in noise.warnings:
         log.warning("calibration: %s", warning)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import torch
 
+from lightspeed import progress
 from lightspeed.errors import CalibrationError
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
@@ -113,8 +114,9 @@ def wait_until_quiet(
             noise.warnings[0],
             max_wait_s,
         )
-    while noise.warnings and clock() < deadline:
-        noise = check(device)
+    with progress.stage("waiting for the machine to quiet down"):
+        while noise.warnings and clock() < deadline:
+            noise = check(device)
     if noise.warnings:
         log.warning(
             "calibrating although the machine is still busy after %.0f s (%s): the ceilings"
@@ -160,6 +162,11 @@ def still_valid(device: Device, cached: Hardware) -> bool:
 
 
 def _calibrate_checked(device: Device, previous: Hardware | None, *, force: bool) -> Hardware:
+    with progress.stage(f"calibrating the {device.value}"):
+        return _calibrate_and_check(device, previous, force=force)
+
+
+def _calibrate_and_check(device: Device, previous: Hardware | None, *, force: bool) -> Hardware:
     hw = calibrate(device)
     found = problems(hw, previous)
     if found and not force:

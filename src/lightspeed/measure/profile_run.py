@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from lightspeed import progress
 from lightspeed.errors import LightspeedError, ProfileIncomplete
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import OpTimeSource, Profile
@@ -42,14 +43,16 @@ def profile_workload(
     settings = settings or StepSettings()
     profile = Profile(workload=workload_info(workload, settings), hardware=hardware, timing=None)
     try:
-        prepared = prepare(workload, settings)
+        with progress.stage("building the model"):
+            prepared = prepare(workload, settings)
         profile = dataclasses.replace(profile, workload=prepared_info(prepared))
         timing = time_step(prepared, timer)
         profile = dataclasses.replace(profile, timing=timing.measurement)
-        log.info("capturing ops of %s", workload.name)
-        ops = capture_step(prepared)
+        with progress.stage("capturing the step's ops"):
+            ops = capture_step(prepared)
         profile = dataclasses.replace(profile, ops=tuple(ops))
-        times = profile_op_times(prepared, [op.name for op in ops], steps=profiled_steps)
+        with progress.stage(f"timing each op over {profiled_steps} profiled steps"):
+            times = profile_op_times(prepared, [op.name for op in ops], steps=profiled_steps)
         timed_ops = tuple(
             without_mode_artifacts(
                 [
@@ -67,7 +70,9 @@ def profile_workload(
             unattributed_s=times.unattributed_s,
         )
         if with_memory:
-            profile = dataclasses.replace(profile, memory=measure_memory(prepared))
+            with progress.stage("replaying the step's memory"):
+                memory = measure_memory(prepared)
+            profile = dataclasses.replace(profile, memory=memory)
     except LightspeedError as exc:
         partial = dataclasses.replace(profile, failure=str(exc))
         raise ProfileIncomplete(str(exc), partial) from exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from lightspeed import progress
 from lightspeed.facts.timing import StepTiming, WorkloadInfo
 from lightspeed.measure.allocator import keep_freed_memory
 from lightspeed.measure.noise import NoiseProbe
@@ -45,11 +46,12 @@ def time_step(
     from then on (`allocator.keep_freed_memory`), so the time does not depend on the
     heap's history."""
     kept = keep_freed_memory() if keep_memory else False
-    probe = NoiseProbe.start(prepared.settings.device) if check_noise else None
-    with guard(prepared.workload, "the training step"):
-        measurement = measure(prepared.step, sync=prepared.sync, config=config)
-    if probe is not None:
-        measurement = dataclasses.replace(measurement, noise=probe.finish())
+    with progress.stage("timing the step"):
+        probe = NoiseProbe.start(prepared.settings.device) if check_noise else None
+        with guard(prepared.workload, "the training step"):
+            measurement = measure(prepared.step, sync=prepared.sync, config=config)
+        if probe is not None:
+            measurement = dataclasses.replace(measurement, noise=probe.finish())
     measurement = dataclasses.replace(measurement, freed_memory_kept=kept)
     return StepTiming(workload=prepared_info(prepared), measurement=measurement)
 
@@ -60,4 +62,6 @@ def time_workload(
     config: TimerConfig | None = None,
 ) -> StepTiming:
     """Build `workload` and time its training step (seconds per step, samples/s)."""
-    return time_step(prepare(workload, settings or StepSettings()), config)
+    with progress.stage("building the model"):
+        prepared = prepare(workload, settings or StepSettings())
+    return time_step(prepared, config)

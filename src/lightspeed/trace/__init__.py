@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from lightspeed import progress
 from lightspeed.trace.analysis import (
     RankAnalysis,
     StepSkew,
@@ -46,4 +47,7 @@ def analyse(paths: Sequence[str | Path], *, include_last_step: bool = False) -> 
     analyse them: each rank, each step, and the ranks against each other. The whole-trace
     figures leave the last ProfilerStep out, as HolisticTraceAnalysis does, unless
     `include_last_step`."""
-    return analyse_traces(load_traces(paths), include_last_step=include_last_step)
+    with progress.stage("reading the traces"):
+        traces = load_traces(paths)
+    with progress.stage("analysing the traces"):
+        return analyse_traces(traces, include_last_step=include_last_step)

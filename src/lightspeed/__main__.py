@@ -1,0 +1,5 @@
+"""`python -m lightspeed`: the `lightspeed` command."""
+
+from lightspeed.cli import main
+
+main()

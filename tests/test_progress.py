@@ -1,0 +1,76 @@
+"""Progress on long work: drawn on a terminal, absent from piped output."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lightspeed import progress
+
+LIGHTSPEED = [sys.executable, "-m", "lightspeed"]
+PROFILE = ["profile", "mlp-tiny", "--hardware", "local", "--budget", "0.1", "--steps", "1"]
+
+
+def test_stages_nest_and_are_told_to_listeners() -> None:
+    seen: list[tuple[str, ...]] = []
+    with (
+        progress.listening(seen.append),
+        progress.stage("profile"),
+        progress.stage("timing the step"),
+    ):
+        pass
+    assert seen == [("profile",), ("profile", "timing the step"), ("profile",), ()]
+    with progress.stage("nobody listening"):
+        pass
+    assert len(seen) == 4
+
+
+def run_in_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run `args` with stdout and stderr on a pseudo-terminal; (status, all output)."""
+    pty = pytest.importorskip("pty")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: its stdio is the terminal
+        os.execvpe(args[0], args, env)
+    out = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], 60)
+        if not ready:
+            break
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        out += data
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")
+
+
+@pytest.fixture
+def env(calibrated_cpu: object, private_cache: Path) -> dict[str, str]:
+    return {**os.environ, "LIGHTSPEED_CACHE_DIR": str(private_cache), "TERM": "xterm"}
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_a_terminal_sees_each_stage(env: dict[str, str]) -> None:
+    code, out = run_in_terminal([*LIGHTSPEED, *PROFILE], env)
+    assert code == 0
+    for stage in ("building the model", "timing the step", "capturing the step's ops"):
+        assert stage in out
+    assert "Speed of light" in out  # and then the report
+
+
+def test_piped_output_has_no_progress(env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [*LIGHTSPEED, *PROFILE], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0
+    assert "Speed of light" in done.stdout
+    for stream in (done.stdout, done.stderr):
+        assert "timing the step" not in stream and "\x1b[" not in stream
