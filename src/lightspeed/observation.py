@@ -108,13 +108,15 @@ class Observation:
         self.steps_taken += 1
         self._profiler.step()
 
-    def loop(self, iterable: Iterable[T]) -> Iterator[T]:
-        """Yield from `iterable` (a DataLoader…), ending a step after each item's body,
-        and stop once the schedule has recorded its active steps."""
+    def loop(self, iterable: Iterable[T], *, stop_when_recorded: bool = True) -> Iterator[T]:
+        """Yield from `iterable` (a DataLoader…), ending a step after each item's body.
+        Once the schedule has recorded its active steps the loop stops there, unless
+        `stop_when_recorded` is False: then it runs to the end of `iterable`, the steps
+        after the recorded ones unprofiled."""
         for item in iterable:
             yield item
             self.step()
-            if self.steps_taken >= self.plan.steps:
+            if stop_when_recorded and self.steps_taken >= self.plan.steps:
                 return
 
     def _save(self, prof: profile) -> None:

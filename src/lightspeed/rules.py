@@ -182,6 +182,7 @@ class StepFacts:
     step_s: float
     device: bool
     data_loading_s: float = 0.0
+    loader_workers: bool | None = None  # the DataLoader has worker processes (None: unknown)
     sync_cost_s: float = 0.0
     blocking_copy_s: float = 0.0  # of sync_cost_s: in copy calls that block the host
     sync_s: float = 0.0
@@ -280,13 +281,23 @@ def _data_loading(f: StepFacts) -> Finding | None:
     share = f.data_loading_s / f.step_s
     if share < DATA_LOADING_SHARE:
         return None
+    if f.loader_workers:
+        # Workers already run: they do not keep up, so the next knobs are their number
+        # and the cost of a sample.
+        advice = (
+            "its worker processes do not keep up: raise num_workers (up to the free CPU"
+            " cores) and prefetch_factor, make each sample cheaper (decode once and cache,"
+            " smaller or pre-resized files, augment on the device), or batch the transform"
+            " (a collate_fn or a sampler yielding whole batches)"
+        )
+    else:
+        advice = (
+            "use num_workers > 0, pin_memory=True, persistent_workers=True and a"
+            " prefetch_factor, or move decoding off the training process"
+        )
     return Finding(
         kind=FindingKind.DATA_LOADING,
-        message=(
-            f"the step waits {_pct(share)} of its time for the DataLoader: use num_workers > 0,"
-            " pin_memory=True, persistent_workers=True and a prefetch_factor, or move"
-            " decoding off the training process"
-        ),
+        message=f"the step waits {_pct(share)} of its time for the DataLoader: {advice}",
         evidence={
             "data_loading_s": f.data_loading_s,
             "step_s": f.step_s,

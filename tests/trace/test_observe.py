@@ -41,6 +41,7 @@ def test_a_slow_dataset_is_data_loading_bound(tmp_path: Path) -> None:
     (step, *_) = obs.rank.steps
     assert step.host.data_loading_s > 0.5 * step.host.window_s
     assert obs.findings[0].kind == "data-loading"
+    assert step.host.loader_workers is False and "num_workers > 0" in obs.findings[0].message
     # The trace is a gzipped Chrome trace, named as TensorBoard's profiler expects.
     assert obs.trace_path is not None and obs.trace_path.parent == tmp_path
     assert obs.trace_path.name.endswith(".pt.trace.json.gz")
@@ -93,3 +94,28 @@ def test_a_loop_shorter_than_the_schedule_says_so() -> None:
 def test_the_schedule_is_checked() -> None:
     with pytest.raises(ConfigError, match="active must be at least 1"):
         lightspeed.observe(active=0)
+
+
+def test_the_loop_stops_after_the_schedule_unless_told_to_go_on() -> None:
+    x = torch.randn(16)
+    with lightspeed.observe(wait=0, warmup=1, active=2) as obs:
+        ran = sum(1 for _ in obs.loop(range(10)) if (x := x * 2 + 1) is not None)
+    assert ran == 3 and len(obs.rank.steps) == 2
+    with lightspeed.observe(wait=0, warmup=1, active=2) as obs:
+        ran = sum(1 for _ in obs.loop(range(10), stop_when_recorded=False))
+    assert ran == 10 and obs.steps_taken == 10 and len(obs.rank.steps) == 2
+
+
+def test_workers_that_do_not_keep_up_get_the_next_knobs() -> None:
+    model = torch.nn.Linear(32, 1)
+    # Two workers, each 24 ms a batch of 8: still 12 ms of loading for a step of well
+    # under a millisecond.
+    loader = torch.utils.data.DataLoader(SlowDataset(), batch_size=8, num_workers=2)
+    with lightspeed.observe() as obs:
+        for x, y in obs.loop(loader):
+            torch.nn.functional.mse_loss(model(x), y).backward()
+    assert obs.bound is Bound.DATA_LOADING
+    assert all(w.host.loader_workers for w in obs.rank.steps)
+    message = obs.findings[0].message
+    assert "worker processes do not keep up: raise num_workers" in message
+    assert "num_workers > 0" not in message

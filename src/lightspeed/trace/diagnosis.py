@@ -63,6 +63,7 @@ def step_facts(f: WindowFacts) -> StepFacts:
         step_s=f.step_s,
         device=f.has_device,
         data_loading_s=f.host.data_loading_s,
+        loader_workers=f.host.loader_workers,
         sync_s=f.host.sync_s,
         syncs=f.host.syncs,
         ops=f.host.ops,

@@ -23,6 +23,7 @@ from lightspeed.trace.names import (
     is_host_collective,
     is_host_sync,
     is_launch,
+    is_worker_data_loading,
     names_where,
 )
 from lightspeed.trace.steps import (
@@ -63,7 +64,9 @@ class HostStats:
     """What the CPU did in the window.
 
     `window_s`: the step (its ProfilerStep's length, or the whole trace).
-    `data_loading_s`: time in DataLoader iterations. `sync_s` and `syncs`: time in and
+    `data_loading_s`: time in DataLoader iterations; `loader_workers` whether they
+    came from a DataLoader with worker processes (None: no DataLoader iteration in the
+    window). `sync_s` and `syncs`: time in and
     number of host synchronizations (device/stream/event synchronize, blocking copies,
     `aten::item`/`_local_scalar_dense`). `collective_s`: time in collectives as the
     host sees them (`names.is_host_collective`). `ops`: top-level CPU ops. `work_s`:
@@ -89,6 +92,7 @@ class HostStats:
     sync_while_idle_s: float | None = None
     sync_idle_gaps_s: float | None = None
     sync_lost_s: float | None = None
+    loader_workers: bool | None = None
 
     @property
     def overhead_s(self) -> float:
@@ -105,6 +109,7 @@ class HostIndex:
     launch: BoolArray  # by name id
     sync: BoolArray
     loading: BoolArray
+    worker_loading: BoolArray
     collective: BoolArray
     outer_ops: BoolArray  # by row of the CPU-op table
 
@@ -114,6 +119,7 @@ def host_index(trace: Trace) -> HostIndex:
         launch=names_where(trace, is_launch),
         sync=names_where(trace, is_host_sync),
         loading=names_where(trace, is_data_loading),
+        worker_loading=names_where(trace, is_worker_data_loading),
         collective=names_where(trace, is_host_collective),
         outer_ops=top_level(trace.table(Kind.CPU_OP)),
     )
@@ -162,6 +168,10 @@ def host_stats(
         _spans(trace.table(Kind.ANNOTATION), index.loading, lo, hi),
         _spans(ops, index.loading, lo, hi),
     )
+    worker_loading = intervals.join(
+        _spans(trace.table(Kind.ANNOTATION), index.worker_loading, lo, hi),
+        _spans(ops, index.worker_loading, lo, hi),
+    )
     syncs = intervals.join(_spans(runtime, index.sync, lo, hi), _spans(ops, index.sync, lo, hi))
     sync_union = intervals.union(*syncs)
     sync_names = np.concatenate(
@@ -185,6 +195,7 @@ def host_stats(
         busy_s=intervals.length(*everything) * US,
         collective_s=intervals.length(*collectives) * US,
         sync_calls=count_names(trace, sync_names),
+        loader_workers=len(worker_loading[0]) > 0 if len(loading[0]) else None,
         **_sync_idle(sync_union, device_busy, lo, hi),
     )
 

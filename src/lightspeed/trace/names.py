@@ -98,6 +98,12 @@ def is_data_loading(name: str) -> bool:
     return bool(_DATA_LOADING.search(name))
 
 
+def is_worker_data_loading(name: str) -> bool:
+    """An iteration of a DataLoader with worker processes (`num_workers > 0`): torch
+    names it after its iterator, `_MultiProcessingDataLoaderIter`."""
+    return is_data_loading(name) and "MultiProcessing" in name
+
+
 def profiler_step(name: str) -> int | None:
     """N of a `ProfilerStep#N` annotation, else None."""
     match = _PROFILER_STEP.match(name)
