@@ -42,7 +42,7 @@ def test_suite_name_and_unknown_name() -> None:
     [
         ("nowhere/missing.py:tiny", "no such file"),
         (f"{DATA}:nope", "has no attribute 'nope'"),
-        (f"{DATA}:not_a_workload", "is a int, not a lightspeed.Workload"),
+        (f"{DATA}:not_a_workload", "is an int, not a lightspeed.Workload"),
         (str(DATA), "names a file but no attribute"),
     ],
 )
@@ -111,3 +111,14 @@ def test_every_suite_module_is_loaded_and_registers_workloads() -> None:
     for module in modules:
         assert f"lightspeed.suite.{module}" in sys.modules
     assert {"mlp", "mlp-tiny", "gpt2-tiny", "resnet18-tiny"} <= set(names)
+
+
+def test_counts_and_kinds_read_as_english() -> None:
+    from lightspeed.units import a_kind, plural
+
+    assert (plural(1, "sync"), plural(3, "sync"), plural(0, "sync")) == (
+        "1 sync",
+        "3 syncs",
+        "0 syncs",
+    )
+    assert (a_kind(3), a_kind("x"), a_kind(None)) == ("an int", "a str", "a NoneType")

@@ -327,7 +327,7 @@ def _synchronization(f: StepFacts) -> Finding | None:
         )
         how = (
             f"host syncs cost the device {_pct(share)} of the step (the idle time they drain"
-            f" it into, and time spent syncing on an idle device; {f.syncs} syncs,"
+            f" it into, and time spent syncing on an idle device; {units.plural(f.syncs, 'sync')},"
             f" {_duration(f.sync_s)} of host time in them{copies})"
         )
     else:

@@ -11,6 +11,7 @@ from typing import Any
 
 from lightspeed import suite
 from lightspeed.errors import TargetError, WorkloadError
+from lightspeed.units import a_kind
 from lightspeed.workload import Workload
 
 
@@ -50,11 +51,9 @@ def _load_from_file(target: str) -> Workload:
             ) from exc
         if isinstance(made, Workload):
             return made
-        raise TargetError(
-            f"{target}: {attr}() returned a {type(made).__name__}, not a lightspeed.Workload."
-        )
+        raise TargetError(f"{target}: {attr}() returned {a_kind(made)}, not a lightspeed.Workload.")
     raise TargetError(
-        f"{target}: {attr!r} is a {type(value).__name__}, not a lightspeed.Workload or a"
+        f"{target}: {attr!r} is {a_kind(value)}, not a lightspeed.Workload or a"
         " zero-argument function returning one."
     )
 

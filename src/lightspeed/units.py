@@ -55,3 +55,14 @@ def size(n_bytes: float | None) -> str:
 
 def percent(fraction: float) -> str:
     return f"{100 * fraction:.1f}%"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """`n word` or `n words`: "1 sync", "3 syncs" (`words` when the plural is not +s)."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+def a_kind(value: object) -> str:
+    """What `value` is, with its article: "an int", "a str", "a NoneType"."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"

@@ -20,6 +20,7 @@ from lightspeed.errors import OutOfMemoryError, WorkloadError
 from lightspeed.facts.device import Device
 from lightspeed.facts.records import Phase
 from lightspeed.measure.device import require, synchronizer, torch_dtype
+from lightspeed.units import a_kind
 from lightspeed.workload import Workload
 
 T = TypeVar("T")
@@ -87,7 +88,7 @@ def prepare(workload: Workload, settings: StepSettings) -> PreparedStep:
     model = _call(workload, "model()", workload.model)
     if not isinstance(model, torch.nn.Module):
         raise WorkloadError(
-            f"workload {name!r}: model() returned a {type(model).__name__}, not a torch.nn.Module."
+            f"workload {name!r}: model() returned {a_kind(model)}, not a torch.nn.Module."
         )
     with guard(workload, "moving the model to the device"):
         model = model.to(device=device, dtype=dtype)
@@ -103,7 +104,7 @@ def prepare(workload: Workload, settings: StepSettings) -> PreparedStep:
     optimizer = _call(workload, "optimizer(params)", workload.optimizer, params)
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise WorkloadError(
-            f"workload {name!r}: optimizer(params) returned a {type(optimizer).__name__},"
+            f"workload {name!r}: optimizer(params) returned {a_kind(optimizer)},"
             " not a torch.optim.Optimizer."
         )
     prepared = PreparedStep(

@@ -34,6 +34,7 @@ from lightspeed.trace.steps import (
     top_level,
 )
 from lightspeed.trace.window import Shown, TraceContext, WindowAnalyzer, WindowContext
+from lightspeed.units import plural
 
 RUNTIME_CUTOFF_US = 50.0
 LAUNCH_DELAY_CUTOFF_US = 100.0
@@ -274,7 +275,7 @@ def _describe_host(h: HostStats) -> Shown:
             line(
                 f"{h.ops} ops, data loading ",
                 Value(h.data_loading_s, Unit.SECONDS),
-                f", {h.syncs} syncs (",
+                f", {plural(h.syncs, 'sync')} (",
                 Value(h.sync_s, Unit.SECONDS),
                 "), overhead ",
                 Value(h.overhead_s, Unit.SECONDS),

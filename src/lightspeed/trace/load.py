@@ -17,6 +17,7 @@ from lightspeed.errors import TraceError
 from lightspeed.trace.columns import Part, build_part, merge_parts
 from lightspeed.trace.events import Trace
 from lightspeed.trace.json_stream import CHUNK_CHARS, SplitFailed, TraceStream
+from lightspeed.units import a_kind
 
 # File names a directory of traces is searched for: Kineto writes `*.pt.trace.json`,
 # often gzipped; other writers use plain `.json`.
@@ -94,9 +95,7 @@ def _no_cycle_collection() -> Iterator[None]:
 def _trace(path: Path, parts: list[Part], metadata: dict[str, Any]) -> Trace:
     events = metadata.get("traceEvents")
     if events is not None and not isinstance(events, list):
-        raise TraceError(
-            f"{path}: traceEvents is a {type(events).__name__}, not an array of events."
-        )
+        raise TraceError(f"{path}: traceEvents is {a_kind(events)}, not an array of events.")
     trace = merge_parts(parts, str(path), metadata)
     if trace.event_count == 0:
         raise TraceError(f"{path}: holds no trace events; is it a profiler trace?")
