@@ -83,7 +83,7 @@ def local_hardware(device: Device, *, recalibrate: bool = False, force: bool = F
         if still_valid(device, cached):
             return cached
     else:
-        log.warning(
+        progress_log.warning(
             "calibrating %s (%s): measuring matmul and memory ceilings once; the result is cached",
             device.value,
             device_name(device),
