@@ -139,3 +139,9 @@ def test_a_profile_of_schema_1_loads_and_analyses_as_it_did() -> None:
                 now["bound"],
             ) == ("compute", "overhead")
             assert 10e-6 <= now["time_s"] < 20e-6
+
+
+def test_profiled_steps_fit_about_two_seconds() -> None:
+    from lightspeed.measure.profile_run import profiled_steps_for
+
+    assert [profiled_steps_for(s) for s in (0.0, 0.007, 0.6, 0.8, 1.5, 5.9)] == [3, 3, 3, 2, 1, 1]

@@ -40,15 +40,16 @@ def test_measure_keeps_every_replicate_and_blocks_short_calls() -> None:
     )
     assert m.steps_per_replicate == 5
     # Two warm-up calls, then warm-up blocks of 5 until two windows of 3 agree (a steady
-    # 1 ms a call: the first chance, after 4 blocks).
-    assert m.warmup_steps == 2 + 4 * 5 and m.settled is True
-    assert m.warmup_s == pytest.approx(22e-3)
+    # 1 ms a call: the first chance, after 4 blocks). The last window of 3 showed the
+    # time steady: it counts as the first 3 replicates, not as warm-up.
+    assert m.warmup_steps == 2 + 1 * 5 and m.settled is True
+    assert m.warmup_s == pytest.approx(7e-3)
     assert all(t == pytest.approx(1e-3) for t in m.times_s)
-    # Then 5 ms blocks until the 0.1 s budget is spent: 20 blocks.
+    # Then 5 ms blocks until the 0.1 s budget is spent, the 3 counted in: 17 more.
     assert m.n == 20
-    assert clock.calls == 2 + 4 * 5 + 20 * 5
+    assert clock.calls == 2 + 4 * 5 + 17 * 5
     # Every block is bracketed by two syncs.
-    assert len(syncs) == 2 * (2 + 4 + 20)
+    assert len(syncs) == 2 * (2 + 4 + 17)
 
 
 def test_the_warm_up_waits_for_the_step_time_to_stop_drifting() -> None:
@@ -200,3 +201,13 @@ def test_a_step_that_faults_its_memory_in_again_is_warned_about() -> None:
     kept = dataclasses.replace(m, freed_memory_kept=True)
     (warning,) = kept.warnings
     assert "although freed memory was kept" in warning and "MALLOC" not in warning
+
+
+def test_a_long_step_is_timed_in_few_steps_beyond_its_warm_up() -> None:
+    clock = FakeClock([6.0])  # a 6 s step, steady from the start
+    m = measure(clock.work, sync=lambda: None, config=TimerConfig(), clock=clock)
+    # 3 warm-up steps and 3 settle blocks; the settle window counts as 3 replicates, so
+    # 2 more reach the 5 needed.
+    assert m.settled is True and m.n == 5
+    assert clock.calls == 3 + 3 + 2
+    assert m.warmup_steps == 3 and m.warmup_s == pytest.approx(18.0)

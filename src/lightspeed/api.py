@@ -42,7 +42,7 @@ def profile(
     dtype: str = "fp32",
     hardware: Hardware | str | None = None,
     batch_size: int | None = None,
-    steps: int = 3,
+    steps: int | None = None,
     budget_s: float = 2.0,
 ) -> Profile:
     """Measure one training step of `workload` and place it on the roofline of `hardware`.
@@ -50,13 +50,14 @@ def profile(
     `workload` is a Workload or what `lightspeed profile` takes (a suite name or
     "file.py:NAME"). `hardware` is a Hardware, a catalog id, "local" or None (the
     device the step runs on: calibrated on a CPU, the catalog entry of a GPU).
-    `steps` profiled steps give each op's time (their median); `budget_s` seconds go to
+    `steps` profiled steps give each op's time (their median; None: 3, fewer for a
+    step over 0.7 s, so they take about 2 s); `budget_s` seconds go to
     timing the uninstrumented step. `analyse(result)` derives the roofline report.
 
     Raises ProfileIncomplete (a LightspeedError carrying the partial Profile as
     `.partial`) when the workload raises or runs out of memory part-way.
     """
-    if steps < 1:
+    if steps is not None and steps < 1:
         raise ConfigError(f"steps={steps} must be at least 1.")
     wl, settings, hw = run_setup(workload, device, dtype, batch_size, hardware)
     return profile_workload(

@@ -79,12 +79,15 @@ class OpTimes:
             raise ValueError("attributed and unattributed times cannot be negative")
 
 
-def profile_op_times(prepared: PreparedStep, op_names: Sequence[str], steps: int = 1) -> OpTimes:
+def profile_op_times(
+    prepared: PreparedStep, op_names: Sequence[str], steps: int = 1, *, absorb: bool = True
+) -> OpTimes:
     """Profile `steps` training steps and time each op of `op_names` (aten names, in order).
 
     `op_names` are the ops a dispatch mode captured of one step of `prepared`, in
     dispatch order ("aten::mm"); the step should be warmed up (optimizer state created)
-    so the profiled steps run the same ops.
+    so the profiled steps run the same ops. With `absorb`, one step runs first under the
+    profiler, unread, to take its set-up cost; a step of seconds can do without.
     """
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
@@ -97,8 +100,9 @@ def profile_op_times(prepared: PreparedStep, op_names: Sequence[str], steps: int
     ):
         # The first ops after the profiler starts pay for its set-up (hundreds of µs on
         # the CPU); one step outside any STEP_RANGE absorbs that and is never read.
-        prepared.step()
-        prepared.sync()
+        if absorb:
+            prepared.step()
+            prepared.sync()
         for _ in range(steps):
             with record_function(STEP_RANGE):
                 prepared.step()

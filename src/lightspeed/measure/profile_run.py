@@ -1,9 +1,12 @@
 """Run a workload through every measurement and assemble its `Profile`.
 
 Order: build and time the step (the timer's warm-up also creates optimizer state),
-capture its ops, time them in a profiled run, then measure memory. Each stage runs a
-fresh step of the same prepared workload; none of them runs inside another, so the
-step time comes from an uninstrumented run.
+capture its ops, time them in profiled steps, then measure memory. Each stage runs
+fresh steps of the same prepared workload; none runs inside another (tracking memory
+changes which ops autograd runs), so the step time comes from an uninstrumented run.
+A profile costs a few steps beyond the timer's warm-up: the profiled steps are as many
+as fit in `PROFILED_BUDGET_S` of step time, between 1 and `MAX_PROFILED_STEPS`, unless
+asked for.
 """
 
 from __future__ import annotations
@@ -25,6 +28,20 @@ from lightspeed.workload import Workload
 
 log = logging.getLogger(__name__)
 
+# Profiled steps: each op's time is their median. Three give a steady median when a step
+# is short; a long step's ops are long enough to time once.
+MAX_PROFILED_STEPS = 3
+PROFILED_BUDGET_S = 2.0
+# The profiler's set-up cost (hundreds of µs) lands on the first ops after it starts: a
+# step shorter than this gets an unread step first to absorb it.
+ABSORB_BELOW_S = 0.1
+
+
+def profiled_steps_for(step_s: float) -> int:
+    """How many profiled steps of `step_s` seconds fit the profiled budget (1 to 3)."""
+    fit = int(PROFILED_BUDGET_S / step_s) if step_s > 0 else MAX_PROFILED_STEPS
+    return max(1, min(MAX_PROFILED_STEPS, fit))
+
 
 def profile_workload(
     workload: Workload,
@@ -32,10 +49,12 @@ def profile_workload(
     settings: StepSettings | None = None,
     *,
     timer: TimerConfig | None = None,
-    profiled_steps: int = 3,
+    profiled_steps: int | None = None,
     with_memory: bool = True,
 ) -> Profile:
     """Measure one training step of `workload` and place it on `hardware`.
+
+    `profiled_steps` (None: `profiled_steps_for` the step time) time each op.
 
     Raises ProfileIncomplete, carrying the partial Profile, when the workload fails
     part-way (it raises, or runs out of memory).
@@ -51,8 +70,14 @@ def profile_workload(
         with progress.stage("capturing the step's ops"):
             ops = capture_step(prepared)
         profile = dataclasses.replace(profile, ops=tuple(ops))
-        with progress.stage(f"timing each op over {profiled_steps} profiled steps"):
-            times = profile_op_times(prepared, [op.name for op in ops], steps=profiled_steps)
+        steps = profiled_steps or profiled_steps_for(timing.measurement.median_s)
+        with progress.stage(f"timing each op over {steps} profiled step{'s' * (steps > 1)}"):
+            times = profile_op_times(
+                prepared,
+                [op.name for op in ops],
+                steps=steps,
+                absorb=timing.measurement.median_s < ABSORB_BELOW_S,
+            )
         timed_ops = tuple(
             without_mode_artifacts(
                 [

@@ -10,7 +10,9 @@ and pages are touched for the first time (2–9 steps on a 110 M-parameter encod
 CPU). So after `warmup_steps` the timer keeps warming up, in blocks, until the median of
 the `SETTLE_WINDOW` blocks before the last `SETTLE_WINDOW` is no more than
 `settle_tolerance` slower than theirs (the step time has stopped falling), or
-`max_settle_s` has passed; the result says whether it settled. What a step's memory
+`max_settle_s` has passed; the result says whether it settled. The last window, steady
+by that test and timed in blocks as replicates are, counts as the first `SETTLE_WINDOW`
+replicates (within the budget). What a step's memory
 costs once it is warm depends on the allocator, which the step timer sets first
 (measure/allocator.py).
 """
@@ -87,6 +89,7 @@ def measure(
     steps = max(1, math.ceil(MIN_BLOCK_S / last_call_s)) if last_call_s > 0 else 1000
     warmup_calls = len(warmup)
     settled: bool | None = None
+    settle_blocks = 0  # warm-up blocks of `steps` calls, timed as replicates are
     if cfg.max_settle_s > 0:
         settled = False
         settle_deadline = clock() + cfg.max_settle_s
@@ -95,19 +98,29 @@ def measure(
                 break
             warmup.append(_time_block(fn, steps, sync, clock) / steps)
             warmup_calls += steps
+            settle_blocks += 1
     warmup_s = clock() - start
 
+    # The window that showed the time had settled is steady by that test, and was timed
+    # as replicates are: it counts as the first replicates (a step of seconds then costs
+    # two more steps to time rather than five).
     times: list[float] = []
+    if settled and settle_blocks >= SETTLE_WINDOW and cfg.max_replicates > SETTLE_WINDOW:
+        times = warmup[-SETTLE_WINDOW:]
+        warmup_calls -= SETTLE_WINDOW * steps
+        warmup_s -= sum(times) * steps
     usage_before = _usage()
-    deadline = clock() + cfg.budget_s
+    deadline = clock() + cfg.budget_s - sum(times) * steps
+    new_blocks = 0
     while len(times) < cfg.max_replicates:
         times.append(_time_block(fn, steps, sync, clock) / steps)
+        new_blocks += 1
         if len(times) >= cfg.min_replicates and clock() >= deadline:
             break
     usage_after = _usage()
     faults = kernel_share = None
     if usage_before is not None and usage_after is not None:
-        faults = (usage_after[0] - usage_before[0]) / (len(times) * steps)
+        faults = (usage_after[0] - usage_before[0]) / (new_blocks * steps)
         cpu_s = (usage_after[1] - usage_before[1]) + (usage_after[2] - usage_before[2])
         kernel_share = (usage_after[2] - usage_before[2]) / cpu_s if cpu_s > 0 else None
     return Measurement(
