@@ -2,8 +2,9 @@
 
 Order: build and time the step (the timer's warm-up also creates optimizer state),
 capture its ops, time them in profiled steps, then measure memory. Each stage runs
-fresh steps of the same prepared workload; none runs inside another (tracking memory
-changes which ops autograd runs), so the step time comes from an uninstrumented run.
+fresh steps of the same prepared workload; none runs inside another (memory tracked
+in the capture's step left a captured op unmatched by the profiled steps), so the step
+time comes from an uninstrumented run.
 A profile costs a few steps beyond the timer's warm-up: the profiled steps are as many
 as fit in `PROFILED_BUDGET_S` of step time, between 1 and `MAX_PROFILED_STEPS`, unless
 asked for.
