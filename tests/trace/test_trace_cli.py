@@ -113,3 +113,12 @@ def test_reading_traces_never_imports_torch() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("torch imported: False")
+
+
+def test_a_trace_with_no_device_shows_the_hosts_busy_and_comm(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("trace", str(trace("hta-cpu-only-rank34")))
+    assert code == 0
+    assert "the host's time; the trace has no device" in out
+    (row,) = [line for line in out.splitlines() if " 551 " in line]
+    # Step 551: 210 ms, 179 ms of it in host collectives (a device column would read 0).
+    assert "210 ms" in row and row.count("179 ms") == 2

@@ -12,7 +12,7 @@ from lightspeed.cli.common import JsonOption, WideOption, emit_json, report
 def trace_command(
     paths: list[Path] = typer.Argument(
         ...,
-        metavar="PATH...",
+        metavar="PATH",
         help="Trace files (.json, .json.gz) or directories of per-rank traces.",
         show_default=False,
     ),

@@ -135,7 +135,7 @@ def _rank_section(r: RankAnalysis, step: int | None) -> Section:
                 blocks.append(shown)
     parts: list[Any] = [Fields(tuple(rows))]
     if r.steps and step is None:
-        parts.append(_steps(r.steps))
+        parts.append(_steps(r.steps, on_device=bool(r.devices)))
     parts += blocks
     parts.append(Findings(tuple(chosen.findings)))
     if r.notes:
@@ -156,14 +156,24 @@ def _devices(names: tuple[str, ...]) -> str:
     return ", ".join(f"{c} × {n}" if c > 1 else n for n, c in counts.items()) or "—"
 
 
-def _steps(steps: list[WindowAnalysis]) -> Table:
+def _steps(steps: list[WindowAnalysis], *, on_device: bool) -> Table:
+    """Each step's time, what kept the device busy and communicating (on a trace with no
+    device, the host: its time in ops, data loading and syncs, and in collectives), its
+    data loading, syncs and bound."""
+    busy, comm = (
+        (("busy_s", "busy"), ("communication_s", "comm"))
+        if on_device
+        else (("host_busy_s", "busy"), ("host_collective_s", "comm"))
+    )
     return Table(
-        title="Steps",
+        title="Steps (busy, comm: the device's time)"
+        if on_device
+        else "Steps (busy, comm: the host's time; the trace has no device)",
         columns=(
             Column("step", "step", numeric=True, min_width=4),
             Column("step_s", "time", numeric=True, min_width=7),
-            Column("busy_s", "busy", numeric=True, min_width=7),
-            Column("communication_s", "comm", numeric=True, min_width=7),
+            Column(busy[0], busy[1], numeric=True, min_width=7),
+            Column(comm[0], comm[1], numeric=True, min_width=7),
             Column("data_loading_s", "data", numeric=True, min_width=7),
             Column("syncs", "syncs", numeric=True, min_width=5),
             Column("bound", "bound", min_width=15),
@@ -172,8 +182,11 @@ def _steps(steps: list[WindowAnalysis]) -> Table:
             (
                 Value(w.step, Unit.INTEGER),
                 Value(w.step_s, Unit.SECONDS),
-                Value(w.temporal.busy_s, Unit.SECONDS),
-                Value(w.temporal.communication_s, Unit.SECONDS),
+                Value(w.temporal.busy_s if on_device else w.host.busy_s, Unit.SECONDS),
+                Value(
+                    w.temporal.communication_s if on_device else w.host.collective_s,
+                    Unit.SECONDS,
+                ),
                 Value(w.host.data_loading_s, Unit.SECONDS),
                 Value(w.host.syncs, Unit.INTEGER),
                 w.bound.value,
