@@ -23,6 +23,7 @@ RUNS: dict[str, tuple[str, ...]] = {
     "hw calibrate": (),
     "roofline": ("--flops", "1e9", "--bytes", "1e6", "--peak-flops", "1e12", "--bandwidth", "1e11"),
     "suite": (),
+    "explain": ("MFU",),
     "time": ("mlp-tiny", "--hardware", "local", "--budget", "0.05", "--warmup", "1"),
     "profile": ("mlp-tiny", "--hardware", "local", "--budget", "0.05", "--steps", "1"),
     "trace": (str(TRACE),),

@@ -19,7 +19,7 @@ ALEXNET_TRACE = DATA / "traces" / "hta-a100-alexnet-benchmark.json.gz"
 
 # Lowest first. A module belongs to the layer of the longest prefix that names it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "units", "progress"),
+    ("errors", "units", "progress", "glossary"),
     ("dtypes",),
     ("facts",),
     ("rules",),

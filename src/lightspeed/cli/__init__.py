@@ -21,6 +21,7 @@ import typer
 
 from lightspeed.cli import (
     _click,
+    explain_cmd,
     hw,
     profile_cmd,
     progress_display,
@@ -46,6 +47,7 @@ app.command("time")(time_cmd.time_command)
 app.command("trace")(trace_cmd.trace_command)
 app.command("roofline")(roofline.roofline_command)
 app.command("suite")(suite.suite_command)
+app.command("explain")(explain_cmd.explain_command)
 
 EXIT_USER_ERROR = 2
 

@@ -135,7 +135,7 @@ def _rank_section(r: RankAnalysis, step: int | None) -> Section:
                 blocks.append(shown)
     parts: list[Any] = [Fields(tuple(rows))]
     if r.steps and step is None:
-        parts.append(_steps(r.steps, on_device=bool(r.devices)))
+        parts.append(_steps(r.steps, on_device=any(w.has_device for w in (r.whole, *r.steps))))
     parts += blocks
     parts.append(Findings(tuple(chosen.findings)))
     if r.notes:
