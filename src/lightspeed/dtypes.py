@@ -49,11 +49,6 @@ _PRECISION_OF_DTYPE = {
     name: p for p, name in TORCH_DTYPE_NAMES.items() if p is not Precision.TF32
 } | {"float8_e5m2": Precision.FP8}
 
-# Tensor cores take matmul dimensions in multiples of this many elements (16 bytes for
-# fp16/bf16, NVIDIA Deep Learning Performance guide, "Matrix Multiplication
-# Background", tensor core requirements); precisions not listed use no tensor cores.
-TENSOR_CORE_MULTIPLE = {Precision.FP16: 8, Precision.BF16: 8, Precision.TF32: 4, Precision.FP8: 16}
-
 
 def precision_of_dtype(name: str) -> Precision | None:
     """The precision of a tensor whose torch dtype is called `name` ("bfloat16"), or None."""

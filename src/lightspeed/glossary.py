@@ -308,7 +308,8 @@ module | (root)
     The path of the innermost nn.Module an op ran in, from the model root (0, encoder.layers.3);
     (root) is the root module itself, (optimizer) the optimizer's ops. The Modules tree shows
     paths --depth (2) levels deep, each with the FLOPs, measured op time and SoL of every op in
-    it and its submodules; its first line sums every op of the step, the optimizer's included.
+    it and its submodules; its first line, NAME (whole step), sums every op of the step, the
+    optimizer's included.
 
 op
     One aten operator call as dispatched below autograd (addmm, mm, add_; composite ops such as

@@ -261,7 +261,7 @@ def _module_tree(analysis: ProfileAnalysis, depth: int) -> Section:
     # Ops outside the model (the optimizer) hang off the root.
     outside = tuple(Tree(label(p, modules[p])) for p in modules if p.startswith("("))
     root = Tree(
-        label(f"{analysis.profile.workload.name} (model)", modules.get("", Aggregate())),
+        label(f"{analysis.profile.workload.name} (whole step)", modules.get("", Aggregate())),
         tuple(node(c) for c in children.get("", ())) + outside,
     )
     return Section(f"Modules (depth {depth})", (root,))
