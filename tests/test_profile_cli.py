@@ -65,3 +65,24 @@ def test_failure_after_timing_keeps_the_timing(
     assert "fails under observation" in doc["failure"]
     assert doc["timing"]["replicates"] >= 5
     assert doc["ops"] == []
+
+
+def test_quick_times_briefly_and_profiles_one_step(
+    run_cli: RunCli, calibrated_cpu: Hardware, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lightspeed.measure import profile_run
+
+    asked: list[int] = []
+    real = profile_run.profile_op_times
+
+    def profile_op_times(*args: object, steps: int = 1, **kwargs: object) -> object:
+        asked.append(steps)
+        return real(*args, steps=steps, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(profile_run, "profile_op_times", profile_op_times)
+    code, out, _ = run_cli("profile", "mlp-tiny", "--quick", "--json")
+    assert code == 0
+    timing = json.loads(out)["timing"]
+    # The 0.5 s budget (not the default 2 s), and one profiled step.
+    assert sum(timing["times_s"]) * timing["steps_per_replicate"] < 1.0
+    assert asked == [1]

@@ -21,6 +21,9 @@ from lightspeed.cli.common import (
     use_threads,
 )
 
+# --quick: seconds of timing, beside one profiled step.
+QUICK_BUDGET_S = 0.5
+
 
 def profile_command(
     target: str = TargetArgument,
@@ -38,6 +41,12 @@ def profile_command(
     top: int = typer.Option(10, "--top", metavar="N", help="How many ops to list by headroom."),
     depth: int = typer.Option(2, "--depth", metavar="N", help="Levels of the module tree to show."),
     budget: float = BudgetOption,
+    quick: bool = typer.Option(
+        False,
+        "--quick",
+        help=f"A faster, rougher profile: at most {QUICK_BUDGET_S:g} s of timing and, unless"
+        " --steps says otherwise, one profiled step.",
+    ),
     threads: int | None = ThreadsOption,
     json_path: Path | None = JsonOption,
     wide: bool = WideOption,
@@ -50,6 +59,9 @@ def profile_command(
     from lightspeed.report.profile_report import profile_document
 
     use_threads(threads)
+    if quick:
+        budget = min(budget, QUICK_BUDGET_S)
+        steps = steps or 1
     if steps is not None and steps < 1:
         raise ConfigError(f"--steps {steps} must be at least 1.")
     try:
