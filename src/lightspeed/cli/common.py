@@ -105,7 +105,7 @@ def report(doc: Document, json_path: Path | None, *, wide: bool = False) -> None
 
     doc = doc.warned(*_LOGGED.messages)
     if json_path is not None:
-        emit_json(doc, json_path)
+        _write_json(doc, json_path)
     if json_path is None or str(json_path) != "-":
         show(render_terminal.render(doc, wide=wide))
 
@@ -120,10 +120,15 @@ def show(renderable: RenderableType) -> None:
 
 
 def emit_json(doc: Document, path: Path | None) -> None:
-    """Write `doc` as JSON to `path`, or to stdout when `path` is '-' or None."""
+    """Write `doc`, with the warnings logged while it was made, as JSON to `path`, or
+    to stdout when `path` is '-' or None."""
+    _write_json(doc.warned(*_LOGGED.messages), path)
+
+
+def _write_json(doc: Document, path: Path | None) -> None:
     from lightspeed.report import render_json
 
-    obj = render_json.render(doc.warned(*_LOGGED.messages))
+    obj = render_json.render(doc)
     if path is None or str(path) == "-":
         sys.stdout.write(render_json.dumps(obj) + "\n")
     else:

@@ -88,8 +88,9 @@ def local_hardware(device: Device, *, recalibrate: bool = False, force: bool = F
             device.value,
             device_name(device),
         )
-    wait_until_quiet(device)
-    return _calibrate_checked(device, cached, force=force)
+    with progress.stage(f"calibrating the {device.value}"):
+        wait_until_quiet(device)
+        return _calibrate_checked(device, cached, force=force)
 
 
 def wait_until_quiet(
@@ -162,11 +163,6 @@ def still_valid(device: Device, cached: Hardware) -> bool:
 
 
 def _calibrate_checked(device: Device, previous: Hardware | None, *, force: bool) -> Hardware:
-    with progress.stage(f"calibrating the {device.value}"):
-        return _calibrate_and_check(device, previous, force=force)
-
-
-def _calibrate_and_check(device: Device, previous: Hardware | None, *, force: bool) -> Hardware:
     hw = calibrate(device)
     found = problems(hw, previous)
     if found and not force:

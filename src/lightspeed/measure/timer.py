@@ -104,23 +104,23 @@ def measure(
     # The window that showed the time had settled is steady by that test, and was timed
     # as replicates are: it counts as the first replicates (a step of seconds then costs
     # two more steps to time rather than five).
-    times: list[float] = []
+    reused = 0
     if settled and settle_blocks >= SETTLE_WINDOW and cfg.max_replicates > SETTLE_WINDOW:
-        times = warmup[-SETTLE_WINDOW:]
-        warmup_calls -= SETTLE_WINDOW * steps
-        warmup_s -= sum(times) * steps
+        reused = SETTLE_WINDOW
+    times = warmup[len(warmup) - reused :]
+    warmup_calls -= reused * steps
+    warmup_s -= sum(times) * steps
     usage_before = _usage()
     deadline = clock() + cfg.budget_s - sum(times) * steps
-    new_blocks = 0
     while len(times) < cfg.max_replicates:
         times.append(_time_block(fn, steps, sync, clock) / steps)
-        new_blocks += 1
         if len(times) >= cfg.min_replicates and clock() >= deadline:
             break
     usage_after = _usage()
     faults = kernel_share = None
     if usage_before is not None and usage_after is not None:
-        faults = (usage_after[0] - usage_before[0]) / (new_blocks * steps)
+        # Counted over the blocks timed here, not the warm-up blocks reused.
+        faults = (usage_after[0] - usage_before[0]) / ((len(times) - reused) * steps)
         cpu_s = (usage_after[1] - usage_before[1]) + (usage_after[2] - usage_before[2])
         kernel_share = (usage_after[2] - usage_before[2]) / cpu_s if cpu_s > 0 else None
     return Measurement(

@@ -50,9 +50,8 @@ def time_step(
         probe = NoiseProbe.start(prepared.settings.device) if check_noise else None
         with guard(prepared.workload, "the training step"):
             measurement = measure(prepared.step, sync=prepared.sync, config=config)
-        if probe is not None:
-            measurement = dataclasses.replace(measurement, noise=probe.finish())
-    measurement = dataclasses.replace(measurement, freed_memory_kept=kept)
+        noise = probe.finish() if probe is not None else None
+    measurement = dataclasses.replace(measurement, noise=noise, freed_memory_kept=kept)
     return StepTiming(workload=prepared_info(prepared), measurement=measurement)
 
 

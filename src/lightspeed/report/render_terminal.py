@@ -115,6 +115,8 @@ class _FittedTable:
     def __init__(self, block: Table, wide: bool) -> None:
         self.block = block
         self.wide = wide
+        # rich measures a table, then draws it, at the same width: fit it once.
+        self._fits: dict[int, RichTable] = {}
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self._fitted(console, options)
@@ -123,9 +125,14 @@ class _FittedTable:
         return Measurement.get(console, options, self._fitted(console, options))
 
     def _fitted(self, console: Console, options: ConsoleOptions) -> RichTable:
+        if options.max_width not in self._fits:
+            self._fits[options.max_width] = self._fit(console, options)
+        return self._fits[options.max_width]
+
+    def _fit(self, console: Console, options: ConsoleOptions) -> RichTable:
         every = range(len(self.block.columns))
         if self.wide:
-            return self._rich(every, {})
+            return self._rich(every, self._shown_names(every, {}))
         table, over = self._narrowed(every, console, options)
         details = [i for i in every if not self.block.columns[i].optional]
         if over > 0 and len(details) < len(every):
@@ -142,13 +149,10 @@ class _FittedTable:
         unbounded = options.update_width(10_000)  # to measure the table's natural width
         done: set[int] = set()  # columns cut as far as they go
         while True:
-            table = self._rich(shown, widths)
+            names = self._shown_names(shown, widths)
+            table = self._rich(shown, names)
             over = Measurement.get(console, unbounded, table).maximum - options.max_width
-            now = {
-                i: max(map(len, self._names(i, widths[i])), default=0)
-                for i in widths
-                if i not in done
-            }
+            now = {i: max(map(len, names[i]), default=0) for i in widths if i not in done}
             if over <= 0 or not now:
                 return table, over
             widest = max(now, key=lambda i: now[i])
@@ -160,11 +164,23 @@ class _FittedTable:
                 continue
             widths[widest] = target
 
-    def _names(self, i: int, width: int | None) -> list[str]:
-        names = [_text_of(row[i]) for row in self.block.rows]
-        return fit_names(names, width, None if self.wide else self.block.columns[i].abbreviate)
+    def _shown_names(
+        self, shown: Iterable[int], widths: dict[int, int | None]
+    ) -> dict[int, list[str]]:
+        """The names of each shown name column, fitted to its width in `widths`."""
+        columns = self.block.columns
+        return {
+            i: fit_names(
+                [_text_of(row[i]) for row in self.block.rows],
+                widths.get(i),
+                None if self.wide else columns[i].abbreviate,
+            )
+            for i in shown
+            if columns[i].shrink
+        }
 
-    def _rich(self, shown: Iterable[int], widths: dict[int, int | None]) -> RichTable:
+    def _rich(self, shown: Iterable[int], names: dict[int, list[str]]) -> RichTable:
+        """The rich table of the `shown` columns, name columns drawn as `names`."""
         block = self.block
         table = RichTable(
             title=block.title,
@@ -185,7 +201,6 @@ class _FittedTable:
                 overflow="fold",
                 min_width=c.min_width,
             )
-        names = {i: self._names(i, widths.get(i)) for i in shown if block.columns[i].shrink}
         first_bold = len(block.rows) - block.bold_rows
         for r, row in enumerate(block.rows):
             cells = [
