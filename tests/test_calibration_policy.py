@@ -377,3 +377,84 @@ def test_a_report_keeps_the_busy_warning_but_not_the_wait(
     warnings = json.loads(out)["warnings"]
     assert any("calibrating although the machine is still busy" in w for w in warnings)
     assert not any("waiting up to" in w or "ceilings once" in w for w in warnings)
+
+
+# -- the demo after a calibration ---------------------------------------------------------
+
+
+def _demo_against(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, measured: Hardware, machine: Hardware
+) -> tuple[list[str], dict[str, object], str]:
+    """`lightspeed profile` of the demo's workload (at its tiny size), calibrating first:
+    the noise check finds the machine busy twice, then quiet, and the calibration
+    returns `measured`. The step is stubbed: each op takes between 1 and 1.5 times its
+    speed-of-light time on `machine`, the ceilings the machine really has."""
+    import lightspeed.api as api_module
+    from lightspeed.analysis.step_roofline import analyse_op
+
+    order: list[str] = []
+    checks = Checks(busy=2)
+
+    def check(device: Device, window_s: float = 1.0) -> NoiseCheck:
+        order.append("check")
+        return checks(device)
+
+    def calibrate(device: Device) -> Hardware:
+        order.append("calibrate")
+        return measured
+
+    real = api_module.profile_workload
+
+    def stubbed_step(*args: object, **kwargs: object) -> object:
+        profile = real(*args, **kwargs)  # type: ignore[arg-type]
+        ops = tuple(
+            dataclasses.replace(op, time_s=analyse_op(op, machine).sol_time_s * (1 + (k % 6) / 10))
+            for k, op in enumerate(profile.ops)
+        )
+        return dataclasses.replace(profile, ops=ops)
+
+    monkeypatch.setattr(resolve_module, "quiet_check", check)
+    monkeypatch.setattr(resolve_module, "calibrate", calibrate)
+    monkeypatch.setattr(resolve_module, "canary_rate", lambda device: CANARY)
+    monkeypatch.setattr(api_module, "profile_workload", stubbed_step)
+    code, out, _ = run_cli("profile", "mlp-tiny", "--json=-")
+    assert code == 0
+    document = json.loads(out)
+    first = list(order)
+    _, terminal, _ = run_cli("profile", "mlp-tiny")
+    assert order == first  # the second run took the cached calibration
+    return first, document, terminal
+
+
+def _phase_fractions(document: dict[str, object]) -> dict[str, float]:
+    phases = document["phases"]
+    assert isinstance(phases, dict) and phases
+    return {name: p["sol_time_s"] / p["time_s"] for name, p in phases.items()}
+
+
+def test_the_demo_after_a_quiet_calibration_shows_no_phase_above_its_speed_of_light(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quiet = calibrated(fp32=200e9, memory=30e9, cache=120e9)
+    order, document, terminal = _demo_against(run_cli, monkeypatch, quiet, quiet)
+    assert order == ["check", "check", "check", "calibrate"]  # only once it was quiet
+    fractions = _phase_fractions(document)
+    assert all(0.6 < f <= 1.0 for f in fractions.values()), fractions
+    findings = document["findings"]
+    assert isinstance(findings, list)
+    assert "above-speed-of-light" not in {f["kind"] for f in findings}
+    assert "faster than the speed of light" not in " ".join(terminal.split())
+
+
+def test_a_calibration_on_a_busy_machine_would_read_above_the_speed_of_light(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: ceilings measured at half speed put the same step above 100 %."""
+    quiet = calibrated(fp32=200e9, memory=30e9, cache=120e9)
+    busy = calibrated(fp32=100e9, memory=15e9, cache=60e9)
+    _, document, terminal = _demo_against(run_cli, monkeypatch, busy, quiet)
+    assert all(f > 1.0 for f in _phase_fractions(document).values())
+    assert "faster than the speed of light" in " ".join(terminal.split())
+    findings = document["findings"]
+    assert isinstance(findings, list)
+    assert "above-speed-of-light" in {f["kind"] for f in findings}

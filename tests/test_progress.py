@@ -61,7 +61,7 @@ def env(calibrated_cpu: object, private_cache: Path) -> dict[str, str]:
 def test_a_terminal_sees_each_stage(env: dict[str, str]) -> None:
     code, out = run_in_terminal([*LIGHTSPEED, *PROFILE], env)
     assert code == 0
-    for stage in ("building the model", "timing the step", "capturing the step's ops"):
+    for stage in ("building the model", "timing the step", "capturing the step's ops and memory"):
         assert stage in out
     assert "Speed of light" in out  # and then the report
 

@@ -54,10 +54,11 @@ def test_target_errors(spec: str, message: str) -> None:
 def test_user_code_errors_name_the_part_that_raised() -> None:
     with pytest.raises(WorkloadError, match=r"model\(\) raised ValueError: no such layer size"):
         prepare(load_target(target("broken_model")), StepSettings())
+    # The first step checks the loss; it runs no forward pass before.
     with pytest.raises(WorkloadError, match=r"loss\(model, batch\) raised KeyError"):
-        prepare(load_target(target("broken_loss")), StepSettings())
+        prepare(load_target(target("broken_loss")), StepSettings()).step()
     with pytest.raises(WorkloadError, match=r"scalar tensor, got shape \(2,\)"):
-        prepare(load_target(target("vector_loss")), StepSettings())
+        prepare(load_target(target("vector_loss")), StepSettings()).step()
 
 
 def test_out_of_memory_suggests_a_smaller_batch() -> None:

@@ -113,24 +113,23 @@ def capture_step(prepared: PreparedStep) -> list[OpRecord]:
     return capture.records
 
 
-# Ops a Python dispatch mode adds to the step it watches: autograd detaches each output
-# it saves for backward when a mode is active, which an unobserved step never runs.
+# Ops a Python dispatch mode adds to the step it watches: autograd detaches each tensor
+# it saves for backward when a mode is active (and again when saved-tensor hooks unpack
+# it), which an unobserved step never runs.
 _MODE_ARTIFACTS = frozenset({"aten::detach"})
 
 
 def without_mode_artifacts(ops: Sequence[OpRecord]) -> list[OpRecord]:
-    """`ops` (timed by the profiled run) without the ops only the capture itself ran.
+    """`ops` without those a dispatch mode may have added, renumbered.
 
-    An op is such an artifact when it is one the dispatch mode is known to add, moves
-    and computes nothing, and the profiled run never saw it (its `time_s` is None); a
-    detach the step really calls has a profiled event and stays. Indices are renumbered.
+    Such an op is one the mode is known to add that computes and moves nothing. The
+    step's own detaches cannot be told from the added ones (how many autograd adds
+    depends on which observers watch), so they go too: each is a view costing a
+    microsecond, and the profiled step's time they take stays in its unattributed time.
+    Leaving them out before timing keeps the alignment from skipping them one by one.
     """
     kept = [
-        op
-        for op in ops
-        if not (
-            op.name in _MODE_ARTIFACTS and op.time_s is None and op.flops == 0 and op.bytes == 0
-        )
+        op for op in ops if not (op.name in _MODE_ARTIFACTS and op.flops == 0 and op.bytes == 0)
     ]
     return [dataclasses.replace(op, index=i) for i, op in enumerate(kept)]
 

@@ -42,7 +42,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from lightspeed.facts.device import Device
 from lightspeed.facts.records import MEMORY_CATEGORIES, MemoryBreakdown, Phase
-from lightspeed.measure.step import PreparedStep
+from lightspeed.measure.step import PhaseHook, PreparedStep
 from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.measure.torch_internals import storage_identity
 
@@ -50,11 +50,12 @@ CATEGORIES = MEMORY_CATEGORIES
 _OTHER = "temporaries"
 
 
-def measure_memory(prepared: PreparedStep) -> MemoryBreakdown:
+def measure_memory(prepared: PreparedStep, watch: PhaseHook | None = None) -> MemoryBreakdown:
     """Run one training step of `prepared` and return the bytes it holds, by category.
 
     Run it after a warm-up step, so the optimizer state already exists. The step is the
     one `PreparedStep.step()` runs, with the same result; `prepared.last_loss` is set.
+    `watch`, a phase hook of another observer (the op capture), watches the same step.
     """
     on_cuda = prepared.settings.device is Device.CUDA
     if on_cuda:
@@ -64,7 +65,7 @@ def measure_memory(prepared: PreparedStep) -> MemoryBreakdown:
     timeline = _StorageTimeline(prepared.settings.device.value)
     with timeline:
         _adopt_live_state(prepared, timeline)
-        loss = _run_step(prepared, timeline)
+        loss = _run_step(prepared, timeline, watch)
         # Labelled while still tracked: this step made the gradients (and, without a
         # warm-up, the optimizer state), and their storages are live now.
         gradients, state = _gradients(prepared), _optimizer_state(prepared)
@@ -115,12 +116,19 @@ def fit_to_peak(at_peak: dict[str, int], peak_bytes: int) -> dict[str, int]:
     return fitted
 
 
-def _run_step(prepared: PreparedStep, timeline: _StorageTimeline) -> torch.Tensor:
+def _run_step(
+    prepared: PreparedStep, timeline: _StorageTimeline, watch: PhaseHook | None
+) -> torch.Tensor:
     # PreparedStep.step(), with the forward under the saved-tensor hooks.
     recorder = _SavedTensorRecorder(timeline)
 
     def around(phase: Phase) -> contextlib.AbstractContextManager[object]:
-        return recorder if phase is Phase.FORWARD else contextlib.nullcontext()
+        both = contextlib.ExitStack()
+        if watch is not None:
+            both.enter_context(watch(phase))
+        if phase is Phase.FORWARD:
+            both.enter_context(recorder)
+        return both
 
     try:
         return prepared.step(around)

@@ -11,10 +11,10 @@ The time of a matched op, per step:
 - on CUDA, the total time of the GPU kernels launched under its event (children
   included), so `device_time` is True.
 With several steps, an op's time is the median over the steps where it was matched.
-A captured op can have no event at all: a dispatch mode itself adds a few ops to the
-step it watches (the `detach` autograd applies to outputs saved for backward while a
-Python mode is active), and these stay None here; `capture.without_mode_artifacts`
-then drops them. One step runs under the profiler before the timed ones, outside any
+The ops a dispatch mode itself adds to the step it watches (the `detach` autograd
+applies to tensors saved for backward while a Python mode is active) are left out of
+the names before they get here (`capture.without_mode_artifacts`); a captured op that
+still has no event stays None. One step runs under the profiler before the timed ones, outside any
 STEP_RANGE, so the profiler's start-up cost lands in no op.
 
 Nothing is dropped: `unattributed_s` is the step's wall time that no matched op accounts

@@ -1,13 +1,13 @@
 """Run a workload through every measurement and assemble its `Profile`.
 
-Order: build and time the step (the timer's warm-up also creates optimizer state),
-capture its ops, time them in profiled steps, then measure memory. Each stage runs
-fresh steps of the same prepared workload; none runs inside another (memory tracked
-in the capture's step left a captured op unmatched by the profiled steps), so the step
-time comes from an uninstrumented run.
-A profile costs a few steps beyond the timer's warm-up: the profiled steps are as many
-as fit in `PROFILED_BUDGET_S` of step time, between 1 and `MAX_PROFILED_STEPS`, unless
-asked for.
+Order: build and time the step (the timer's warm-up also creates optimizer state), then
+one step watched by both the op capture and the memory measurement (neither allocates
+what the step holds), then profiled steps that time each captured op. Each stage runs
+fresh steps of the same prepared workload, so the step time comes from uninstrumented
+steps and the op times from steps no dispatch mode slows.
+A profile costs a few steps beyond the timer's warm-up: the timer's replicates, the
+watched step and the profiled steps, as many as fit in `PROFILED_BUDGET_S` of step
+time, between 1 and `MAX_PROFILED_STEPS`, unless asked for.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from lightspeed import progress
 from lightspeed.errors import LightspeedError, ProfileIncomplete
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import OpTimeSource, Profile
-from lightspeed.measure.capture import capture_step, without_mode_artifacts
+from lightspeed.measure.capture import capturing, without_mode_artifacts
 from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.op_times import profile_op_times
 from lightspeed.measure.step import StepSettings, prepare
@@ -68,9 +68,16 @@ def profile_workload(
         profile = dataclasses.replace(profile, workload=prepared_info(prepared))
         timing = time_step(prepared, timer)
         profile = dataclasses.replace(profile, timing=timing.measurement)
-        with progress.stage("capturing the step's ops"):
-            ops = capture_step(prepared)
-        profile = dataclasses.replace(profile, ops=tuple(ops))
+        # Memory is measured in the capture's step: one instrumented step, not two.
+        watched = "ops and memory" if with_memory else "ops"
+        with progress.stage(f"capturing the step's {watched}"), capturing(prepared) as capture:
+            if with_memory:
+                memory = measure_memory(prepared, capture.entering)
+            else:
+                memory = None
+                prepared.step(capture.entering)
+        ops = without_mode_artifacts(capture.records)
+        profile = dataclasses.replace(profile, ops=tuple(ops), memory=memory)
         steps = profiled_steps or profiled_steps_for(timing.measurement.median_s)
         with progress.stage(f"timing each op over {steps} profiled step{'s' * (steps > 1)}"):
             times = profile_op_times(
@@ -80,12 +87,7 @@ def profile_workload(
                 absorb=timing.measurement.median_s < ABSORB_BELOW_S,
             )
         timed_ops = tuple(
-            without_mode_artifacts(
-                [
-                    dataclasses.replace(op, time_s=t)
-                    for op, t in zip(ops, times.times_s, strict=True)
-                ]
-            )
+            dataclasses.replace(op, time_s=t) for op, t in zip(ops, times.times_s, strict=True)
         )
         source = OpTimeSource.CUDA_KERNELS if times.device_time else OpTimeSource.CPU
         profile = dataclasses.replace(
@@ -95,10 +97,6 @@ def profile_workload(
             profiled_step_s=times.profiled_step_s,
             unattributed_s=times.unattributed_s,
         )
-        if with_memory:
-            with progress.stage("replaying the step's memory"):
-                memory = measure_memory(prepared)
-            profile = dataclasses.replace(profile, memory=memory)
     except LightspeedError as exc:
         partial = dataclasses.replace(profile, failure=str(exc))
         raise ProfileIncomplete(str(exc), partial) from exc

@@ -53,6 +53,8 @@ class PreparedStep:
     batch: Any
     sync: Callable[[], None]
     last_loss: torch.Tensor | None = None
+    # Whether a step has shown that `loss` returns a scalar with a backward pass.
+    loss_checked: bool = False
 
     def step(self, around: PhaseHook | None = None) -> torch.Tensor:
         """One training step; returns the loss (not synchronised).
@@ -65,8 +67,11 @@ class PreparedStep:
         with guard(self.workload, "the training step"):
             with enter(Phase.OPTIMIZER):
                 self.optimizer.zero_grad(set_to_none=True)
-            with enter(Phase.FORWARD):
+            with enter(Phase.FORWARD), guard(self.workload, "loss(model, batch)"):
                 loss = self.workload.loss(self.model, self.batch)
+            if not self.loss_checked:
+                _check_loss(self.workload, loss)
+                self.loss_checked = True
             with enter(Phase.BACKWARD):
                 loss.backward()
             with enter(Phase.OPTIMIZER):
@@ -81,7 +86,11 @@ class PreparedStep:
 
 
 def prepare(workload: Workload, settings: StepSettings) -> PreparedStep:
-    """Build the model, optimizer and batch of `workload` on its device, and check one loss."""
+    """Build the model, optimizer and batch of `workload` on its device.
+
+    The loss is checked (a scalar tensor with a backward pass) by the first step, so
+    checking it costs no forward pass of its own.
+    """
     device = require(settings.device)
     dtype = torch_dtype(settings.precision)
     name = workload.name
@@ -107,7 +116,7 @@ def prepare(workload: Workload, settings: StepSettings) -> PreparedStep:
             f"workload {name!r}: optimizer(params) returned {a_kind(optimizer)},"
             " not a torch.optim.Optimizer."
         )
-    prepared = PreparedStep(
+    return PreparedStep(
         workload=workload,
         settings=settings,
         model=model,
@@ -115,14 +124,9 @@ def prepare(workload: Workload, settings: StepSettings) -> PreparedStep:
         batch=batch,
         sync=synchronizer(settings.device),
     )
-    _check_loss(prepared)
-    return prepared
 
 
-def _check_loss(prepared: PreparedStep) -> None:
-    wl = prepared.workload
-    with guard(wl, "loss(model, batch)"):
-        loss = wl.loss(prepared.model, prepared.batch)
+def _check_loss(wl: Workload, loss: object) -> None:
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         what = (
             type(loss).__name__
