@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
 from lightspeed import Workload
 from lightspeed.dtypes import Precision
@@ -16,6 +20,7 @@ from lightspeed.errors import (
     UnknownNameError,
     WorkloadError,
 )
+from lightspeed.facts.records import Phase
 from lightspeed.measure.step import StepSettings, prepare, to_device
 from lightspeed.targets import load_target
 
@@ -108,7 +113,7 @@ def test_every_suite_module_is_loaded_and_registers_workloads() -> None:
     modules = sorted(
         p.stem for p in Path(suite.__file__).parent.glob("*.py") if p.stem != "__init__"
     )
-    assert modules == ["gpt2", "mlp", "resnet", "transformer_encoder"]
+    assert modules == ["gan", "gpt2", "mlp", "resnet", "transformer_encoder"]
     for module in modules:
         assert f"lightspeed.suite.{module}" in sys.modules
     assert {"mlp", "mlp-tiny", "gpt2-tiny", "resnet18-tiny"} <= set(names)
@@ -123,3 +128,35 @@ def test_counts_and_kinds_read_as_english() -> None:
         "0 syncs",
     )
     assert (a_kind(3), a_kind("x"), a_kind(None)) == ("an int", "a str", "a NoneType")
+
+
+def test_a_workload_may_bring_its_own_step() -> None:
+    calls: list[Phase] = []
+
+    def own_step(model: nn.Module, batch: Any, optimizer: Any, phase: Any) -> torch.Tensor:
+        with phase(Phase.FORWARD):
+            loss = model(batch[0]).square().mean()
+            calls.append(Phase.FORWARD)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    wl = dataclasses.replace(load_target(target("tiny")), step=own_step)
+    seen: list[Phase] = []
+
+    def around(phase: Phase) -> contextlib.AbstractContextManager[object]:
+        seen.append(phase)
+        return contextlib.nullcontext()
+
+    loss = prepare(wl, StepSettings()).step(around)
+    assert loss.shape == () and calls == seen == [Phase.FORWARD]
+
+
+def test_a_step_of_its_own_must_return_a_scalar() -> None:
+    wl = dataclasses.replace(
+        load_target(target("tiny")), step=lambda model, batch, optimizer, phase: "done"
+    )
+    with pytest.raises(WorkloadError, match="its step must return a scalar tensor, got str"):
+        prepare(wl, StepSettings()).step()
+    with pytest.raises(ConfigError, match="step must be callable or None"):
+        dataclasses.replace(wl, step=3)

@@ -33,6 +33,7 @@ _EXPORTS = {
     "catalog_ids": "lightspeed.hardware",
     "resolve_hardware": "lightspeed.hardware.resolve",
     "Device": "lightspeed.facts.device",
+    "Phase": "lightspeed.facts.records",
     "Profile": "lightspeed.facts.profile",
     "StepSettings": "lightspeed.measure.step",
     "Measurement": "lightspeed.facts.timing",
@@ -57,6 +58,7 @@ __all__ = [
     "LightspeedError",
     "Measurement",
     "Observation",
+    "Phase",
     "Precision",
     "Profile",
     "ProfileAnalysis",
@@ -104,6 +106,7 @@ if TYPE_CHECKING:
     from lightspeed.errors import LightspeedError, ProfileIncomplete, TraceError
     from lightspeed.facts.device import Device
     from lightspeed.facts.profile import Profile
+    from lightspeed.facts.records import Phase
     from lightspeed.facts.timing import Measurement, StepTiming
     from lightspeed.hardware import Hardware, catalog_hardware, catalog_ids
     from lightspeed.hardware.resolve import resolve_hardware

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -12,11 +13,16 @@ from typing import Any
 import torch
 
 from lightspeed.errors import ConfigError
+from lightspeed.facts.records import Phase
 
 ModelFactory = Callable[[], torch.nn.Module]
 BatchFactory = Callable[[int], Any]
 LossFn = Callable[[torch.nn.Module, Any], torch.Tensor]
 OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]
+# Entered around each part of a training step, so observers know which phase runs.
+PhaseHook = Callable[[Phase], contextlib.AbstractContextManager[object]]
+# A whole training step written by the workload: (model, batch, optimizer, phase) -> loss.
+StepFn = Callable[[torch.nn.Module, Any, torch.optim.Optimizer, PhaseHook], torch.Tensor]
 
 
 def default_optimizer(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
@@ -33,6 +39,12 @@ class Workload:
     tuples, lists and dicts of them); lightspeed moves it to the device.
     `tokens_per_sample` (tokens in one sample, for sequence models) enables token
     throughput and MFU.
+
+    `step(model, batch, optimizer, phase)`, when given, is the whole training step
+    instead (a GAN's discriminator and generator updates, say): it runs each part
+    inside `with phase(Phase.FORWARD):`, `BACKWARD` or `OPTIMIZER`, so that every op
+    is attributed to its phase, and returns a scalar loss tensor (only checked and
+    kept). `loss` is still the model's loss on a batch, without an update.
     """
 
     name: str
@@ -42,6 +54,7 @@ class Workload:
     optimizer: OptimizerFactory = default_optimizer
     batch_size: int = 32
     tokens_per_sample: int | None = None
+    step: StepFn | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -49,6 +62,8 @@ class Workload:
         for field in ("model", "batch", "loss", "optimizer"):
             if not callable(getattr(self, field)):
                 raise ConfigError(f"Workload {self.name!r}: {field} must be callable.")
+        if self.step is not None and not callable(self.step):
+            raise ConfigError(f"Workload {self.name!r}: step must be callable or None.")
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int):
             raise ConfigError(f"Workload {self.name!r}: batch_size must be an int.")
         if self.batch_size < 1:

@@ -139,3 +139,17 @@ def test_every_op_of_a_step_has_a_flop_formula(name: str) -> None:
     ops = capture_step(prepare(STEP_WORKLOADS[name](), StepSettings()))
     unknown = sorted({op.name for op in ops if not op.flops_known})
     assert unknown == []
+
+
+def test_submodules_a_step_calls_directly_keep_their_paths() -> None:
+    """A GAN's step calls its two networks, both `Sequential`s, without the parent's
+    forward: each op still belongs to its own network, by full path."""
+    prepared = prepare(get("dcgan-tiny"), StepSettings())
+    prepared.step()
+    ops = capture_step(prepared)
+    forward = {o.module.split(".")[0] for o in ops if o.phase is Phase.FORWARD and o.module}
+    assert forward == {"generator", "discriminator"}
+    transposed = {
+        o.module for o in ops if o.name == "aten::convolution" and "generator" in o.module
+    }
+    assert transposed == {"generator.0", "generator.3", "generator.6", "generator.9"}

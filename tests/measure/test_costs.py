@@ -475,6 +475,16 @@ CONVENTIONS = [
     ),
     ("max", lambda: (_X.max(), _X.max(dim=1)), aten.max, [20, 20]),  # 1 per input element
     ("mse loss", lambda: F.mse_loss(_X, _Y), aten.mse_loss, [61]),  # 3 * 20 + 1 mean
+    # (7 + 1 accumulate) * 20 + 1 mean; with weight and pos_weight (7 + 1 + 4 + 1) * 20 + 1
+    (
+        "bce with logits",
+        lambda: (
+            F.binary_cross_entropy_with_logits(_X, _Y),
+            F.binary_cross_entropy_with_logits(_X, _Y, weight=_Y, pos_weight=_Y[0]),
+        ),
+        aten.binary_cross_entropy_with_logits,
+        [161, 261],
+    ),
     # 3 * 20
     (
         "mse backward",

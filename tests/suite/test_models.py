@@ -50,6 +50,8 @@ def test_the_suite_registers_every_family() -> None:
         "gpt2-tiny",
         "transformer-encoder",
         "transformer-encoder-tiny",
+        "dcgan",
+        "dcgan-tiny",
     }
     assert expected <= set(NAMES)
 

@@ -21,6 +21,7 @@ from lightspeed.facts.records import OPTIMIZER_MODULE, OpRecord, Phase
 from lightspeed.measure.costs import attention_causal, op_cost
 from lightspeed.measure.step import PreparedStep
 from lightspeed.measure.tensor_walk import tensors_in
+from lightspeed.measure.torch_internals import name_modules
 
 _GLOBAL = "Global"
 
@@ -150,8 +151,10 @@ def capturing(target: PreparedStep | torch.nn.Module) -> Iterator[_OpCapture]:
     """Module tracking and op capture, both removed on exit even when the step raises."""
     model = target if isinstance(target, torch.nn.Module) else target.model
     tracker = ModuleTracker()
+    root_name = type(model).__name__
+    name_modules(tracker, model, root_name)
     with tracker:
-        capture = _OpCapture(tracker, type(model).__name__)
+        capture = _OpCapture(tracker, root_name)
         with capture:
             yield capture
 

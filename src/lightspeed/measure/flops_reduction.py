@@ -288,6 +288,20 @@ def mse_loss_backward_flops(a: ShapeArgs, out: Any) -> int:
     return 3 * numel(a["self"])
 
 
+@register_flops(aten.binary_cross_entropy_with_logits)
+def bce_with_logits_flops(a: ShapeArgs, out: Any) -> int:
+    """binary_cross_entropy_with_logits: (1 − y)·x + log(1 + exp(−x)) -> 1 − y, ·x, −x,
+    exp, 1 +, log, + = 7 per element; × weight +1; pos_weight scales the log term by
+    (pw − 1)·y + 1 -> +4; accumulate +1 unless reduction is none; mean +1 divide. Its
+    backward is no op of its own: autograd runs it as elementwise ops."""
+    elements = numel(a["self"])
+    reduction = a["reduction"]
+    per_element = (
+        7 + (a["weight"] is not None) + 4 * (a["pos_weight"] is not None) + (reduction != 0)
+    )
+    return per_element * elements + (reduction == _MEAN_REDUCTION)
+
+
 @register_flops(aten.embedding_dense_backward)
 def embedding_backward_flops(a: ShapeArgs, out: Any) -> int:
     """embedding_dense_backward: accumulate each gradient row into its weight row -> 1 per

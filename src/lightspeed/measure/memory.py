@@ -42,9 +42,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from lightspeed.facts.device import Device
 from lightspeed.facts.records import MEMORY_CATEGORIES, MemoryBreakdown, Phase
-from lightspeed.measure.step import PhaseHook, PreparedStep
+from lightspeed.measure.step import PreparedStep
 from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.measure.torch_internals import storage_identity
+from lightspeed.workload import PhaseHook
 
 CATEGORIES = MEMORY_CATEGORIES
 _OTHER = "temporaries"

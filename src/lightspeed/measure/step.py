@@ -21,7 +21,7 @@ from lightspeed.facts.device import Device
 from lightspeed.facts.records import Phase
 from lightspeed.measure.device import require, synchronizer, torch_dtype
 from lightspeed.units import a_kind
-from lightspeed.workload import Workload
+from lightspeed.workload import PhaseHook, Workload
 
 T = TypeVar("T")
 
@@ -32,10 +32,6 @@ class StepSettings:
 
     device: Device = Device.CPU
     precision: Precision = Precision.FP32
-
-
-# Entered around each phase of a training step (`PreparedStep.step`).
-PhaseHook = Callable[[Phase], contextlib.AbstractContextManager[object]]
 
 
 def _no_hook(phase: Phase) -> contextlib.AbstractContextManager[object]:
@@ -61,23 +57,32 @@ class PreparedStep:
 
         `around(phase)`, when given, is entered around each part of the step: zero_grad
         and the optimizer step (OPTIMIZER), the loss (FORWARD), backward (BACKWARD).
-        Observers watch the step through it, so they watch the very calls it makes.
+        Observers watch the step through it, so they watch the very calls it makes. A
+        workload's own `step` runs instead of these parts, entering the same hook.
         """
         enter = around or _no_hook
+        own_step = self.workload.step
         with guard(self.workload, "the training step"):
-            with enter(Phase.OPTIMIZER):
-                self.optimizer.zero_grad(set_to_none=True)
-            with enter(Phase.FORWARD), guard(self.workload, "loss(model, batch)"):
-                loss = self.workload.loss(self.model, self.batch)
-            if not self.loss_checked:
-                _check_loss(self.workload, loss)
-                self.loss_checked = True
-            with enter(Phase.BACKWARD):
-                loss.backward()
-            with enter(Phase.OPTIMIZER):
-                self.optimizer.step()
+            if own_step is not None:
+                loss = own_step(self.model, self.batch, self.optimizer, enter)
+                self._check_once(loss, needs_backward=False)
+            else:
+                with enter(Phase.OPTIMIZER):
+                    self.optimizer.zero_grad(set_to_none=True)
+                with enter(Phase.FORWARD), guard(self.workload, "loss(model, batch)"):
+                    loss = self.workload.loss(self.model, self.batch)
+                self._check_once(loss, needs_backward=True)
+                with enter(Phase.BACKWARD):
+                    loss.backward()
+                with enter(Phase.OPTIMIZER):
+                    self.optimizer.step()
         self.last_loss = loss
         return loss
+
+    def _check_once(self, loss: object, *, needs_backward: bool) -> None:
+        if not self.loss_checked:
+            _check_loss(self.workload, loss, needs_backward=needs_backward)
+            self.loss_checked = True
 
     @property
     def parameter_count(self) -> int:
@@ -126,15 +131,18 @@ def prepare(workload: Workload, settings: StepSettings) -> PreparedStep:
     )
 
 
-def _check_loss(wl: Workload, loss: object) -> None:
+def _check_loss(wl: Workload, loss: object, *, needs_backward: bool) -> None:
+    returned = "its step" if wl.step is not None else "loss"
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         what = (
             type(loss).__name__
             if not isinstance(loss, torch.Tensor)
             else f"shape {tuple(loss.shape)}"
         )
-        raise WorkloadError(f"workload {wl.name!r}: loss must return a scalar tensor, got {what}.")
-    if not loss.requires_grad:
+        raise WorkloadError(
+            f"workload {wl.name!r}: {returned} must return a scalar tensor, got {what}."
+        )
+    if needs_backward and not loss.requires_grad:
         raise WorkloadError(
             f"workload {wl.name!r}: the loss does not depend on any trainable parameter"
             " (it has no grad_fn), so there is no backward pass to study."

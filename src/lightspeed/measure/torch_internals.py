@@ -2,9 +2,10 @@
 
 Everything here reads something torch does not promise to keep: an operator's schema
 (`OpOverload._schema`, its `Argument.alias_info` / `is_out`), `OpOverload.is_view`, a
-storage's `_cdata` identity and `torch.utils.flop_counter.flop_registry` (not in that
-module's `__all__`). When a torch upgrade breaks one of them, only this module and its
-tests (`tests/measure/test_costs.py`) need to change.
+storage's `_cdata` identity, `torch.utils.flop_counter.flop_registry` (not in that
+module's `__all__`) and `ModuleTracker._known_modules`. When a torch upgrade breaks one
+of them, only this module and its tests (`tests/measure/test_costs.py`,
+`tests/measure/test_capture.py`) need to change.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
 from torch.utils import flop_counter
+from torch.utils.module_tracker import ModuleTracker
 
 # A formula of torch's flop counter, called the way `FlopCounterMode` calls it.
 TorchFlopFormula = Callable[..., int]
@@ -96,3 +98,14 @@ def torch_flop_formula(packet: OpOverloadPacket) -> TorchFlopFormula | None:
 def torch_flop_packets() -> frozenset[OpOverloadPacket]:
     """The aten ops torch.utils.flop_counter counts (its registry's OpOverloadPacket keys)."""
     return frozenset(key for key in flop_counter.flop_registry if isinstance(key, OpOverloadPacket))
+
+
+def name_modules(tracker: ModuleTracker, model: torch.nn.Module, root_name: str) -> None:
+    """Tell `tracker` the full path of every module of `model` under `root_name`.
+
+    ModuleTracker names a module by its path only once its parent's forward has run; a
+    step that calls a submodule directly (a GAN's generator) would have it named by its
+    class alone, and two such submodules of one class would merge into one name.
+    """
+    for name, module in model.named_modules():
+        tracker._known_modules[module] = f"{root_name}.{name}" if name else root_name
