@@ -52,6 +52,8 @@ def test_the_suite_registers_every_family() -> None:
         "transformer-encoder-tiny",
         "dcgan",
         "dcgan-tiny",
+        "a3c",
+        "a3c-tiny",
     }
     assert expected <= set(NAMES)
 
