@@ -27,6 +27,7 @@ RUNS: dict[str, tuple[str, ...]] = {
     "time": ("mlp-tiny", "--hardware", "local", "--budget", "0.05", "--warmup", "1"),
     "profile": ("mlp-tiny", "--hardware", "local", "--budget", "0.05", "--steps", "1"),
     "trace": (str(TRACE),),
+    "bench": ("mlp-tiny", "--hardware", "local", "--rounds", "1", "--budget", "0.02"),
 }
 
 

@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "hardware.cache",
         "hardware.resolve",
     ),
-    ("api", "observation"),
+    ("api", "observation", "bench"),
     ("cli", "__main__"),
     ("",),  # the package root: its lazy facade names everything
 )

@@ -662,6 +662,26 @@ name
 
 what it is
     A built-in workload's description.
+
+# The bench.
+Bench | lightspeed bench
+    The suite's workloads (lightspeed bench NAMES or --all, at --size tiny or full), each
+    profiled once and then timed in interleaved rounds: round r times every workload before
+    round r + 1 times any, so a machine's drift between minutes shows as a spread between a
+    workload's rounds. Its step is the median of the rounds' medians; a row's other figures come
+    from the workload's profile.
+
+rounds | round spread | between rounds
+    A bench workload's slowest round median minus its fastest, over its step time: the drift
+    between minutes that one timing's IQR cannot show. A change smaller than it is noise.
+
+peak memory
+    The most bytes the step held at once, from the profile's memory measurement (the memory
+    breakdown's peak).
+
+Failed
+    The workloads of a bench that did not finish, each with the one-line reason; the others ran
+    on.
 """
 
 

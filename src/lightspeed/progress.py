@@ -3,7 +3,9 @@
 Library code marks its stages (`with stage("timing the step"): …`) and knows nothing of
 terminals; the CLI listens and draws a live line on a terminal (`cli/progress_display`),
 while the library used from Python shows nothing. Stages nest: a listener is told the
-whole path of stages open now, outermost first, each time it changes.
+whole path of stages open now, outermost first, each time it changes. Work made of
+many like units (a bench's workloads) is also `counting`, which listeners read as a
+fraction done.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ Listener = Callable[[tuple[str, ...]], None]
 
 _open: list[str] = []
 _listeners: list[Listener] = []
+_count: list[int] = []  # [done, total] while `counting`
 
 
 @contextlib.contextmanager
@@ -38,6 +41,27 @@ def listening(listener: Listener) -> Iterator[None]:
         yield
     finally:
         _listeners.remove(listener)
+
+
+@contextlib.contextmanager
+def counting(total: int) -> Iterator[Callable[[], None]]:
+    """Count `total` units of work (a bench's workload rounds) while the block runs;
+    it gets a function to call after each unit. Listeners read `counted()`."""
+    _count[:] = [0, total]
+
+    def advance() -> None:
+        _count[0] += 1
+        _tell()
+
+    try:
+        yield advance
+    finally:
+        _count.clear()
+
+
+def counted() -> tuple[int, int] | None:
+    """(units done, total) while `counting`, else None."""
+    return (_count[0], _count[1]) if _count else None
 
 
 def _tell() -> None:

@@ -35,10 +35,12 @@ from lightspeed.cli import explain_cmd
 from lightspeed.document import Block, Document, Fields, Findings, Notes, Section, Table, Value
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
+from lightspeed.facts.bench import BenchResult, BenchRun
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.timing import Measurement, StepTiming, WorkloadInfo
 from lightspeed.hardware import catalog_hardware, catalog_ids
+from lightspeed.report.bench_report import bench_document
 from lightspeed.report.hardware_report import (
     hardware_document,
     hardware_list_document,
@@ -146,6 +148,18 @@ def _hardware_documents() -> Iterator[tuple[str, Document]]:
     yield "roofline --peak-flops", roofline_document(place(1e6, 2e6, ceilings), None)
 
 
+def _bench_documents() -> Iterator[tuple[str, Document]]:
+    profile = load_profile(DATA / "profiles" / "mlp-tiny-schema1.json")
+    assert profile.timing is not None
+    ran = BenchResult(
+        workload=profile.workload, profile=profile, rounds=(profile.timing, profile.timing)
+    )
+    other = dataclasses.replace(profile.workload, name="other")
+    failed = BenchResult(workload=other, profile=None, failure="out of memory")
+    run = BenchRun(results=(ran, failed), hardware=CALIBRATED, size="tiny", rounds=2, threads=2)
+    yield "bench", bench_document(run)
+
+
 @pytest.fixture(scope="module")
 def documents() -> list[tuple[str, Document]]:
     """(what it is, the document) of every kind a report is built as."""
@@ -155,6 +169,7 @@ def documents() -> list[tuple[str, Document]]:
         *_timing_documents(),
         *_trace_documents(),
         *_hardware_documents(),
+        *_bench_documents(),
         ("suite", suite_doc),
     ]
 

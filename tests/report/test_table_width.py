@@ -3,6 +3,7 @@ two different rows never drawn alike."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from conftest import FAKE_CPU
 from lightspeed import suite, trace
 from lightspeed.analysis.profile_analysis import analyse
 from lightspeed.document import Column, Document, Section, Table
+from lightspeed.facts.bench import BenchResult, BenchRun
 from lightspeed.hardware import catalog_hardware, catalog_ids
+from lightspeed.report.bench_report import bench_document
 from lightspeed.report.hardware_report import hardware_document, hardware_list_document
 from lightspeed.report.names_fit import elide_middle, fit_names
 from lightspeed.report.profile_report import profile_document
@@ -40,6 +43,18 @@ def documents() -> Iterator[tuple[str, Document]]:
     yield "hw list", hardware_list_document([catalog_hardware(i) for i in catalog_ids()])
     yield "hw show", hardware_document(FAKE_CPU)
     yield "suite", suite_document([(n, suite.describe(n)) for n in suite.names()])
+    assert profile.timing is not None
+    alike = ("transformer-encoder-tiny", "transformer-base-tiny", "mobilenetv3-large-tiny")
+    results = tuple(
+        BenchResult(
+            workload=dataclasses.replace(profile.workload, name=name),
+            profile=profile,
+            rounds=(profile.timing, profile.timing),
+        )
+        for name in alike
+    )
+    run = BenchRun(results=results, hardware=FAKE_CPU, size="tiny", rounds=2, threads=2)
+    yield "bench", bench_document(run)
 
 
 def drawn_rows(table: Table, width: int) -> list[str]:

@@ -21,6 +21,7 @@ import typer
 
 from lightspeed.cli import (
     _click,
+    bench_cmd,
     explain_cmd,
     hw,
     profile_cmd,
@@ -48,6 +49,7 @@ app.command("trace")(trace_cmd.trace_command)
 app.command("roofline")(roofline.roofline_command)
 app.command("suite")(suite.suite_command)
 app.command("explain")(explain_cmd.explain_command)
+app.command("bench")(bench_cmd.bench_command)
 
 EXIT_USER_ERROR = 2
 

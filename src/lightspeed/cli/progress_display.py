@@ -27,10 +27,33 @@ def shown(json_to_stdout: bool) -> Iterator[None]:
         yield
         return
     from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        SpinnerColumn,
+        Task,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.text import Text
+
+    class WhenCounted(ProgressColumn):
+        """`column`, drawn only while the work is counted (a bar has nothing to show
+        for one long job)."""
+
+        def __init__(self, column: ProgressColumn) -> None:
+            super().__init__()
+            self.column = column
+
+        def render(self, task: Task) -> Text:
+            return self.column.render(task) if task.total else Text("")  # type: ignore[return-value]
 
     display = Progress(
         SpinnerColumn(),
+        WhenCounted(BarColumn(bar_width=20)),
+        WhenCounted(MofNCompleteColumn()),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
         console=Console(stderr=True),
@@ -39,6 +62,9 @@ def shown(json_to_stdout: bool) -> Iterator[None]:
     task = display.add_task("starting", total=None)
 
     def show(stages: tuple[str, ...]) -> None:
+        count = progress.counted()
+        if count is not None:
+            display.update(task, completed=count[0], total=count[1])
         if stages:
             display.update(task, description=" › ".join(stages), refresh=True)
 

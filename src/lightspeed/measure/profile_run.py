@@ -22,7 +22,7 @@ from lightspeed.facts.profile import OpTimeSource, Profile
 from lightspeed.measure.capture import capturing, without_mode_artifacts
 from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.op_times import profile_op_times
-from lightspeed.measure.step import StepSettings, prepare
+from lightspeed.measure.step import PreparedStep, StepSettings, prepare
 from lightspeed.measure.timer import TimerConfig
 from lightspeed.measure.workload_timing import prepared_info, time_step, workload_info
 from lightspeed.workload import Workload
@@ -53,19 +53,43 @@ def profile_workload(
     profiled_steps: int | None = None,
     with_memory: bool = True,
 ) -> Profile:
-    """Measure one training step of `workload` and place it on `hardware`.
-
-    `profiled_steps` (None: `profiled_steps_for` the step time) time each op.
+    """Build `workload` and measure one training step of it on `hardware`
+    (`profile_prepared`).
 
     Raises ProfileIncomplete, carrying the partial Profile, when the workload fails
     part-way (it raises, or runs out of memory).
     """
     settings = settings or StepSettings()
-    profile = Profile(workload=workload_info(workload, settings), hardware=hardware, timing=None)
     try:
         with progress.stage("building the model"):
             prepared = prepare(workload, settings)
-        profile = dataclasses.replace(profile, workload=prepared_info(prepared))
+    except LightspeedError as exc:
+        info = workload_info(workload, settings)
+        partial = Profile(workload=info, hardware=hardware, timing=None, failure=str(exc))
+        raise ProfileIncomplete(str(exc), partial) from exc
+    return profile_prepared(
+        prepared, hardware, timer=timer, profiled_steps=profiled_steps, with_memory=with_memory
+    )
+
+
+def profile_prepared(
+    prepared: PreparedStep,
+    hardware: Hardware,
+    *,
+    timer: TimerConfig | None = None,
+    profiled_steps: int | None = None,
+    with_memory: bool = True,
+) -> Profile:
+    """Measure one training step of a built workload and place it on `hardware`.
+
+    `profiled_steps` (None: `profiled_steps_for` the step time) time each op. The
+    step stays usable afterwards (a bench times it again).
+
+    Raises ProfileIncomplete, carrying the partial Profile, when the workload fails
+    part-way (it raises, or runs out of memory).
+    """
+    profile = Profile(workload=prepared_info(prepared), hardware=hardware, timing=None)
+    try:
         timing = time_step(prepared, timer)
         profile = dataclasses.replace(profile, timing=timing.measurement)
         # Memory is measured in the capture's step: one instrumented step, not two.

@@ -1,0 +1,145 @@
+"""`bench`: the suite's workloads profiled once and timed in interleaved rounds.
+
+Round 1 builds each workload and profiles it (`measure.profile_run.profile_prepared`:
+its timing, by `lightspeed time`'s rules, is the round's); rounds 2… time each built
+step again with the same timer, workload after workload, so drift between minutes lands
+in every workload alike and shows as the spread between its rounds. A workload that
+fails is kept with its one-line reason, and the others go on. Every built workload stays
+in memory until the last round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+
+from lightspeed import progress, suite
+from lightspeed.errors import ConfigError, LightspeedError, ProfileIncomplete
+from lightspeed.facts.bench import BenchResult, BenchRun
+from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.profile import Profile
+from lightspeed.measure.profile_run import profile_prepared
+from lightspeed.measure.step import PreparedStep, StepSettings, prepare
+from lightspeed.measure.timer import TimerConfig
+from lightspeed.measure.workload_timing import time_step, workload_info
+from lightspeed.workload import Workload
+
+SIZES = ("tiny", "full")
+TINY_SUFFIX = "-tiny"
+MIN_ROUNDS = 3
+
+
+def variants() -> dict[str, tuple[str, str]]:
+    """Each model family of the suite → (its full-size name, its `-tiny` name): the
+    family of `gpt2-tiny` is `gpt2`, whose full size is `gpt2-small`."""
+    names = suite.names()
+    found = {}
+    for tiny in (n for n in names if n.endswith(TINY_SUFFIX)):
+        family = tiny.removesuffix(TINY_SUFFIX)
+        full = [n for n in names if n == family or (n.startswith(family + "-") and n != tiny)]
+        if len(full) == 1:
+            found[family] = (full[0], tiny)
+    return found
+
+
+def families() -> list[str]:
+    """The suite's model families, sorted."""
+    return sorted(variants())
+
+
+def bench_names(names: Sequence[str], size: str, every: bool) -> list[str]:
+    """The suite workloads a bench runs: every family (`every`) or the `names` given
+    (families or workloads), each at `size`: "tiny", the family's `-tiny` variant;
+    "full", its size as published."""
+    if size not in SIZES:
+        raise ConfigError(f"--size {size!r}: choose tiny or full.")
+    if every and names:
+        raise ConfigError("give workload names or --all, not both.")
+    if not every and not names:
+        raise ConfigError("name the workloads to bench, or pass --all.")
+    sized = variants()
+    of_name = {n: family for family, pair in sized.items() for n in pair}
+    picked = []
+    for name in families() if every else names:
+        family = name if name in sized else of_name.get(name)
+        if family is None:
+            suite.get(name)  # not in the suite: one line with the closest name
+            picked.append(name)  # in the suite, one size only
+        else:
+            picked.append(sized[family][0 if size == "full" else 1])
+    return list(dict.fromkeys(picked))
+
+
+def bench(
+    workloads: Sequence[Workload],
+    hardware: Hardware,
+    settings: StepSettings | None = None,
+    *,
+    size: str = "tiny",
+    rounds: int = MIN_ROUNDS,
+    budget_s: float = 1.0,
+) -> BenchRun:
+    """Profile each of `workloads` and time it in `rounds` interleaved rounds of
+    `budget_s` seconds of timing each, placed on `hardware`."""
+    if rounds < 1:
+        raise ConfigError(f"--rounds {rounds} must be at least 1.")
+    if len({w.name for w in workloads}) < len(workloads):
+        raise ConfigError("a bench runs each workload once: two have the same name.")
+    settings = settings or StepSettings()
+    timer = TimerConfig(budget_s=budget_s)
+    results = {
+        w.name: BenchResult(workload=workload_info(w, settings), profile=None) for w in workloads
+    }
+    built: dict[str, PreparedStep] = {}
+    with progress.counting(len(workloads) * rounds) as advance:
+        for round_number in range(1, rounds + 1):
+            for workload in workloads:
+                name = workload.name
+                if results[name].failure is None:
+                    with progress.stage(f"{name}, round {round_number} of {rounds}"):
+                        results[name] = _run_round(
+                            workload, settings, hardware, timer, results[name], built
+                        )
+                    if results[name].failure is not None:
+                        built.pop(name, None)  # its memory back for the others
+                advance()
+    return BenchRun(
+        results=tuple(results[w.name] for w in workloads),
+        hardware=hardware,
+        size=size,
+        rounds=rounds,
+        threads=torch.get_num_threads(),
+    )
+
+
+def _run_round(
+    workload: Workload,
+    settings: StepSettings,
+    hardware: Hardware,
+    timer: TimerConfig,
+    result: BenchResult,
+    built: dict[str, PreparedStep],
+) -> BenchResult:
+    """One round of one workload: build and profile it the first time, time it after."""
+    try:
+        prepared = built.get(workload.name)
+        if prepared is None:
+            with progress.stage("building the model"):
+                prepared = prepare(workload, settings)
+            built[workload.name] = prepared
+            profile = profile_prepared(prepared, hardware, timer=timer)
+            assert profile.timing is not None
+            return dataclasses.replace(
+                result, workload=profile.workload, profile=profile, rounds=(profile.timing,)
+            )
+        timing = time_step(prepared, timer)
+        return dataclasses.replace(result, rounds=(*result.rounds, timing.measurement))
+    except ProfileIncomplete as exc:
+        partial = exc.partial
+        assert isinstance(partial, Profile)
+        timed = () if partial.timing is None else (partial.timing,)
+        return dataclasses.replace(result, profile=partial, rounds=timed, failure=str(exc))
+    except LightspeedError as exc:
+        return dataclasses.replace(result, failure=str(exc))

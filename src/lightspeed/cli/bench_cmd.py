@@ -1,0 +1,71 @@
+"""`lightspeed bench [NAMES…|--all]`: the suite profiled and timed in interleaved rounds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from lightspeed.cli.common import (
+    BatchSizeOption,
+    DeviceOption,
+    DtypeOption,
+    HardwareOption,
+    JsonOption,
+    ThreadsOption,
+    WideOption,
+    report,
+    use_threads,
+)
+
+
+def bench_command(
+    names: list[str] = typer.Argument(
+        None,
+        metavar="[NAMES]...",
+        help="Suite workloads or families (see `lightspeed suite`); --all for every family.",
+        show_default=False,
+    ),
+    every: bool = typer.Option(False, "--all", help="Every family of the suite."),
+    size: str = typer.Option(
+        "tiny",
+        "--size",
+        metavar="SIZE",
+        help="tiny (each family's -tiny variant, a step of about a second or less on a"
+        " CPU) or full (as published).",
+    ),
+    device: str = DeviceOption,
+    dtype: str = DtypeOption,
+    batch_size: int | None = BatchSizeOption,
+    hardware: str | None = HardwareOption,
+    rounds: int = typer.Option(
+        3,
+        "--rounds",
+        metavar="N",
+        help="Interleaved rounds: each times every workload once more, so drift between"
+        " minutes shows as a spread between rounds.",
+    ),
+    budget: float = typer.Option(
+        1.0, "--budget", metavar="SECONDS", help="Seconds of timing per workload and round."
+    ),
+    threads: int | None = ThreadsOption,
+    json_path: Path | None = JsonOption,
+    wide: bool = WideOption,
+) -> None:
+    """Profile the suite's workloads and time them in interleaved rounds: step time,
+    throughput, fraction of the speed of light, MFU, peak memory, bound."""
+    from lightspeed.api import run_setup
+    from lightspeed.bench import bench, bench_names
+    from lightspeed.report.bench_report import bench_document
+    from lightspeed.suite import get
+
+    use_threads(threads)
+    chosen = bench_names(names or [], size, every)
+    workloads = []
+    settings = hw = None
+    for name in chosen:
+        workload, settings, hw = run_setup(get(name), device, dtype, batch_size, hw or hardware)
+        workloads.append(workload)
+    assert settings is not None and hw is not None
+    run = bench(workloads, hw, settings, size=size, rounds=rounds, budget_s=budget)
+    report(bench_document(run), json_path, wide=wide)

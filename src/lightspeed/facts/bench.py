@@ -1,0 +1,61 @@
+"""`BenchResult` and `BenchRun`: the suite's workloads, each profiled once and timed in
+interleaved rounds, on one machine at one moment.
+
+A bench times every workload in rounds (round r times each workload before round r + 1
+times any) so that the machine's drift between minutes shows as a spread between a
+workload's rounds, which the replicates of one timing cannot show. The step time of a
+workload is the median of its rounds' medians.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.profile import Profile
+from lightspeed.facts.timing import Measurement, WorkloadInfo
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BenchResult:
+    """One workload of a bench: its profile (whose timing is the first round), the
+    timings of the later rounds, and the one-line reason it failed, if it did."""
+
+    workload: WorkloadInfo
+    profile: Profile | None
+    rounds: tuple[Measurement, ...] = ()
+    failure: str | None = None
+
+    @property
+    def round_medians_s(self) -> tuple[float, ...]:
+        """Each round's median step time, in seconds, in the order they ran."""
+        return tuple(m.median_s for m in self.rounds)
+
+    @property
+    def step_s(self) -> float | None:
+        """The median of the rounds' medians, in seconds; None with no round timed."""
+        medians = self.round_medians_s
+        return statistics.median(medians) if medians else None
+
+    @property
+    def round_spread(self) -> float | None:
+        """(slowest − fastest round median) / their median: the drift between rounds,
+        a fraction; None with fewer than two rounds."""
+        medians = self.round_medians_s
+        step = self.step_s
+        if len(medians) < 2 or not step:
+            return None
+        return (max(medians) - min(medians)) / step
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BenchRun:
+    """A bench run: its results in the order asked for, the hardware they were placed
+    on, the size of the suite (`tiny` or `full`), the rounds and intra-op threads."""
+
+    results: tuple[BenchResult, ...]
+    hardware: Hardware
+    size: str
+    rounds: int
+    threads: int

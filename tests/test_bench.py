@@ -1,0 +1,169 @@
+"""`lightspeed bench`: names by size, interleaved rounds, failures kept apart, and a
+JSON whose results carry a profile's objects."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from conftest import FAKE_CPU, RunCli
+from lightspeed import progress, suite
+from lightspeed.bench import bench, bench_names, families, variants
+from lightspeed.dtypes import Precision
+from lightspeed.errors import ConfigError, UnknownNameError
+from lightspeed.facts.bench import BenchResult
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.timing import Measurement, WorkloadInfo
+from lightspeed.report.bench_report import bench_document
+from lightspeed.targets import load_target
+
+DATA = Path(__file__).parent / "data" / "workloads.py"
+INFO = WorkloadInfo(
+    name="w",
+    batch_size=4,
+    device=Device.CPU,
+    precision=Precision.FP32,
+    parameter_count=10,
+    tokens_per_sample=None,
+)
+
+
+def _measured(*times_s: float) -> Measurement:
+    return Measurement(times_s=times_s, steps_per_replicate=1, warmup_steps=3)
+
+
+def test_every_workload_of_the_suite_is_a_size_of_one_family() -> None:
+    sized = variants()
+    assert sized["gpt2"] == ("gpt2-small", "gpt2-tiny")
+    assert sized["mlp"] == ("mlp", "mlp-tiny")
+    assert sorted(n for pair in sized.values() for n in pair) == suite.names()
+    assert bench_names([], "tiny", every=True) == [sized[f][1] for f in families()]
+    assert bench_names([], "full", every=True) == [sized[f][0] for f in families()]
+
+
+def test_names_are_taken_at_the_size_asked() -> None:
+    assert bench_names(["mlp", "gpt2-small"], "tiny", every=False) == ["mlp-tiny", "gpt2-tiny"]
+    assert bench_names(["mlp-tiny", "gpt2"], "full", every=False) == ["mlp", "gpt2-small"]
+    assert bench_names(["gpt2", "gpt2-tiny"], "tiny", every=False) == ["gpt2-tiny"]
+
+
+@pytest.mark.parametrize(
+    ("names", "size", "every", "error", "message"),
+    [
+        (["mpl"], "tiny", False, UnknownNameError, "Did you mean 'mlp"),
+        (["mlp"], "huge", False, ConfigError, "--size 'huge': choose tiny or full"),
+        (["mlp"], "tiny", True, ConfigError, "not both"),
+        ([], "tiny", False, ConfigError, "or pass --all"),
+    ],
+)
+def test_bad_names_say_what_to_do(
+    names: list[str], size: str, every: bool, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        bench_names(names, size, every)
+
+
+def test_the_step_is_the_median_of_the_rounds_and_their_spread_is_kept() -> None:
+    result = BenchResult(
+        workload=INFO,
+        profile=None,
+        rounds=(_measured(0.010, 0.011), _measured(0.013), _measured(0.012)),
+    )
+    assert result.round_medians_s == pytest.approx((0.0105, 0.013, 0.012))
+    assert result.step_s == 0.012
+    # (0.013 − 0.0105) / 0.012
+    assert result.round_spread == pytest.approx(0.0025 / 0.012)
+    assert BenchResult(workload=INFO, profile=None, rounds=(_measured(1.0),)).round_spread is None
+
+
+def test_rounds_interleave_and_a_failing_workload_leaves_the_others_running() -> None:
+    workloads = [
+        load_target("mlp-tiny"),
+        load_target(f"{DATA}:fails_on_fifth_step"),
+        load_target("a3c-tiny").with_batch_size(2),
+    ]
+    stages: list[str] = []
+
+    def listen(open_now: tuple[str, ...]) -> None:
+        if open_now and (not stages or stages[-1] != open_now[0]):
+            stages.append(open_now[0])
+
+    with progress.listening(listen):
+        run = bench(workloads, FAKE_CPU, rounds=3, budget_s=0.02)
+    ok, failed, rl = run.results
+    assert [r.workload.name for r in run.results] == ["mlp-tiny", "fails-later", "a3c-tiny"]
+    assert stages == [
+        "mlp-tiny, round 1 of 3",
+        "fails-later, round 1 of 3",
+        "a3c-tiny, round 1 of 3",
+        "mlp-tiny, round 2 of 3",
+        "a3c-tiny, round 2 of 3",
+        "mlp-tiny, round 3 of 3",
+        "a3c-tiny, round 3 of 3",
+    ]
+    assert len(ok.rounds) == len(rl.rounds) == 3 and ok.failure is None
+    assert ok.profile is not None and ok.profile.timing is ok.rounds[0]
+    assert ok.profile.memory is not None and ok.profile.ops
+    assert failed.failure is not None and "fails under observation" in failed.failure
+    # Its profile's timing finished before the capture failed: it is kept.
+    assert len(failed.rounds) == 1
+    assert (run.size, run.rounds, run.threads >= 1) == ("tiny", 3, True)
+    doc = bench_document(run)
+    assert any(
+        "fails under observation" in line for s in doc.sections for line in getattr(s, "lines", ())
+    )
+
+
+def test_counting_tells_listeners_the_fraction_done() -> None:
+    seen: list[tuple[int, int] | None] = []
+    with (
+        progress.listening(lambda _: seen.append(progress.counted())),
+        progress.counting(2) as advance,
+    ):
+        advance()
+        advance()
+    assert seen == [(1, 2), (2, 2)]
+    assert progress.counted() is None
+
+
+def test_bench_json_results_carry_a_profiles_objects(
+    run_cli: RunCli, calibrated_cpu: Hardware, tmp_path: Path
+) -> None:
+    path = tmp_path / "bench.json"
+    code, _, err = run_cli(
+        "bench",
+        "mlp",
+        "--rounds",
+        "2",
+        "--budget",
+        "0.02",
+        "--hardware",
+        "local",
+        "--json",
+        str(path),
+    )
+    assert code == 0, err
+    doc = json.loads(path.read_text())
+    assert (doc["document"], doc["size"], doc["rounds"]) == ("bench", "tiny", 2)
+    (result,) = doc["results"]
+    code, out, _ = run_cli(
+        "profile",
+        "mlp-tiny",
+        "--budget",
+        "0.02",
+        "--steps",
+        "1",
+        "--hardware",
+        "local",
+        "--json=-",
+    )
+    profile = json.loads(out)
+    for key in ("workload", "timing", "totals", "memory"):
+        assert set(result[key]) == set(profile[key]), key
+    assert result["workload"] == profile["workload"]
+    assert len(result["rounds"]) == 2 and result["failure"] is None
+    assert result["step_s"] == statistics.median(result["round_medians_s"])
