@@ -113,7 +113,21 @@ def test_every_suite_module_is_loaded_and_registers_workloads() -> None:
     modules = sorted(
         p.stem for p in Path(suite.__file__).parent.glob("*.py") if p.stem != "__init__"
     )
-    assert modules == ["gan", "gpt2", "mlp", "resnet", "rl", "transformer_encoder"]
+    assert modules == [
+        "bert",
+        "gan",
+        "gpt2",
+        "inception",
+        "mlp",
+        "mobilenet",
+        "pointnet",
+        "recommendation",
+        "resnet",
+        "rl",
+        "speech",
+        "transformer_encoder",
+        "translation",
+    ]
     for module in modules:
         assert f"lightspeed.suite.{module}" in sys.modules
     assert {"mlp", "mlp-tiny", "gpt2-tiny", "resnet18-tiny"} <= set(names)

@@ -54,6 +54,22 @@ def test_the_suite_registers_every_family() -> None:
         "dcgan-tiny",
         "a3c",
         "a3c-tiny",
+        "inception-v3",
+        "inception-v3-tiny",
+        "mobilenetv3-large",
+        "mobilenetv3-large-tiny",
+        "transformer-base",
+        "transformer-base-tiny",
+        "lstm-seq2seq",
+        "lstm-seq2seq-tiny",
+        "bert-base",
+        "bert-base-tiny",
+        "deepspeech2",
+        "deepspeech2-tiny",
+        "ncf",
+        "ncf-tiny",
+        "pointnet",
+        "pointnet-tiny",
     }
     assert expected <= set(NAMES)
 

@@ -31,7 +31,15 @@ import torch
 from torch._ops import OpOverload
 
 # The formula modules register their formulas on import.
-from lightspeed.measure import flops_pointwise, flops_pooling, flops_reduction, flops_rnn
+from lightspeed.measure import (
+    flops_activation,
+    flops_pointwise,
+    flops_pooling,
+    flops_reduction,
+    flops_rnn,
+    flops_sequence,
+    flops_sequence_loss,
+)
 from lightspeed.measure.bytes_moved import bytes_moved
 from lightspeed.measure.flop_registry import flop_rule
 from lightspeed.measure.flops_attention import attention_causal
@@ -42,7 +50,8 @@ __all__ = ["OpCost", "attention_causal", "is_metadata_only", "known_flops", "op_
 log = logging.getLogger(__name__)
 
 # Imported for their registrations only.
-del flops_pointwise, flops_pooling, flops_reduction, flops_rnn
+del flops_activation, flops_pointwise, flops_pooling, flops_reduction, flops_rnn
+del flops_sequence, flops_sequence_loss
 
 
 @dataclasses.dataclass(frozen=True)

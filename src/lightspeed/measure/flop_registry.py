@@ -6,8 +6,9 @@ of tensors by lists of sizes), and the op's output converted the same way. It re
 FLOPs as an int. Registering two formulas for one op raises, as in
 torch/utils/flop_counter.py, so a formula cannot be replaced by accident.
 
-The formula modules (`flops_attention`, `flops_pointwise`, `flops_pooling`,
-`flops_reduction`, `flops_rnn`) register on import; `costs` imports them.
+The formula modules (`flops_activation`, `flops_attention`, `flops_pointwise`,
+`flops_pooling`, `flops_reduction`, `flops_rnn`, `flops_sequence`,
+`flops_sequence_loss`) register on import; `costs` imports them.
 """
 
 from __future__ import annotations
