@@ -37,9 +37,10 @@ FAKE_CPU = Hardware(
 def private_cache(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
-    """Every test gets its own cache directory, never the user's."""
+    """Every test gets its own cache and data directories, never the user's."""
     path = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("LIGHTSPEED_CACHE_DIR", str(path))
+    monkeypatch.setenv("LIGHTSPEED_DATA_DIR", str(tmp_path_factory.mktemp("data")))
     return path
 
 

@@ -14,7 +14,9 @@ from conftest import RunCli
 from lightspeed.cli import app
 from lightspeed.facts.hardware import Hardware
 
-TRACE = Path(__file__).parent / "data" / "traces" / "hta-mi250-minitoy-train.json.gz"
+DATA = Path(__file__).parent / "data"
+TRACE = DATA / "traces" / "hta-mi250-minitoy-train.json.gz"
+BENCHES = (str(DATA / "bench" / "mlp-ncf-a.json"), str(DATA / "bench" / "mlp-ncf-b.json"))
 
 # The least each command needs to run (quickly) and produce a result.
 RUNS: dict[str, tuple[str, ...]] = {
@@ -28,6 +30,8 @@ RUNS: dict[str, tuple[str, ...]] = {
     "profile": ("mlp-tiny", "--hardware", "local", "--budget", "0.05", "--steps", "1"),
     "trace": (str(TRACE),),
     "bench": ("mlp-tiny", "--hardware", "local", "--rounds", "1", "--budget", "0.02"),
+    "history": (),
+    "compare": BENCHES,
 }
 
 

@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("analysis",),
     ("trace",),
     ("report",),
+    ("history",),  # the results store: bench documents in SQLite
     # Below this line modules may load torch.
     ("workload",),
     ("suite",),

@@ -11,7 +11,9 @@ in memory until the last round.
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
@@ -111,7 +113,34 @@ def bench(
         size=size,
         rounds=rounds,
         threads=torch.get_num_threads(),
+        torch_version=torch.__version__,
+        git_commit=git_commit(),
     )
+
+
+def git_commit(directory: Path | None = None) -> str | None:
+    """The commit checked out in the git repository around `directory` (default: the
+    working directory), with "+" when it has uncommitted changes; None outside one."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+" if dirty else "")
 
 
 def _run_round(

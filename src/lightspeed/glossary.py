@@ -331,7 +331,8 @@ memory categories | category
 
 size
     Memory table column: a category's bytes (for activations the most live at once during the
-    step, for temporaries those live at the peak).
+    step, for temporaries those live at the peak). In the history of bench runs: which size of
+    the suite a run benched, tiny (each family's -tiny variant) or full.
 
 live at peak
     Memory table column: each category's bytes live at the moment the step's memory peaked; they
@@ -682,6 +683,53 @@ peak memory
 Failed
     The workloads of a bench that did not finish, each with the one-line reason; the others ran
     on.
+
+# The results store.
+Runs | run
+    The bench runs the results store keeps (lightspeed history; --store PATH, default
+    history.sqlite in $LIGHTSPEED_DATA_DIR or ~/.local/share/lightspeed), oldest first, each
+    with its id, which lightspeed compare takes.
+
+when
+    When a bench run was made (UTC).
+
+commit
+    The git commit checked out where the bench ran, with + when the work tree had uncommitted
+    changes; empty outside a repository.
+
+machine
+    The name of the hardware a bench run was placed on: the CPU's or GPU's. Runs of different
+    machines are compared only with a warning.
+
+threads
+    The threads torch ran each op on (--threads): CPU results depend on it several-fold, so runs
+    with different counts are compared only with a warning.
+
+workloads
+    How many workloads a bench run holds, failed ones included.
+
+History
+    One workload's results across the bench runs that included it (lightspeed history NAME).
+
+Compare
+    Two bench runs workload by workload (lightspeed compare RUN_A RUN_B, or --baseline FILE.json
+    against the last run).
+
+before | after
+    A workload's step time in the first and the second run compared.
+
+change
+    The second run's step time over the first's, minus one: +10% is 10% slower.
+
+noise
+    The larger of the two runs' round spreads for a workload: the drift between minutes a change
+    must exceed, besides the threshold, to count.
+
+verdict
+    slower (a regression: worse by more than both the threshold, default 5%, and the noise;
+    --fail-on-regression exits 1 on one unless the runs are of different machines or thread
+    counts), faster (better by as much), unchanged, or missing (in one run only, or failed in
+    one).
 """
 
 

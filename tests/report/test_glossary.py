@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 
 from conftest import FAKE_CPU
 from lightspeed import glossary, suite, trace
+from lightspeed.analysis.bench_compare import compare_runs
 from lightspeed.analysis.profile_analysis import analyse
 from lightspeed.analysis.roofline import Ceilings, place, place_on
 from lightspeed.cli import explain_cmd
@@ -45,6 +46,11 @@ from lightspeed.report.hardware_report import (
     hardware_document,
     hardware_list_document,
     roofline_document,
+)
+from lightspeed.report.history_report import (
+    compare_document,
+    runs_document,
+    workload_history_document,
 )
 from lightspeed.report.profile_json import load_profile
 from lightspeed.report.profile_report import profile_document
@@ -160,6 +166,37 @@ def _bench_documents() -> Iterator[tuple[str, Document]]:
     yield "bench", bench_document(run)
 
 
+def _history_documents() -> Iterator[tuple[str, Document]]:
+    a, b = (json.loads((DATA / "bench" / f"mlp-ncf-{x}.json").read_text()) for x in "ab")
+    row = {
+        "id": 1,
+        "created_at": a["created_at"],
+        "lightspeed_version": "0.1.0",
+        "torch_version": "2.13.0",
+        "machine": "test CPU",
+        "hardware_id": "local",
+        "threads": 2,
+        "git_commit": "0123456789abcdef+",
+        "size": "tiny",
+        "rounds": 2,
+        "workloads": 2,
+    }
+    yield "history", runs_document([row], "h.sqlite")
+    result = {**row, "run_id": 1, "workload": "mlp-tiny", "step_s": 0.001, "round_spread": 0.1}
+    result |= {
+        "samples_per_s": 1e3,
+        "efficiency": 0.1,
+        "mfu": 0.1,
+        "peak_bytes": 10,
+        "failure": None,
+    }
+    yield (
+        "history NAME",
+        workload_history_document("mlp-tiny", [result, {**result, "failure": "x"}], "h"),
+    )
+    yield "compare", compare_document(compare_runs(a, b), "run 1", "run 2")
+
+
 @pytest.fixture(scope="module")
 def documents() -> list[tuple[str, Document]]:
     """(what it is, the document) of every kind a report is built as."""
@@ -170,6 +207,7 @@ def documents() -> list[tuple[str, Document]]:
         *_trace_documents(),
         *_hardware_documents(),
         *_bench_documents(),
+        *_history_documents(),
         ("suite", suite_doc),
     ]
 

@@ -4,6 +4,7 @@ two different rows never drawn alike."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,12 +13,14 @@ import pytest
 import lightspeed
 from conftest import FAKE_CPU
 from lightspeed import suite, trace
+from lightspeed.analysis.bench_compare import compare_runs
 from lightspeed.analysis.profile_analysis import analyse
 from lightspeed.document import Column, Document, Section, Table
 from lightspeed.facts.bench import BenchResult, BenchRun
 from lightspeed.hardware import catalog_hardware, catalog_ids
 from lightspeed.report.bench_report import bench_document
 from lightspeed.report.hardware_report import hardware_document, hardware_list_document
+from lightspeed.report.history_report import compare_document
 from lightspeed.report.names_fit import elide_middle, fit_names
 from lightspeed.report.profile_report import profile_document
 from lightspeed.report.render_terminal import render_text
@@ -55,6 +58,8 @@ def documents() -> Iterator[tuple[str, Document]]:
     )
     run = BenchRun(results=results, hardware=FAKE_CPU, size="tiny", rounds=2, threads=2)
     yield "bench", bench_document(run)
+    a, b = (json.loads((DATA / "bench" / f"mlp-ncf-{x}.json").read_text()) for x in "ab")
+    yield "compare", compare_document(compare_runs(a, b), "run 1", "run 2")
 
 
 def drawn_rows(table: Table, width: int) -> list[str]:

@@ -23,6 +23,7 @@ from lightspeed.cli import (
     _click,
     bench_cmd,
     explain_cmd,
+    history_cmd,
     hw,
     profile_cmd,
     progress_display,
@@ -50,6 +51,8 @@ app.command("roofline")(roofline.roofline_command)
 app.command("suite")(suite.suite_command)
 app.command("explain")(explain_cmd.explain_command)
 app.command("bench")(bench_cmd.bench_command)
+app.command("history")(history_cmd.history_command)
+app.command("compare")(history_cmd.compare_command)
 
 EXIT_USER_ERROR = 2
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -17,6 +18,7 @@ from lightspeed.cli.common import (
     report,
     use_threads,
 )
+from lightspeed.cli.history_cmd import StoreOption
 
 
 def bench_command(
@@ -49,16 +51,22 @@ def bench_command(
         1.0, "--budget", metavar="SECONDS", help="Seconds of timing per workload and round."
     ),
     threads: int | None = ThreadsOption,
+    store: Path | None = StoreOption,
     json_path: Path | None = JsonOption,
     wide: bool = WideOption,
 ) -> None:
     """Profile the suite's workloads and time them in interleaved rounds: step time,
-    throughput, fraction of the speed of light, MFU, peak memory, bound."""
+    throughput, fraction of the speed of light, MFU, peak memory, bound. The run is
+    added to the results store (`lightspeed history`, `lightspeed compare`)."""
+    from lightspeed import history
     from lightspeed.api import run_setup
     from lightspeed.bench import bench, bench_names
+    from lightspeed.report import render_json
     from lightspeed.report.bench_report import bench_document
     from lightspeed.suite import get
 
+    path = store or history.default_store()
+    history.check(path)  # a file that is no store is refused before any work
     use_threads(threads)
     chosen = bench_names(names or [], size, every)
     workloads = []
@@ -68,4 +76,7 @@ def bench_command(
         workloads.append(workload)
     assert settings is not None and hw is not None
     run = bench(workloads, hw, settings, size=size, rounds=rounds, budget_s=budget)
-    report(bench_document(run), json_path, wide=wide)
+    document = bench_document(run)
+    report(document, json_path, wide=wide)
+    run_id = history.record(path, render_json.render(document))
+    print(f"recorded as run {run_id} in {path}", file=sys.stderr)

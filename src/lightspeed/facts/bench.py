@@ -52,10 +52,13 @@ class BenchResult:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BenchRun:
     """A bench run: its results in the order asked for, the hardware they were placed
-    on, the size of the suite (`tiny` or `full`), the rounds and intra-op threads."""
+    on, the size of the suite (`tiny` or `full`), the rounds and intra-op threads, and
+    the environment a comparison needs (torch's version, the user's git commit)."""
 
     results: tuple[BenchResult, ...]
     hardware: Hardware
     size: str
     rounds: int
     threads: int
+    torch_version: str | None = None
+    git_commit: str | None = None  # of the repository the bench ran in, if any

@@ -70,6 +70,7 @@ def bench_data(
         "size": run.size,
         "rounds": run.rounds,
         "threads": run.threads,
+        "environment": {"torch_version": run.torch_version, "git_commit": run.git_commit},
         "hardware": hardware_to_dict(run.hardware),
         "results": [_result_data(r, a) for r, a in zip(run.results, analyses, strict=True)],
     }

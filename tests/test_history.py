@@ -1,0 +1,213 @@
+"""The results store and comparisons: runs kept whole under concurrent writers and a
+killed writer, foreign or newer files refused untouched, and a regression flagged only
+beyond both the threshold and the noise between rounds."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from conftest import FAKE_CPU, RunCli
+from lightspeed import history
+from lightspeed.analysis.bench_compare import Verdict, compare_runs
+from lightspeed.bench import bench
+from lightspeed.history import StoreError
+from lightspeed.report import render_json
+from lightspeed.report.bench_report import bench_document
+from lightspeed.workload import Workload
+
+
+def _document(steps: dict[str, float], spread: float = 0.01, threads: int = 2) -> dict[str, Any]:
+    """A bench JSON document with these step times (seconds) and round spreads."""
+    return {
+        "schema_version": 2,
+        "document": "bench",
+        "created_at": "2026-11-24T12:00:00+00:00",
+        "lightspeed_version": "0.1.0",
+        "size": "tiny",
+        "rounds": 3,
+        "threads": threads,
+        "environment": {"torch_version": "2.13.0", "git_commit": "abc"},
+        "hardware": {"name": "test CPU", "id": "local"},
+        "results": [
+            {
+                "workload": {"name": name, "device": "cpu", "dtype": "fp32"},
+                "timing": {"samples_per_s": 1 / step},
+                "totals": {"efficiency": 0.5, "mfu": 0.1},
+                "memory": {"peak_bytes": 1000},
+                "step_s": step,
+                "round_spread": spread,
+                "failure": None,
+            }
+            for name, step in steps.items()
+        ],
+    }
+
+
+def test_a_run_is_kept_and_read_back(tmp_path: Path) -> None:
+    store = tmp_path / "h.sqlite"
+    first = history.record(store, _document({"a": 0.010, "b": 0.020}))
+    second = history.record(store, _document({"a": 0.011}))
+    assert (first, second) == (1, 2)
+    runs = history.runs(store)
+    assert [(r["id"], r["workloads"], r["machine"], r["threads"]) for r in runs] == [
+        (1, 2, "test CPU", 2),
+        (2, 1, "test CPU", 2),
+    ]
+    assert [r["step_s"] for r in history.workload_history(store, "a")] == [0.010, 0.011]
+    assert history.run_document(store)["results"][0]["step_s"] == 0.011
+    assert history.run_document(store, 1)["run_id"] == 1
+    with pytest.raises(StoreError, match="holds no run 7"):
+        history.run_document(store, 7)
+
+
+def test_a_change_must_beat_both_the_threshold_and_the_noise() -> None:
+    before = _document({"steady": 0.100, "noisy": 0.100, "faster": 0.100}, spread=0.0)
+    after = _document({"steady": 0.110, "noisy": 0.110, "faster": 0.080}, spread=0.0)
+    after["results"][1]["round_spread"] = 0.2  # its rounds drifted by 20 %
+    comparison = compare_runs(before, after, threshold=0.05)
+    verdicts = {c.workload: c.verdict for c in comparison.changes}
+    assert verdicts == {
+        "steady": Verdict.REGRESSION,
+        "noisy": Verdict.UNCHANGED,
+        "faster": Verdict.IMPROVEMENT,
+    }
+    assert comparison.fails
+
+
+def test_runs_of_other_machines_or_threads_are_compared_with_a_warning_and_never_fail() -> None:
+    before = _document({"a": 0.100}, threads=2)
+    after = _document({"a": 0.200}, threads=1)
+    comparison = compare_runs(before, after)
+    assert comparison.regressions and not comparison.fails
+    assert comparison.warnings == ("the runs used different thread counts (2, 1)",)
+
+
+def _sleeper(delay_s: float) -> Workload:
+    """A step that takes `delay_s` seconds of sleep (a regression injected into it)."""
+
+    def loss(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
+        time.sleep(delay_s)
+        return model(batch).square().mean()
+
+    return Workload(
+        name="sleeper",
+        model=lambda: torch.nn.Linear(4, 4),
+        batch=lambda n: torch.ones(n, 4),
+        loss=loss,
+        batch_size=2,
+    )
+
+
+def _bench_json(delay_s: float, tmp_path: Path, name: str) -> Path:
+    run = bench([_sleeper(delay_s)], FAKE_CPU, rounds=3, budget_s=0.15)
+    path = tmp_path / name
+    path.write_text(json.dumps(render_json.render(bench_document(run))))
+    return path
+
+
+def test_same_code_flags_nothing_and_an_injected_delay_is_flagged(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    store = tmp_path / "h.sqlite"
+    threshold = 0.05
+    base = _bench_json(0.02, tmp_path, "base.json")
+    again = _bench_json(0.02, tmp_path, "again.json")
+    slowed = _bench_json(0.02 * (1 + 2 * threshold), tmp_path, "slowed.json")
+    for path in (base, again, slowed):
+        history.record(store, json.loads(path.read_text()))
+    flags = ("--store", str(store), "--fail-on-regression", "--json=-")
+    code, out, _ = run_cli("compare", "1", "2", *flags)
+    assert code == 0 and json.loads(out)["regressions"] == []
+    code, out, _ = run_cli("compare", "1", "3", *flags)
+    assert code == 1 and json.loads(out)["regressions"] == ["sleeper"]
+    # The last two runs by default; a baseline file for CI.
+    code, out, _ = run_cli("compare", *flags)
+    assert code == 1 and json.loads(out)["a"] == "run 2"
+    code, out, _ = run_cli("compare", "--baseline", str(base), *flags)
+    assert code == 1 and json.loads(out)["b"] == "run 3"
+
+
+def _writer(store: str, count: int, tag: str) -> None:
+    for i in range(count):
+        history.record(Path(store), _document({f"{tag}-{i}": 0.01, "shared": 0.02}))
+
+
+def test_two_processes_writing_at_once_keep_every_run(tmp_path: Path) -> None:
+    store = tmp_path / "h.sqlite"
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_writer, args=(str(store), 15, t)) for t in "xy"]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(timeout=120)
+        assert w.exitcode == 0
+    runs = history.runs(store)
+    assert len(runs) == 30 and all(r["workloads"] == 2 for r in runs)
+    assert len(history.workload_history(store, "shared")) == 30
+
+
+def test_a_writer_killed_mid_run_leaves_every_committed_run_whole(tmp_path: Path) -> None:
+    store = tmp_path / "h.sqlite"
+    many = {f"w{i}": 0.01 for i in range(200)}  # a large run: a wide window to die in
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from lightspeed import history
+        from test_history import _document
+        while True:
+            history.record(Path({str(store)!r}), _document({many!r}))
+            print("committed", flush=True)
+        """
+    )
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None
+    for _ in range(3):
+        assert writer.stdout.readline().strip() == "committed"
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(timeout=30)
+    with sqlite3.connect(store) as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    runs = history.runs(store)
+    assert len(runs) >= 3
+    assert all(r["workloads"] == 200 for r in runs)  # no run half-written
+    assert all(len(history.run_document(store, r["id"])["results"]) == 200 for r in runs)
+
+
+@pytest.mark.parametrize("kind", ["text", "other-sqlite", "newer"])
+def test_a_file_that_is_no_store_or_is_newer_is_refused_untouched(
+    run_cli: RunCli, tmp_path: Path, kind: str
+) -> None:
+    path = tmp_path / "file"
+    if kind == "text":
+        path.write_text("not a database\n" * 100)
+        expected = "is not a lightspeed results store"
+    elif kind == "other-sqlite":
+        with sqlite3.connect(path) as connection:
+            connection.execute("CREATE TABLE notes (text TEXT)")
+        connection.close()
+        expected = "is not a lightspeed results store"
+    else:
+        history.record(path, _document({"a": 0.01}))
+        with sqlite3.connect(path) as connection:
+            connection.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+        connection.close()
+        expected = "schema 99, newer than this lightspeed reads"
+    before = path.read_bytes()
+    for command in (("history",), ("compare", "1", "2"), ("bench", "mlp-tiny")):
+        code, _, err = run_cli(*command, "--store", str(path))
+        assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, command
+    assert path.read_bytes() == before
