@@ -167,3 +167,20 @@ def test_bench_json_results_carry_a_profiles_objects(
     assert result["workload"] == profile["workload"]
     assert len(result["rounds"]) == 2 and result["failure"] is None
     assert result["step_s"] == statistics.median(result["round_medians_s"])
+
+
+def test_the_whole_tiny_suite_benches_with_every_flop_known() -> None:
+    """The smoke tier: every family at its tiny size profiles and times, with no op
+    whose FLOPs are unknown."""
+    from lightspeed.analysis.profile_analysis import analyse
+
+    names = bench_names([], "tiny", every=True)
+    assert len(names) >= 13
+    run = bench([load_target(n) for n in names], FAKE_CPU, rounds=1, budget_s=0.02)
+    failed = {r.workload.name: r.failure for r in run.results if r.failure}
+    assert failed == {}
+    for result in run.results:
+        assert result.profile is not None and result.step_s
+        totals = analyse(result.profile).totals
+        assert totals.unknown_flops_ops == (), result.workload.name
+        assert result.profile.memory is not None and result.profile.memory.peak_bytes > 0
