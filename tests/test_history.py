@@ -211,3 +211,38 @@ def test_a_file_that_is_no_store_or_is_newer_is_refused_untouched(
         code, _, err = run_cli(*command, "--store", str(path))
         assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, command
     assert path.read_bytes() == before
+
+
+def test_an_older_store_is_migrated_in_a_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The migration machinery, with a schema 2 that adds a column: a store of schema 1
+    is brought up to date with its runs intact, and a migration that fails leaves it as
+    it was."""
+    store = tmp_path / "h.sqlite"
+    history.record(store, _document({"a": 0.01}))
+
+    def add_note(connection: sqlite3.Connection) -> None:
+        connection.execute("ALTER TABLE runs ADD COLUMN note TEXT")
+
+    def half_then_fail(connection: sqlite3.Connection) -> None:
+        connection.execute("ALTER TABLE runs ADD COLUMN note TEXT")
+        raise RuntimeError("migration failed")
+
+    monkeypatch.setattr(history, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(history.MIGRATIONS, 1, half_then_fail)
+    with pytest.raises(RuntimeError, match="migration failed"):
+        history.runs(store)
+    with sqlite3.connect(store) as connection:
+        columns = {r[1] for r in connection.execute("PRAGMA table_info(runs)")}
+        version = connection.execute("SELECT value FROM meta WHERE key='schema_version'")
+        assert "note" not in columns and version.fetchone() == ("1",)
+    connection.close()
+
+    monkeypatch.setitem(history.MIGRATIONS, 1, add_note)
+    assert [r["workloads"] for r in history.runs(store)] == [1]
+    with sqlite3.connect(store) as connection:
+        columns = {r[1] for r in connection.execute("PRAGMA table_info(runs)")}
+        version = connection.execute("SELECT value FROM meta WHERE key='schema_version'")
+        assert "note" in columns and version.fetchone() == ("2",)
+    connection.close()

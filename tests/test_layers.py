@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # Below this line modules may load torch.
     ("workload",),
     ("suite",),
-    ("targets",),
+    ("targets", "hf_target"),
     ("measure",),
     (
         "hardware.calibrate",

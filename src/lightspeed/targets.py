@@ -1,5 +1,6 @@
-"""Loading a target: a built-in suite name (`mlp`) or `path/to/file.py:attr`, where
-`attr` is a `Workload` or a zero-argument callable that returns one."""
+"""Loading a target: a built-in suite name (`mlp`), `path/to/file.py:attr`, where
+`attr` is a `Workload` or a zero-argument callable that returns one, or a Hugging Face
+architecture, `hf:MODEL_TYPE[?field=value&…]` (`hf_target`)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ from typing import Any
 
 from lightspeed import suite
 from lightspeed.errors import TargetError, WorkloadError
+from lightspeed.hf_target import hf_workload, is_hf_target
 from lightspeed.units import a_kind
 from lightspeed.workload import Workload
 
 
 def load_target(target: str) -> Workload:
-    """The Workload named by `target`: a suite name or `path/to/file.py:attr`."""
+    """The Workload named by `target`: a suite name, `path/to/file.py:attr` or
+    `hf:MODEL_TYPE[?overrides]` (`hf_target`)."""
+    if is_hf_target(target):
+        return hf_workload(target)
     if ":" in target or target.endswith(".py"):
         return _load_from_file(target)
     return suite.get(target)

@@ -7,18 +7,27 @@ them as one line, so it needs their classes from whichever is there.
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Any
 
-try:
-    from typer._click.exceptions import NoSuchOption, UsageError
-except ImportError:  # typer before its own copy of click
-    from click.exceptions import NoSuchOption, UsageError  # type: ignore[no-redef]
 
-try:
-    from typer.exceptions import Abort as _TyperAbort
-except ImportError:
-    from click.exceptions import Abort as _TyperAbort  # type: ignore[no-redef]
+def _exception(name: str) -> Any:
+    """Click's exception class `name`, from typer's copy of click or from click (typed
+    loosely: the two copies' classes are not the same type)."""
+    for module in ("typer._click.exceptions", "typer.exceptions", "click.exceptions"):
+        try:
+            found = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if isinstance(found, type) and issubclass(found, BaseException):
+            return found
+    raise ImportError(f"no click exception {name!r} in typer or click")
+
+
+UsageError = _exception("UsageError")
+NoSuchOption = _exception("NoSuchOption")
+_TyperAbort = _exception("Abort")
 
 USAGE_ERRORS: tuple[type[Exception], ...] = (UsageError,)
 ABORTS: tuple[type[BaseException], ...] = (_TyperAbort, KeyboardInterrupt)
@@ -44,9 +53,9 @@ def unknown_option(exc: Exception) -> tuple[str, list[str]] | None:
     known = (
         [opt for param in ctx.command.params for opt in getattr(param, "opts", ())]
         if ctx is not None
-        else list(exc.possibilities or ())
+        else list(getattr(exc, "possibilities", None) or ())
     )
-    return exc.option_name, known
+    return getattr(exc, "option_name", ""), known
 
 
 def unknown_command(exc: Exception) -> str | None:
