@@ -8,7 +8,7 @@ reference where it counts an op.
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 import torch
@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from torch import nn
 from torch._ops import OpOverload, OpOverloadPacket
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
+from cost_recording import recorded
 from lightspeed import suite
 from lightspeed.measure.costs import OpCost, attention_causal, known_flops, op_cost
 from lightspeed.measure.flop_registry import (
@@ -42,49 +42,6 @@ from lightspeed.measure.torch_internals import (
 aten = torch.ops.aten
 FP32 = 4  # bytes per float32 element
 I64 = 8  # bytes per int64 element
-
-
-class Call(NamedTuple):
-    """One recorded op call and its cost."""
-
-    func: OpOverload
-    cost: OpCost
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-
-
-class CostRecorder(TorchDispatchMode):
-    """Runs every aten op as usual and records each call with its OpCost."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[Call] = []
-
-    def __torch_dispatch__(
-        self,
-        func: OpOverload,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        self.calls.append(Call(func, op_cost(func, args, kwargs, out), args, kwargs))
-        return out
-
-    def of(self, packet: OpOverloadPacket) -> list[OpCost]:
-        """The costs of every call of `packet`, in call order."""
-        return [call.cost for call in self.calls if call.func.overloadpacket is packet]
-
-    def total(self) -> OpCost:
-        return sum((call.cost for call in self.calls), OpCost.zero())
-
-
-def recorded(fn: Any) -> CostRecorder:
-    recorder = CostRecorder()
-    with recorder:
-        fn()
-    return recorder
 
 
 def torch_flops(fn: Any) -> int:

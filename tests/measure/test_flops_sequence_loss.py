@@ -12,8 +12,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch._ops import OpOverload
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from cost_recording import CostRecorder
 from lightspeed.measure.costs import OpCost, known_flops, op_cost
 
 aten = torch.ops.aten
@@ -25,32 +25,13 @@ INPUT_LENGTHS, TARGET_LENGTHS = [6, 4], [3, 2]
 CELLS = 50
 
 
-class _Recorder(TorchDispatchMode):
-    """Runs every aten op as usual and records each call's overload and cost."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[OpOverload, OpCost]] = []
-
-    def __torch_dispatch__(
-        self,
-        func: OpOverload,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        self.calls.append((func, op_cost(func, args, kwargs, out)))
-        return out
-
-    def ctc(self) -> list[tuple[str, int]]:
-        """(overload, FLOPs) of every CTC kernel call, in call order."""
-        return [
-            (str(func), cost.flops)
-            for func, cost in self.calls
-            if func.overloadpacket in (aten._ctc_loss, aten._ctc_loss_backward)
-        ]
+def _ctc(recorder: CostRecorder) -> list[tuple[str, int]]:
+    """(overload, FLOPs) of every CTC kernel call, in call order."""
+    return [
+        (str(call.func), call.cost.flops)
+        for call in recorder.calls
+        if call.func.overloadpacket in (aten._ctc_loss, aten._ctc_loss_backward)
+    ]
 
 
 def _log_probs() -> torch.Tensor:
@@ -64,28 +45,28 @@ def _targets() -> torch.Tensor:
 
 def test_ctc_with_int_lengths_counts_each_utterance_lattice() -> None:
     log_probs = _log_probs()
-    recorder = _Recorder()
+    recorder = CostRecorder()
     with recorder:
         loss = F.ctc_loss(log_probs, _targets(), INPUT_LENGTHS, TARGET_LENGTHS)
         loss.backward()
-    assert recorder.ctc() == [
+    assert _ctc(recorder) == [
         # alpha 13 per cell + 9 per utterance: 13·50 + 9·2 = 668
         ("aten._ctc_loss.default", 13 * CELLS + 9 * BATCH),
         # beta and collection 22 per cell + gradient 6 per (step, symbol) of the
         # utterances' own steps: 22·50 + 6·(6 + 4)·5 = 1,400
         ("aten._ctc_loss_backward.default", 22 * CELLS + 6 * (6 + 4) * SYMBOLS),
     ]
-    assert recorder.calls[0][1].macs is None  # not matmul-class
+    assert recorder.calls[0].cost.macs is None  # not matmul-class
 
 
 def test_ctc_with_length_tensors_counts_the_padded_lattice() -> None:
     log_probs = _log_probs()
-    recorder = _Recorder()
+    recorder = CostRecorder()
     with recorder:
         lengths = torch.tensor(INPUT_LENGTHS), torch.tensor(TARGET_LENGTHS)
         F.ctc_loss(log_probs, _targets(), *lengths).backward()
     # Both utterances at 6 steps and 7 labels: (6 − 1)·7·2 = 70 cells; 6·2 gradient rows.
-    assert recorder.ctc() == [
+    assert _ctc(recorder) == [
         ("aten._ctc_loss.Tensor", 13 * 70 + 9 * BATCH),  # 928
         ("aten._ctc_loss_backward.Tensor", 22 * 70 + 6 * 12 * SYMBOLS),  # 1,900
     ]
@@ -95,11 +76,11 @@ def test_equal_lengths_count_the_same_through_either_overload() -> None:
     lengths = [STEPS] * BATCH, [3] * BATCH
     counts = []
     for as_tensor in (False, True):
-        recorder = _Recorder()
+        recorder = CostRecorder()
         with recorder:
             args = [torch.tensor(x) for x in lengths] if as_tensor else lengths
             F.ctc_loss(_log_probs(), _targets(), *args).backward()
-        counts.append([flops for _, flops in recorder.ctc()])
+        counts.append([flops for _, flops in _ctc(recorder)])
     # 5·7·2 = 70 cells: forward 13·70 + 18 = 928, backward 22·70 + 6·12·5 = 1,900
     assert counts == [[928, 1_900], [928, 1_900]]
 

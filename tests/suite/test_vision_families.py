@@ -14,13 +14,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch._ops import OpOverload, OpOverloadPacket
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from cost_recording import CostRecorder
 from lightspeed import suite
 from lightspeed.facts.records import OpRecord
 from lightspeed.measure.capture import capture_forward, capture_step
-from lightspeed.measure.costs import OpCost, op_cost
 from lightspeed.measure.step import StepSettings, prepare
 from lightspeed.suite.inception import inception_loss
 
@@ -228,39 +226,20 @@ def test_every_op_of_the_tiny_steps_has_a_flop_formula(name: str) -> None:
     assert [op.name for op in ops if not op.flops_known] == []
 
 
-class _Recorder(TorchDispatchMode):
-    """Runs every aten op as usual and records the cost of each call."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[OpOverloadPacket, OpCost]] = []
-
-    def __torch_dispatch__(
-        self,
-        func: OpOverload,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        self.calls.append((func.overloadpacket, op_cost(func, args, kwargs, out)))
-        return out
-
-    def flops(self, packet: OpOverloadPacket) -> list[int]:
-        return [cost.flops for called, cost in self.calls if called is packet]
+def _flops(recorder: CostRecorder, packet: Any) -> list[int]:
+    return [cost.flops for cost in recorder.of(packet)]
 
 
 def test_hard_activation_flops_forward_and_backward() -> None:
     x = torch.randn(4, 5, requires_grad=True)  # 20 elements
-    recorder = _Recorder()
+    recorder = CostRecorder()
     with recorder:
         F.hardswish(x).sum().backward()
         F.hardsigmoid(x).sum().backward()
         nn.Hardswish(inplace=True)(x * 1).sum().backward()  # in place on a non-leaf
-    assert recorder.flops(aten.hardswish) == [100]  # 5 * 20
-    assert recorder.flops(aten.hardswish_) == [100]  # 5 * 20, in place
-    assert recorder.flops(aten.hardswish_backward) == [100, 100]  # 5 * 20 each
-    assert recorder.flops(aten.hardsigmoid) == [80]  # 4 * 20
-    assert recorder.flops(aten.hardsigmoid_backward) == [60]  # 3 * 20
-    assert all(cost.flops_known and cost.macs is None for _, cost in recorder.calls)
+    assert _flops(recorder, aten.hardswish) == [100]  # 5 * 20
+    assert _flops(recorder, aten.hardswish_) == [100]  # 5 * 20, in place
+    assert _flops(recorder, aten.hardswish_backward) == [100, 100]  # 5 * 20 each
+    assert _flops(recorder, aten.hardsigmoid) == [80]  # 4 * 20
+    assert _flops(recorder, aten.hardsigmoid_backward) == [60]  # 3 * 20
+    assert all(c.cost.flops_known and c.cost.macs is None for c in recorder.calls)
