@@ -115,6 +115,7 @@ def test_every_suite_module_is_loaded_and_registers_workloads() -> None:
     )
     assert modules == [
         "bert",
+        "detection",
         "gan",
         "gpt2",
         "inception",

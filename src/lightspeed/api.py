@@ -16,6 +16,11 @@ from lightspeed.workload import Workload
 
 __all__ = ["profile", "run_setup"]
 
+# A profile's timer stops at 4 replicates once its budget is spent (`lightspeed time` at
+# 5): a step of seconds then costs one step less, and 4 is the fewest that give a
+# spread without a warning (`Measurement.warnings`).
+PROFILE_MIN_REPLICATES = 4
+
 
 def run_setup(
     workload: Workload | str,
@@ -52,7 +57,8 @@ def profile(
     device the step runs on: calibrated on a CPU, the catalog entry of a GPU).
     `steps` profiled steps give each op's time (their median; None: 3, fewer for a
     step over 0.7 s, so they take about 2 s); `budget_s` seconds go to
-    timing the uninstrumented step. `analyse(result)` derives the roofline report.
+    timing the uninstrumented step (at least `PROFILE_MIN_REPLICATES` replicates).
+    `analyse(result)` derives the roofline report.
 
     Raises ProfileIncomplete (a LightspeedError carrying the partial Profile as
     `.partial`) when the workload raises or runs out of memory part-way.
@@ -61,5 +67,9 @@ def profile(
         raise ConfigError(f"steps={steps} must be at least 1.")
     wl, settings, hw = run_setup(workload, device, dtype, batch_size, hardware)
     return profile_workload(
-        wl, hw, settings, timer=TimerConfig(budget_s=budget_s), profiled_steps=steps
+        wl,
+        hw,
+        settings,
+        timer=TimerConfig(budget_s=budget_s, min_replicates=PROFILE_MIN_REPLICATES),
+        profiled_steps=steps,
     )

@@ -432,6 +432,17 @@ CONVENTIONS = [
     ),
     ("max", lambda: (_X.max(), _X.max(dim=1)), aten.max, [20, 20]),  # 1 per input element
     ("mse loss", lambda: F.mse_loss(_X, _Y), aten.mse_loss, [61]),  # 3 * 20 + 1 mean
+    # (6 + 1 accumulate) * 20 + 1 mean
+    ("smooth l1 loss", lambda: F.smooth_l1_loss(_X, _Y), aten.smooth_l1_loss, [141]),
+    # (4 + 1 mean divide) * 20
+    (
+        "smooth l1 backward",
+        _grad_of(lambda t: F.smooth_l1_loss(t, _Y), (4, 5)),
+        aten.smooth_l1_loss_backward,
+        [100],
+    ),
+    # 4 rows of 5: 4 * 5 * ceil(log2 5) = 4 * 5 * 3 = 60; along dim 0, 5 rows of 4: 5 * 4 * 2
+    ("sort", lambda: (_X.sort(), _X.argsort(dim=0)), aten.sort, [60, 40]),
     # (7 + 1 accumulate) * 20 + 1 mean; with weight and pos_weight (7 + 1 + 4 + 1) * 20 + 1
     (
         "bce with logits",

@@ -70,6 +70,8 @@ def test_the_suite_registers_every_family() -> None:
         "ncf-tiny",
         "pointnet",
         "pointnet-tiny",
+        "ssdlite",
+        "ssdlite-tiny",
     }
     assert expected <= set(NAMES)
 

@@ -8,6 +8,7 @@ variance's +eps and rsqrt) counts per reduced row, as written next to each formu
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -48,6 +49,18 @@ def _normalized_rows(a: ShapeArgs) -> int:
 def reduce_flops(a: ShapeArgs, out: Any) -> int:
     """sum, amax, amin, argmax, argmin, prod, any, all, cumsum: 1 per input element."""
     return total_numel(a["self"])
+
+
+@register_flops(aten.sort)
+def sort_flops(a: ShapeArgs, out: Any) -> int:
+    """sort (and argsort, which calls it): a comparison sort's L·⌈log₂ L⌉ comparisons per
+    row of L elements along `dim`."""
+    shape = a["self"]
+    if not shape:
+        return 0
+    length = shape[a.get("dim", -1)]
+    rows = numel(shape) // max(length, 1)
+    return rows * length * math.ceil(math.log2(length)) if length > 1 else 0
 
 
 @register_flops(*aten_family("max"), *aten_family("min"))
@@ -286,6 +299,23 @@ def mse_loss_flops(a: ShapeArgs, out: Any) -> int:
 def mse_loss_backward_flops(a: ShapeArgs, out: Any) -> int:
     """mse_loss_backward: norm·(x − y)·grad, norm = 2 or 2/N -> 3 per element."""
     return 3 * numel(a["self"])
+
+
+@register_flops(aten.smooth_l1_loss)
+def smooth_l1_loss_flops(a: ShapeArgs, out: Any) -> int:
+    """smooth_l1_loss: d = x − y, |d|, compare with beta, then 0.5·d²/beta -> subtract,
+    abs, compare, square, halve, divide = 6 per element; accumulate +1 unless reduction
+    is none; mean +1 divide."""
+    elements = numel(a["self"])
+    reduction = a["reduction"]
+    return (6 + (reduction != 0)) * elements + (reduction == _MEAN_REDUCTION)
+
+
+@register_flops(aten.smooth_l1_loss_backward)
+def smooth_l1_loss_backward_flops(a: ShapeArgs, out: Any) -> int:
+    """smooth_l1_loss backward: d = x − y, compare, d/beta or sign(d), × grad = 4 per
+    element; mean divides every element by N -> +1."""
+    return (4 + (a["reduction"] == _MEAN_REDUCTION)) * numel(a["self"])
 
 
 @register_flops(aten.binary_cross_entropy_with_logits)
