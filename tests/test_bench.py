@@ -14,7 +14,7 @@ from lightspeed import progress, suite
 from lightspeed.bench import bench, bench_names, families, variants
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError, UnknownNameError
-from lightspeed.facts.bench import BenchResult
+from lightspeed.facts.bench import BenchResult, BenchRun
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.timing import Measurement, WorkloadInfo
@@ -184,3 +184,10 @@ def test_the_whole_tiny_suite_benches_with_every_flop_known() -> None:
         totals = analyse(result.profile).totals
         assert totals.unknown_flops_ops == (), result.workload.name
         assert result.profile.memory is not None and result.profile.memory.peak_bytes > 0
+
+
+def test_fewer_than_three_rounds_are_warned_about() -> None:
+    result = BenchResult(workload=INFO, profile=None, failure="out of memory")
+    run = BenchRun(results=(result,), hardware=FAKE_CPU, size="tiny", rounds=1, threads=2)
+    (warning,) = [w for w in bench_document(run).warnings if "round" in w]
+    assert warning.startswith("1 round: fewer than 3 measure no reliable noise")

@@ -19,7 +19,7 @@ import torch
 
 from lightspeed import progress, suite
 from lightspeed.errors import ConfigError, LightspeedError, ProfileIncomplete
-from lightspeed.facts.bench import BenchResult, BenchRun
+from lightspeed.facts.bench import MIN_ROUNDS, BenchResult, BenchRun
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import Profile
 from lightspeed.measure.profile_run import profile_prepared
@@ -30,7 +30,6 @@ from lightspeed.workload import Workload
 
 SIZES = ("tiny", "full")
 TINY_SUFFIX = "-tiny"
-MIN_ROUNDS = 3
 
 
 def variants() -> dict[str, tuple[str, str]]:

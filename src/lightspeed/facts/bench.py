@@ -16,6 +16,9 @@ from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import Profile
 from lightspeed.facts.timing import Measurement, WorkloadInfo
 
+# The fewest rounds whose spread measures the drift between minutes.
+MIN_ROUNDS = 3
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BenchResult:

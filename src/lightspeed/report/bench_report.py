@@ -9,7 +9,7 @@ from typing import Any
 
 from lightspeed.analysis.profile_analysis import ProfileAnalysis, analyse
 from lightspeed.document import Column, Document, Notes, Span, Style, Table, Unit, Value
-from lightspeed.facts.bench import BenchResult, BenchRun
+from lightspeed.facts.bench import MIN_ROUNDS, BenchResult, BenchRun
 from lightspeed.facts.hardware import hardware_to_dict
 from lightspeed.facts.timing import StepTiming
 from lightspeed.report.hardware_report import hardware_summary
@@ -52,6 +52,13 @@ def bench_document(run: BenchRun) -> Document:
     warnings = tuple(
         f"{r.workload.name}: {w}" for r in run.results for m in r.rounds[:1] for w in m.warnings
     )
+    if run.rounds < MIN_ROUNDS:
+        warnings = (
+            f"{run.rounds} round{'s' * (run.rounds > 1)}: fewer than {MIN_ROUNDS} measure"
+            " no reliable noise between rounds, so a comparison with this run judges by"
+            " its threshold alone; run --rounds 3 or more",
+            *warnings,
+        )
     return Document(
         kind=DOCUMENT,
         data=bench_data(run, analyses),
