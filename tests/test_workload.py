@@ -175,3 +175,74 @@ def test_a_step_of_its_own_must_return_a_scalar() -> None:
         prepare(wl, StepSettings()).step()
     with pytest.raises(ConfigError, match="step must be callable or None"):
         dataclasses.replace(wl, step=3)
+
+
+def _two_part_workload() -> Workload:
+    """Two linear layers, each updated by its own optimizer (SGD with momentum, Adam)."""
+
+    def model() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.ModuleDict({"a": nn.Linear(4, 4), "b": nn.Linear(4, 1)})
+
+    def optimizers(m: nn.Module) -> dict[str, torch.optim.Optimizer]:
+        assert isinstance(m, nn.ModuleDict)
+        return {
+            "a": torch.optim.SGD(m["a"].parameters(), lr=0.1, momentum=0.9),
+            "b": torch.optim.Adam(m["b"].parameters(), lr=0.01),
+        }
+
+    def loss(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        assert isinstance(m, nn.ModuleDict)
+        return m["b"](torch.relu(m["a"](x))).square().mean()
+
+    def step(m: nn.Module, x: torch.Tensor, opts: Any, phase: Any) -> torch.Tensor:
+        with phase(Phase.OPTIMIZER):
+            for o in opts.values():
+                o.zero_grad(set_to_none=True)
+        with phase(Phase.FORWARD):
+            value = loss(m, x)
+        with phase(Phase.BACKWARD):
+            value.backward()
+        with phase(Phase.OPTIMIZER):
+            for o in opts.values():
+                o.step()
+        return value.detach()
+
+    return Workload(
+        name="two-part",
+        model=model,
+        batch=lambda n: torch.ones(n, 4),
+        loss=loss,
+        batch_size=3,
+        step=step,
+        optimizers=optimizers,
+    )
+
+
+def test_a_step_of_its_own_may_update_its_parts_with_optimizers_of_their_own() -> None:
+    from lightspeed.measure.memory import measure_memory
+
+    workload = _two_part_workload()
+    prepared = prepare(workload, StepSettings())
+    reference = workload.model()
+    opts = workload.optimizers(reference) if workload.optimizers else {}
+    for _ in range(3):
+        prepared.step()
+        for o in opts.values():
+            o.zero_grad()
+        workload.loss(reference, torch.ones(3, 4)).backward()
+        for o in opts.values():
+            o.step()
+    for (name, mine), theirs in zip(
+        prepared.model.named_parameters(), reference.parameters(), strict=True
+    ):
+        torch.testing.assert_close(mine, theirs, msg=name)
+    memory = measure_memory(prepared)
+    # SGD's momentum (4·4 + 4 floats) and Adam's two moments (2·(4 + 1) floats) and its
+    # step counter (one float per parameter tensor, 2): (20 + 10) · 4 B + 2 · 4 B = 128 B
+    assert memory.optimizer_state_bytes == 128
+
+
+def test_optimizers_of_their_own_need_a_step_of_its_own() -> None:
+    with pytest.raises(ConfigError, match=r"optimizers\(model\) needs a step of its own"):
+        dataclasses.replace(_two_part_workload(), step=None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -21,8 +21,11 @@ LossFn = Callable[[torch.nn.Module, Any], torch.Tensor]
 OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]
 # Entered around each part of a training step, so observers know which phase runs.
 PhaseHook = Callable[[Phase], contextlib.AbstractContextManager[object]]
-# A whole training step written by the workload: (model, batch, optimizer, phase) -> loss.
-StepFn = Callable[[torch.nn.Module, Any, torch.optim.Optimizer, PhaseHook], torch.Tensor]
+# A whole training step written by the workload: (model, batch, optimizer, phase) -> loss;
+# the optimizer is the one `optimizer` builds, or the named ones `optimizers` builds.
+StepFn = Callable[[torch.nn.Module, Any, Any, PhaseHook], torch.Tensor]
+# Named optimizers built from the model, for a step that updates its parts apart.
+OptimizersFactory = Callable[[torch.nn.Module], Mapping[str, torch.optim.Optimizer]]
 
 
 def default_optimizer(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
@@ -44,7 +47,10 @@ class Workload:
     instead (a GAN's discriminator and generator updates, say): it runs each part
     inside `with phase(Phase.FORWARD):`, `BACKWARD` or `OPTIMIZER`, so that every op
     is attributed to its phase, and returns a scalar loss tensor (only checked and
-    kept). `loss` is still the model's loss on a batch, without an update.
+    kept). `loss` is still the model's loss on a batch, without an update. Such a step
+    may update parts of the model with optimizers of their own: `optimizers(model)`
+    returns them by name (`{"generator": Adam(...), "discriminator": SGD(...)}`) and
+    the step receives that mapping in place of the one `optimizer`.
     """
 
     name: str
@@ -55,6 +61,7 @@ class Workload:
     batch_size: int = 32
     tokens_per_sample: int | None = None
     step: StepFn | None = None
+    optimizers: OptimizersFactory | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -62,8 +69,14 @@ class Workload:
         for field in ("model", "batch", "loss", "optimizer"):
             if not callable(getattr(self, field)):
                 raise ConfigError(f"Workload {self.name!r}: {field} must be callable.")
-        if self.step is not None and not callable(self.step):
-            raise ConfigError(f"Workload {self.name!r}: step must be callable or None.")
+        for field in ("step", "optimizers"):
+            if getattr(self, field) is not None and not callable(getattr(self, field)):
+                raise ConfigError(f"Workload {self.name!r}: {field} must be callable or None.")
+        if self.optimizers is not None and self.step is None:
+            raise ConfigError(
+                f"Workload {self.name!r}: optimizers(model) needs a step of its own that"
+                " uses them (step=…)."
+            )
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int):
             raise ConfigError(f"Workload {self.name!r}: batch_size must be an int.")
         if self.batch_size < 1:

@@ -316,7 +316,10 @@ def _gradients(prepared: PreparedStep) -> list[torch.Tensor]:
 
 
 def _optimizer_state(prepared: PreparedStep) -> list[torch.Tensor]:
-    return list(tensors_in(list(prepared.optimizer.state.values())))
+    optimizers = prepared.optimizer
+    if isinstance(optimizers, torch.optim.Optimizer):
+        optimizers = {"": optimizers}
+    return list(tensors_in([list(o.state.values()) for o in optimizers.values()]))
 
 
 def _unique_bytes(tensors: Iterable[torch.Tensor]) -> int:

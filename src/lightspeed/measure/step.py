@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import torch
@@ -45,7 +45,8 @@ class PreparedStep:
     workload: Workload
     settings: StepSettings
     model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
+    # One optimizer, or a workload's named ones (`Workload.optimizers`).
+    optimizer: torch.optim.Optimizer | Mapping[str, torch.optim.Optimizer]
     batch: Any
     sync: Callable[[], None]
     last_loss: torch.Tensor | None = None
@@ -67,6 +68,7 @@ class PreparedStep:
                 loss = own_step(self.model, self.batch, self.optimizer, enter)
                 self._check_once(loss, needs_backward=False)
             else:
+                assert isinstance(self.optimizer, torch.optim.Optimizer)
                 with enter(Phase.OPTIMIZER):
                     self.optimizer.zero_grad(set_to_none=True)
                 with enter(Phase.FORWARD), guard(self.workload, "loss(model, batch)"):
@@ -115,12 +117,23 @@ def prepare(workload: Workload, settings: StepSettings) -> PreparedStep:
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise WorkloadError(f"workload {name!r}: the model has no trainable parameters.")
-    optimizer = _call(workload, "optimizer(params)", workload.optimizer, params)
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise WorkloadError(
-            f"workload {name!r}: optimizer(params) returned {a_kind(optimizer)},"
-            " not a torch.optim.Optimizer."
-        )
+    optimizer: torch.optim.Optimizer | Mapping[str, torch.optim.Optimizer]
+    if workload.optimizers is not None:
+        optimizer = _call(workload, "optimizers(model)", workload.optimizers, model)
+        if not isinstance(optimizer, Mapping) or not all(
+            isinstance(o, torch.optim.Optimizer) for o in optimizer.values()
+        ):
+            raise WorkloadError(
+                f"workload {name!r}: optimizers(model) returned {a_kind(optimizer)}, not a"
+                " mapping of names to torch.optim.Optimizer."
+            )
+    else:
+        optimizer = _call(workload, "optimizer(params)", workload.optimizer, params)
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise WorkloadError(
+                f"workload {name!r}: optimizer(params) returned {a_kind(optimizer)},"
+                " not a torch.optim.Optimizer."
+            )
     return PreparedStep(
         workload=workload,
         settings=settings,
