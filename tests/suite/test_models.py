@@ -184,3 +184,35 @@ def test_tokens_per_sample_is_the_sequence_length(name: str) -> None:
     workload = suite.get(name)
     inputs, _ = workload.batch(1)
     assert inputs.shape == (1, workload.tokens_per_sample)
+
+
+def _matmul_macs(model: torch.nn.Module, *inputs: torch.Tensor) -> int:
+    """MACs of the forward's matmul-class ops (convolutions, linear, attention), as
+    lightspeed counts them, on the meta device."""
+    from lightspeed.measure.capture import capture_forward
+
+    return sum(op.macs or 0 for op in capture_forward(model, *inputs))
+
+
+def test_mlp_forward_macs_match_its_layers() -> None:
+    model = _on_meta(suite.get("mlp"))
+    # 512·1024 + 1024·1024 + 1024·1024 + 1024·10 = 2,631,680 MACs per sample
+    assert _matmul_macs(model, torch.empty(3, 512, device="meta")) == 3 * 2_631_680
+
+
+def test_transformer_encoder_forward_macs_match_its_layers() -> None:
+    model = _on_meta(suite.get("transformer-encoder"))
+    # Per layer at T = 256, d = 512: QKV and output projections 4·T·d² = 268,435,456;
+    # QKᵀ and AV 2·T²·d = 67,108,864; the 4x MLP 2·T·d·4d = 536,870,912;
+    # 6 layers: 6·872,415,232 = 5,234,491,392; the head on the pooled sequence 512·2.
+    per_sample = 6 * (4 * 256 * 512**2 + 2 * 256**2 * 512 + 2 * 256 * 512 * 2048) + 512 * 2
+    assert per_sample == 5_234_492_416
+    ids = torch.zeros(2, 256, dtype=torch.long, device="meta")
+    assert _matmul_macs(model, ids) == 2 * per_sample
+
+
+def test_ssdlite_forward_macs_match_torchvision() -> None:
+    model = _on_meta(suite.get("ssdlite")).eval()  # BatchNorm of 1x1 maps at batch 1
+    macs = _matmul_macs(model, torch.empty(1, 3, 320, 320, device="meta"))
+    # torchvision SSDLite320_MobileNet_V3_Large_Weights.COCO_V1.meta["_ops"]: 0.583 GMACs
+    assert abs(macs / 1e9 - 0.583) < 0.0005
