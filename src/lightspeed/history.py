@@ -223,33 +223,34 @@ def runs(path: Path) -> list[dict[str, Any]]:
     """Every run in the store, oldest first, without its document: id, created_at,
     versions, machine, threads, git commit, size, rounds, workloads. None yet where
     there is no store."""
-    if not path.exists():
-        return []
-    with opened(path, create=False) as connection:
-        connection.row_factory = sqlite3.Row
-        rows = connection.execute(
-            "SELECT r.id, r.created_at, r.lightspeed_version, r.torch_version, r.machine,"
-            " r.hardware_id, r.threads, r.git_commit, r.size, r.rounds,"
-            " COUNT(x.workload) AS workloads"
-            " FROM runs r LEFT JOIN results x ON x.run_id = r.id GROUP BY r.id ORDER BY r.id"
-        ).fetchall()
-        return [dict(row) for row in rows]
+    return _rows(
+        path,
+        "SELECT r.id, r.created_at, r.lightspeed_version, r.torch_version, r.machine,"
+        " r.hardware_id, r.threads, r.git_commit, r.size, r.rounds,"
+        " COUNT(x.workload) AS workloads"
+        " FROM runs r LEFT JOIN results x ON x.run_id = r.id GROUP BY r.id ORDER BY r.id",
+    )
 
 
 def workload_history(path: Path, workload: str) -> list[dict[str, Any]]:
     """One workload's results across runs, oldest first, with each run's id, date,
     machine, threads and commit."""
+    return _rows(
+        path,
+        "SELECT r.id, r.created_at, r.machine, r.threads, r.git_commit, x.*"
+        " FROM results x JOIN runs r ON r.id = x.run_id WHERE x.workload = ?"
+        " ORDER BY r.id",
+        workload,
+    )
+
+
+def _rows(path: Path, query: str, *parameters: Any) -> list[dict[str, Any]]:
+    """The rows `query` selects from the store at `path`, as dicts; none without a store."""
     if not path.exists():
         return []
     with opened(path, create=False) as connection:
         connection.row_factory = sqlite3.Row
-        rows = connection.execute(
-            "SELECT r.id, r.created_at, r.machine, r.threads, r.git_commit, x.*"
-            " FROM results x JOIN runs r ON r.id = x.run_id WHERE x.workload = ?"
-            " ORDER BY r.id",
-            (workload,),
-        ).fetchall()
-        return [dict(row) for row in rows]
+        return [dict(row) for row in connection.execute(query, parameters).fetchall()]
 
 
 def run_document(path: Path, run_id: int | None = None) -> dict[str, Any]:

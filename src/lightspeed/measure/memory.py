@@ -316,10 +316,9 @@ def _gradients(prepared: PreparedStep) -> list[torch.Tensor]:
 
 
 def _optimizer_state(prepared: PreparedStep) -> list[torch.Tensor]:
-    optimizers = prepared.optimizer
-    if isinstance(optimizers, torch.optim.Optimizer):
-        optimizers = {"": optimizers}
-    return list(tensors_in([list(o.state.values()) for o in optimizers.values()]))
+    given = prepared.optimizer
+    optimizers = [given] if isinstance(given, torch.optim.Optimizer) else list(given.values())
+    return list(tensors_in([list(o.state.values()) for o in optimizers]))
 
 
 def _unique_bytes(tensors: Iterable[torch.Tensor]) -> int:

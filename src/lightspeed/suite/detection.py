@@ -39,6 +39,7 @@ same way, the four extra blocks, both heads on six maps) on 128x128 images with
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -47,27 +48,15 @@ from torch import nn
 from torch.nn import functional as F
 
 from lightspeed.suite import register
-from lightspeed.suite.mobilenet import Bneck, InvertedResidual, conv_bn
+from lightspeed.suite.mobilenet import LARGE, Bneck, InvertedResidual, conv_bn
 from lightspeed.workload import Workload
 
 # MobileNetV3-Large (mobilenet.LARGE) with the reduced tail of Table 6: the last
-# stride-2 block ends at 160 // 2 and the two after it expand to 960 // 2.
+# stride-2 block ends at half its width and the two after it are half as wide.
 LARGE_REDUCED = (
-    Bneck(3, 16, 16, se=False, hswish=False, stride=1),
-    Bneck(3, 64, 24, se=False, hswish=False, stride=2),
-    Bneck(3, 72, 24, se=False, hswish=False, stride=1),
-    Bneck(5, 72, 40, se=True, hswish=False, stride=2),
-    Bneck(5, 120, 40, se=True, hswish=False, stride=1),
-    Bneck(5, 120, 40, se=True, hswish=False, stride=1),
-    Bneck(3, 240, 80, se=False, hswish=True, stride=2),
-    Bneck(3, 200, 80, se=False, hswish=True, stride=1),
-    Bneck(3, 184, 80, se=False, hswish=True, stride=1),
-    Bneck(3, 184, 80, se=False, hswish=True, stride=1),
-    Bneck(3, 480, 112, se=True, hswish=True, stride=1),
-    Bneck(3, 672, 112, se=True, hswish=True, stride=1),
-    Bneck(5, 672, 80, se=True, hswish=True, stride=2),
-    Bneck(5, 480, 80, se=True, hswish=True, stride=1),
-    Bneck(5, 480, 80, se=True, hswish=True, stride=1),
+    *LARGE[:-3],
+    dataclasses.replace(LARGE[-3], out=LARGE[-3].out // 2),
+    *(dataclasses.replace(b, expand=b.expand // 2, out=b.out // 2) for b in LARGE[-2:]),
 )
 
 # Both activations, both kernel sizes, with and without SE and residual; the last
