@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 from lightspeed.dtypes import Precision
 from lightspeed.errors import WorkloadError
 from lightspeed.facts.device import Device
-from lightspeed.measure.memory import CATEGORIES, fit_to_peak, measure_memory
+from lightspeed.measure.memory import CATEGORIES, fit_to_peak, measure_memory, sample_extremes
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
 from lightspeed.workload import Workload, default_optimizer
 
@@ -304,3 +304,38 @@ def test_cuda_peak_comes_from_the_allocator() -> None:
     assert memory.optimizer_state_bytes == 8 * 212 + 4 * step_counter_bytes(prepared)
     # Parameters, moments and the batch live on the GPU the whole step.
     assert memory.peak_bytes >= 848 + 8 * 212 + 240
+
+
+def test_the_memory_over_the_step_reaches_the_peak_and_follows_the_phases() -> None:
+    memory = measure_memory(warmed())
+    over = memory.over_step
+    assert over is not None
+    assert set(over.bytes) == set(CATEGORIES)
+    assert max(over.totals()) == memory.peak_bytes
+    # Parameters and optimizer state live through the whole step.
+    assert set(over.bytes["parameters"]) == {memory.parameters_bytes}
+    assert set(over.bytes["optimizer_state"]) == {memory.optimizer_state_bytes}
+    assert list(over.op_index) == sorted(over.op_index)
+    # zero_grad, the loss, backward, the update (a span that ran no op is left out).
+    spans = [phase for phase, _, _ in over.phases]
+    assert spans[-3:] == ["forward", "backward", "optimizer"]
+    assert spans[:-3] in ([], ["optimizer"])
+    for (_, _, end), (_, first, _) in itertools.pairwise(over.phases):
+        assert end == first
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    totals=st.lists(st.integers(0, 10**6), min_size=1, max_size=300),
+    most=st.integers(2, 40),
+)
+def test_a_long_step_keeps_few_points_and_always_its_peak(totals: list[int], most: int) -> None:
+    points = [(i, (t, 0)) for i, t in enumerate(totals)]
+    kept = sample_extremes(points, most)
+    if len(points) <= most:
+        assert kept == points
+    assert (len(kept) <= max(most, len(points)) and len(kept) <= max(most, 0)) or kept == points
+    assert max(sum(sizes) for _, sizes in kept) == max(totals)
+    assert min(sum(sizes) for _, sizes in kept) == min(totals)
+    assert kept == sorted(kept)  # in the order they happened
+    assert set(kept) <= set(points)

@@ -29,6 +29,7 @@ class Profile:
     `profiled_step_s` is the step's time in the profiled run, of which `unattributed_s`
     could not be matched to a captured op (framework overhead, Python, unmatched ops).
     `failure` is the one-line error that cut the profile short, if one did.
+    `torch_version` is the PyTorch that ran the step (None when not recorded).
     """
 
     workload: WorkloadInfo
@@ -40,6 +41,7 @@ class Profile:
     profiled_step_s: float | None = None
     unattributed_s: float | None = None
     failure: str | None = None
+    torch_version: str | None = None
 
     @property
     def step_time_s(self) -> float | None:

@@ -70,6 +70,30 @@ MEMORY_CATEGORIES = (
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class MemoryOverStep:
+    """Bytes live by category over one step, as the allocation replay saw them.
+
+    Point `i` is the state after `op_index[i]` ops of the step had run: `bytes[name][i]`
+    bytes of category `name` were live (the categories of `MEMORY_CATEGORIES`). A long
+    step keeps a sample of its points that always includes the peak, so the largest sum
+    over categories equals the replay's peak. `phases` gives each phase's span as
+    (phase, first op, op after the last), in the order the step ran them.
+    """
+
+    op_index: tuple[int, ...]
+    bytes: Mapping[str, tuple[int, ...]]
+    phases: tuple[tuple[str, int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if any(len(series) != len(self.op_index) for series in self.bytes.values()):
+            raise ValueError("every category needs one value per point of the step")
+
+    def totals(self) -> tuple[int, ...]:
+        """Bytes live at each point, all categories together."""
+        return tuple(sum(column) for column in zip(*self.bytes.values(), strict=True))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class MemoryBreakdown:
     """Bytes held by a training step, by category, and the peak during the step.
 
@@ -81,6 +105,7 @@ class MemoryBreakdown:
     peak_bytes: the most bytes live at once during the step. `at_peak_bytes`: bytes live
     at the moment of the peak, by the same category names; they sum to `peak_bytes`.
     `method` says how it was measured ("cuda-allocator" or "tracked-storages").
+    `over_step`: the bytes live by category as the step ran (None when not recorded).
     """
 
     parameters_bytes: int
@@ -92,6 +117,7 @@ class MemoryBreakdown:
     peak_bytes: int
     at_peak_bytes: Mapping[str, int]
     method: str
+    over_step: MemoryOverStep | None = None
 
     def __post_init__(self) -> None:
         if min(self.categories().values()) < 0 or self.peak_bytes < 0:

@@ -34,14 +34,14 @@ import contextlib
 import itertools
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from lightspeed.facts.device import Device
-from lightspeed.facts.records import MEMORY_CATEGORIES, MemoryBreakdown, Phase
+from lightspeed.facts.records import MEMORY_CATEGORIES, MemoryBreakdown, MemoryOverStep, Phase
 from lightspeed.measure.step import PreparedStep
 from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.measure.torch_internals import storage_identity
@@ -49,6 +49,9 @@ from lightspeed.workload import PhaseHook
 
 CATEGORIES = MEMORY_CATEGORIES
 _OTHER = "temporaries"
+# Points kept of the bytes live over a step: enough for a chart a screen wide, few
+# enough that a large model's step keeps its JSON small.
+OVER_STEP_POINTS = 2000
 
 
 def measure_memory(prepared: PreparedStep, watch: PhaseHook | None = None) -> MemoryBreakdown:
@@ -92,6 +95,7 @@ def measure_memory(prepared: PreparedStep, watch: PhaseHook | None = None) -> Me
         peak_bytes=peak_bytes,
         at_peak_bytes=at_peak,
         method=method,
+        over_step=timeline.over_step(OVER_STEP_POINTS),
     )
 
 
@@ -129,6 +133,7 @@ def _run_step(
             both.enter_context(watch(phase))
         if phase is Phase.FORWARD:
             both.enter_context(recorder)
+        both.enter_context(timeline.phase(phase))
         return both
 
     try:
@@ -161,6 +166,10 @@ class _StorageTimeline(TorchDispatchMode):
         self._size: dict[int, int] = {}  # token -> bytes
         self._category: dict[int, str] = {}  # token -> category; unlabelled: temporaries
         self._events: list[int] = []
+        self._event_ops: list[int] = []  # ops dispatched when each event happened
+        self._ops = 0
+        self._start_events = 0  # events that adopted the state alive before the step
+        self._phases: list[tuple[str, int, int]] = []
         self._finalizers: list[weakref.finalize[Any, Any]] = []
         # Frees arrive from finalizers, which may run on autograd's device threads.
         self._lock = threading.RLock()
@@ -178,6 +187,7 @@ class _StorageTimeline(TorchDispatchMode):
     ) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        self._ops += 1
         # Views and in-place ops return an input's storage: nothing new was allocated.
         inputs = {key[0] for t in tensors_in((args, kwargs)) if (key := storage_identity(t))}
         for tensor in tensors_in(out):
@@ -201,6 +211,7 @@ class _StorageTimeline(TorchDispatchMode):
             if key is not None:
                 self._track(tensor, key)
         self.start_bytes = self._live_bytes
+        self._start_events = len(self._events)
         self.label(tensors, category)
 
     def label(self, tensors: Iterable[torch.Tensor], category: str) -> None:
@@ -210,6 +221,37 @@ class _StorageTimeline(TorchDispatchMode):
             token = self._live.get(key[0]) if key is not None else None
             if token is not None:
                 self._category.setdefault(token, category)
+
+    @contextlib.contextmanager
+    def phase(self, phase: Phase) -> Iterator[None]:
+        """Note the ops run inside as `phase`'s span of the step."""
+        first = self._ops
+        try:
+            yield
+        finally:
+            if self._ops > first:
+                self._phases.append((phase.value, first, self._ops))
+
+    def over_step(self, max_points: int) -> MemoryOverStep:
+        """Bytes live by category after each allocation and free of the step, at most
+        `max_points` of them: the largest and smallest of each run of points are kept,
+        so the peak always is."""
+        live = dict.fromkeys(CATEGORIES, 0)
+        points: list[tuple[int, tuple[int, ...]]] = []
+        for i, (event, ops) in enumerate(zip(self._events, self._event_ops, strict=True)):
+            token = abs(event)
+            live[self._category.get(token, _OTHER)] += (
+                self._size[token] if event > 0 else -self._size[token]
+            )
+            # The state alive before the step is one point, its start.
+            if i + 1 >= self._start_events:
+                points.append((ops, tuple(live.values())))
+        kept = sample_extremes(points, max_points)
+        return MemoryOverStep(
+            op_index=tuple(ops for ops, _ in kept),
+            bytes={name: tuple(sizes[i] for _, sizes in kept) for i, name in enumerate(CATEGORIES)},
+            phases=tuple(self._phases),
+        )
 
     def at_peak(self) -> dict[str, int]:
         """Bytes live at the peak, by category; they sum to `peak_bytes`."""
@@ -248,6 +290,7 @@ class _StorageTimeline(TorchDispatchMode):
             self._live[address] = token
             self._size[token] = nbytes
             self._events.append(token)
+            self._event_ops.append(self._ops)
             self._live_bytes += nbytes
             if self._live_bytes > self.peak_bytes:
                 self.peak_bytes = self._live_bytes
@@ -260,7 +303,26 @@ class _StorageTimeline(TorchDispatchMode):
             token = self._live.pop(address, None)
             if token is not None:
                 self._events.append(-token)
+                self._event_ops.append(self._ops)
                 self._live_bytes -= self._size[token]
+
+
+def sample_extremes(
+    points: list[tuple[int, tuple[int, ...]]], max_points: int
+) -> list[tuple[int, tuple[int, ...]]]:
+    """At most `max_points` of `points`, in order: of each run of consecutive points, the
+    one with the most bytes live and the one with the least (the first of equals)."""
+    if len(points) <= max_points:
+        return points
+    runs = max_points // 2
+    kept: list[tuple[int, tuple[int, ...]]] = []
+    for r in range(runs):
+        run = points[r * len(points) // runs : (r + 1) * len(points) // runs]
+        totals = [sum(sizes) for _, sizes in run]
+        low = totals.index(min(totals))
+        high = totals.index(max(totals))
+        kept += [run[i] for i in sorted({low, high})]
+    return kept
 
 
 class _Packed:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+import torch
+
 from lightspeed import progress
 from lightspeed.errors import LightspeedError, ProfileIncomplete
 from lightspeed.facts.hardware import Hardware
@@ -65,7 +67,13 @@ def profile_workload(
             prepared = prepare(workload, settings)
     except LightspeedError as exc:
         info = workload_info(workload, settings)
-        partial = Profile(workload=info, hardware=hardware, timing=None, failure=str(exc))
+        partial = Profile(
+            workload=info,
+            hardware=hardware,
+            timing=None,
+            failure=str(exc),
+            torch_version=torch.__version__,
+        )
         raise ProfileIncomplete(str(exc), partial) from exc
     return profile_prepared(
         prepared, hardware, timer=timer, profiled_steps=profiled_steps, with_memory=with_memory
@@ -88,7 +96,12 @@ def profile_prepared(
     Raises ProfileIncomplete, carrying the partial Profile, when the workload fails
     part-way (it raises, or runs out of memory).
     """
-    profile = Profile(workload=prepared_info(prepared), hardware=hardware, timing=None)
+    profile = Profile(
+        workload=prepared_info(prepared),
+        hardware=hardware,
+        timing=None,
+        torch_version=torch.__version__,
+    )
     try:
         timing = time_step(prepared, timer)
         profile = dataclasses.replace(profile, timing=timing.measurement)

@@ -105,6 +105,8 @@ def _result_data(result: BenchResult, analysis: ProfileAnalysis | None) -> dict[
         "totals": None if profile is None else profile["totals"],
         "memory": None if profile is None else profile["memory"],
         "bound": None if profile is None else profile["bound"],
+        "phases": None if profile is None else profile["phases"],
+        "findings": None if profile is None else profile["findings"],
         "rounds": [measurement_data(m) for m in result.rounds],
         "round_medians_s": list(result.round_medians_s),
         "step_s": result.step_s,

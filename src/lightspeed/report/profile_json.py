@@ -20,7 +20,7 @@ from lightspeed.errors import ConfigError
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import hardware_from_dict
 from lightspeed.facts.profile import OpTimeSource, Profile
-from lightspeed.facts.records import MemoryBreakdown, OpRecord, Phase
+from lightspeed.facts.records import MemoryBreakdown, MemoryOverStep, OpRecord, Phase
 from lightspeed.facts.timing import Measurement, NoiseCheck, WorkloadInfo
 from lightspeed.report import render_json
 from lightspeed.report.profile_report import DOCUMENT, profile_document
@@ -94,6 +94,7 @@ def _profile_facts(doc: Mapping[str, Any]) -> Profile:
         profiled_step_s=doc["profiled_step_s"],
         unattributed_s=doc["unattributed_s"],
         failure=doc["failure"],
+        torch_version=(doc.get("environment") or {}).get("torch_version"),
     )
 
 
@@ -114,4 +115,14 @@ def _op_record(o: Mapping[str, Any]) -> OpRecord:
 
 
 def _memory_breakdown(m: Mapping[str, Any]) -> MemoryBreakdown:
-    return MemoryBreakdown(**m)
+    over = m.get("over_step")
+    return MemoryBreakdown(
+        **{k: v for k, v in m.items() if k != "over_step"},
+        over_step=None
+        if over is None
+        else MemoryOverStep(
+            op_index=tuple(over["op_index"]),
+            bytes={name: tuple(sizes) for name, sizes in over["bytes"].items()},
+            phases=tuple((str(p), int(a), int(b)) for p, a, b in over["phases"]),
+        ),
+    )

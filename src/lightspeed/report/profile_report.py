@@ -92,6 +92,7 @@ def profile_data(analysis: ProfileAnalysis) -> dict[str, Any]:
         "bound": analysis.bound.value,
         "findings": findings_data(analysis.findings),
         "failure": profile.failure,
+        "environment": {"torch_version": profile.torch_version},
     }
 
 

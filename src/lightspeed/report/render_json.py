@@ -20,9 +20,12 @@ from lightspeed.document import Document
 # `sol_time_s` (it was kernel time), with `unaligned_by_precision`; `created_at` and
 # `lightspeed_version` in the frame; profile totals with the time in ops of unknown FLOPs;
 # trace whole-trace figures as HTA counts them (`last_step_left_out`), `idle_causes`.
-SCHEMA_VERSION = 2
+# 3: what the HTML report draws kept in the result: a profile's memory `over_step` (bytes
+# live by category as the step ran) and `environment` (torch version), a trace rank's
+# `timeline` of one step.
+SCHEMA_VERSION = 3
 # Profile documents of these versions hold the same facts and still load.
-READABLE_PROFILE_VERSIONS = (1, 2)
+READABLE_PROFILE_VERSIONS = (1, 2, 3)
 
 Clock = Callable[[], datetime.datetime]
 
@@ -57,7 +60,7 @@ def render(doc: Document, clock: Clock = utc_now) -> dict[str, Any]:
 
 def dumps(obj: dict[str, Any]) -> str:
     """Strict JSON text: non-finite floats (an infinite intensity) become null."""
-    return json.dumps(_finite(obj), indent=2, allow_nan=False)
+    return json.dumps(finite(obj), indent=2, allow_nan=False)
 
 
 def write(path: Path, obj: dict[str, Any]) -> Path:
@@ -69,11 +72,12 @@ def write(path: Path, obj: dict[str, Any]) -> Path:
     return path
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
+    """`value` with every non-finite float (nested in dicts and lists) made None."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value

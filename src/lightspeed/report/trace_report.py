@@ -1,7 +1,8 @@
 """The report of a trace analysis, built once as a Document (`document: "trace-analysis"`).
 
 Per rank: the whole trace (or one `--step`) with every window analyzer's result under
-its key, `bound` and `findings`, the same for each step under `steps`, and notes.
+its key, `bound` and `findings`, the same for each step under `steps`, notes, and
+`timeline`: one typical step's events, downsampled for drawing (`trace.timeline`).
 Across ranks: each step compared (`skew`, with its collectives matched across ranks),
 the collectives by kernel name, notes and findings. Seconds throughout; ranks as
 string keys.
@@ -36,6 +37,7 @@ from lightspeed.trace.analysis import (
 )
 from lightspeed.trace.collectives import CollectiveSkew
 from lightspeed.trace.names import short_kernel_name
+from lightspeed.trace.timeline import Timeline
 
 DOCUMENT = "trace-analysis"
 
@@ -93,6 +95,26 @@ def _rank_data(r: RankAnalysis) -> dict[str, Any]:
         **_window_data(r.whole),
         "steps": [_window_data(w) for w in r.steps],
         "notes": list(r.notes),
+        "timeline": None if r.timeline is None else _timeline_data(r.timeline),
+    }
+
+
+def _timeline_data(t: Timeline) -> dict[str, Any]:
+    """One step's events as columns, for drawing (see `trace.timeline`)."""
+    return {
+        "step": t.step,
+        "start_s": t.start_s,
+        "duration_s": t.duration_s,
+        "lanes": [{"name": lane.name, "kind": lane.kind} for lane in t.lanes],
+        "events": {
+            "lane": t.lane.tolist(),
+            "start_s": t.event_start_s.tolist(),
+            "duration_s": t.event_duration_s.tolist(),
+            "name": list(t.name),
+            "category": [c.value for c in t.category],
+        },
+        "events_in_window": t.events_in_window,
+        "events_kept": t.events_kept,
     }
 
 

@@ -36,6 +36,7 @@ from lightspeed.trace.steps import (
     hta_whole_trace_window,
     step_windows,
 )
+from lightspeed.trace.timeline import Timeline, step_timeline
 from lightspeed.trace.window import TraceContext, WindowAnalyzer, WindowContext
 
 R = TypeVar("R")
@@ -103,7 +104,8 @@ class RankAnalysis:
 
     `whole` counts the device events HolisticTraceAnalysis counts in its whole-trace
     breakdowns (`steps.hta_whole_trace_window`); `last_step_left_out` says that this
-    left the last ProfilerStep's out, as HTA does by default."""
+    left the last ProfilerStep's out, as HTA does by default. `timeline`: one typical
+    step, downsampled for drawing (`trace.timeline`; None: the trace has no events)."""
 
     rank: int
     path: str
@@ -112,6 +114,7 @@ class RankAnalysis:
     steps: list[WindowAnalysis]
     notes: list[str]
     last_step_left_out: bool = False
+    timeline: Timeline | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -227,6 +230,7 @@ def analyse_rank(trace: Trace, *, include_last_step: bool = False) -> RankAnalys
         ],
         notes=_notes(trace, steps),
         last_step_left_out=left_out,
+        timeline=step_timeline(ctx, steps, spans),
     )
 
 

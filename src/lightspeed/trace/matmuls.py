@@ -41,6 +41,9 @@ _TYPES: Mapping[str, tuple[Precision, int]] = {
 }
 # No real tensor has a dimension (or a bias) this large; beyond it a size is garbage.
 _MAX_SIZE = 2**40
+# Products a window keeps one by one (the longest), for a roofline chart: enough to
+# show where the time goes, few enough to keep a large trace's JSON small.
+POINTS_KEPT = 500
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +140,7 @@ class MatmulIndex:
     unaligned: BoolArray
     products: list[Product]
     op_of_event: IntArray
+    names: tuple[str, ...] = ()  # each product's op name
     hardware: str | None = None
     sol_s: FloatArray | None = None
     memory_bound: BoolArray | None = None
@@ -148,11 +152,14 @@ def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
     ops = trace.table(Kind.CPU_OP)
     rows: list[int] = []
     products: list[Product] = []
+    names: list[str] = []
     for row, (dims, types) in sorted(trace.op_shapes.items()):
-        p = product(trace.names[ops.name[row]], dims, types)
+        name = trace.names[ops.name[row]]
+        p = product(name, dims, types)
         if p is not None:
             rows.append(row)
             products.append(p)
+            names.append(name)
     if not products:
         return None
     op_of_launch = _enclosing(ops, np.array(rows), trace.table(Kind.RUNTIME))
@@ -169,6 +176,7 @@ def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
         unaligned=np.array([p.tensor_core_aligned() is False for p in products], dtype=bool),
         products=products,
         op_of_event=op_of_event,
+        names=tuple(names),
     )
     op_time_us = np.bincount(
         op_of_event[mapped], weights=device.dur_us[mapped], minlength=len(products)
@@ -214,6 +222,21 @@ def _on_catalog_gpu(
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class MatmulPoint:
+    """One matrix product of a window: `shape` "B×M×K×N" at the `precision` its tensor
+    cores ran (TF32 for an fp32 product faster than the fp32 peak), its work, its
+    kernels' time and, on a catalog GPU, its speed of light."""
+
+    name: str
+    shape: str
+    precision: str
+    flops: float
+    bytes: float
+    time_s: float
+    sol_s: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class MatmulStats:
     """The matrix products whose kernels ran in one window.
 
@@ -238,6 +261,7 @@ class MatmulStats:
     memory_bound_s: float | None = None
     unaligned_excess_s: float | None = None
     tf32_ops: int = 0  # fp32 products faster than the fp32 peak: placed against TF32
+    points: tuple[MatmulPoint, ...] = ()  # the POINTS_KEPT longest, longest first
 
     @property
     def flops_per_s(self) -> float:
@@ -286,6 +310,7 @@ def matmul_stats(
         unaligned_by_precision=_seconds_by(
             [c for c, u in zip(core, unaligned, strict=True) if u], time_us[unaligned]
         ),
+        points=_points(index, op_ids, time_us, core),
     )
     if index.sol_s is None or index.memory_bound is None:
         return stats
@@ -298,6 +323,29 @@ def matmul_stats(
         unaligned_excess_s=float(time_us[unaligned].sum()) * US - float(sol[unaligned].sum()),
         tf32_ops=int(tf32.sum()),
     )
+
+
+def _points(
+    index: MatmulIndex, op_ids: IntArray, time_us: FloatArray, core: list[str]
+) -> tuple[MatmulPoint, ...]:
+    """The window's longest products, one by one (ties in the order they ran)."""
+    longest = np.argsort(-time_us, kind="stable")[:POINTS_KEPT]
+    points = []
+    for j in longest:
+        i = int(op_ids[j])
+        p = index.products[i]
+        points.append(
+            MatmulPoint(
+                name=index.names[i] if index.names else "",
+                shape=f"{p.batch}×{p.m}×{p.k}×{p.n}",
+                precision=core[j],
+                flops=float(index.flops[i]),
+                bytes=float(index.bytes[i]),
+                time_s=float(time_us[j]) * US,
+                sol_s=None if index.sol_s is None else float(index.sol_s[i]),
+            )
+        )
+    return tuple(points)
 
 
 def _index(ctx: TraceContext) -> MatmulIndex | None:
