@@ -17,7 +17,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) -e '.[test,html,hf]'
+	$(PIP) -e '.[test,png,hf]'
 	touch $@
 
 demo: $(VENV)/.installed

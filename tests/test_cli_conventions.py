@@ -4,6 +4,7 @@ errors with a close match, and --json with a path or, bare, on stdout."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,11 @@ RUNS: dict[str, tuple[str, ...]] = {
     "bench": ("mlp-tiny", "--hardware", "local", "--rounds", "1", "--budget", "0.02"),
     "history": (),
     "compare": BENCHES,
+    "report": (
+        BENCHES[0],
+        "--html",
+        str(Path(tempfile.gettempdir()) / "lightspeed-conventions-report.html"),
+    ),
 }
 
 

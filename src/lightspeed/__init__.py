@@ -24,6 +24,7 @@ _EXPORTS = {
     "load_profile": "lightspeed.report.profile_json",
     "profile": "lightspeed.api",
     "save_profile": "lightspeed.report.profile_json",
+    "save_html": "lightspeed.report.html_save",
     "Precision": "lightspeed.dtypes",
     "LightspeedError": "lightspeed.errors",
     "ProfileIncomplete": "lightspeed.errors",
@@ -80,6 +81,7 @@ __all__ = [
     "place",
     "profile",
     "resolve_hardware",
+    "save_html",
     "save_profile",
     "time_workload",
 ]
@@ -114,6 +116,7 @@ if TYPE_CHECKING:
     from lightspeed.measure.timer import TimerConfig
     from lightspeed.measure.workload_timing import time_workload
     from lightspeed.observation import Observation, observe
+    from lightspeed.report.html_save import save_html
     from lightspeed.report.profile_json import load_profile, save_profile
     from lightspeed.rules import Bound, Finding, FindingKind
     from lightspeed.targets import load_target

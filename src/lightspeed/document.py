@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from lightspeed import units
 from lightspeed.rules import Finding
 
 
@@ -51,6 +53,32 @@ class Value:
     spec: str = ""
     suffix: str = ""
     style: Style = Style.PLAIN
+
+
+# How each unit reads: SI prefixes for rates and counts, binary for sizes.
+_FORMATS: dict[Unit, Callable[[float], str]] = {
+    Unit.SECONDS: units.seconds,
+    Unit.BYTES: units.size,
+    Unit.FRACTION: units.percent,
+    Unit.FLOPS: lambda v: units.count(v, "FLOP"),
+    Unit.FLOP_RATE: units.flops_rate,
+    Unit.BYTE_RATE: units.byte_rate,
+    Unit.COUNT: units.count,
+    Unit.INTEGER: lambda v: str(int(v)),
+}
+
+
+def format_value(v: Value) -> str:
+    """The text of one value, with its unit's prefix and `suffix` (the same in the
+    terminal and in HTML)."""
+    raw = v.raw
+    if raw is None or (isinstance(raw, float) and math.isnan(raw)):
+        return "—"
+    if isinstance(raw, str) or v.unit is Unit.TEXT:
+        return str(raw) + v.suffix
+    formatter = _FORMATS.get(v.unit)
+    text = formatter(raw) if formatter is not None else format(raw, v.spec)
+    return text + v.suffix
 
 
 # A line of text: plain strings and values, read left to right.

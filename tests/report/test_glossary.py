@@ -42,6 +42,7 @@ from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.timing import Measurement, StepTiming, WorkloadInfo
 from lightspeed.hardware import catalog_hardware, catalog_ids
 from lightspeed.report.bench_report import bench_document
+from lightspeed.report.files_report import files_document
 from lightspeed.report.hardware_report import (
     hardware_document,
     hardware_list_document,
@@ -195,6 +196,7 @@ def _history_documents() -> Iterator[tuple[str, Document]]:
         workload_history_document("mlp-tiny", [result, {**result, "failure": "x"}], "h"),
     )
     yield "compare", compare_document(compare_runs(a, b), "run 1", "run 2")
+    yield "report", files_document(Path("r.json"), "profile", Path("r.html"), Path("r.png"))
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ from lightspeed.cli import (
     hw,
     profile_cmd,
     progress_display,
+    report_cmd,
     roofline,
     suite,
     time_cmd,
@@ -53,6 +54,7 @@ app.command("explain")(explain_cmd.explain_command)
 app.command("bench")(bench_cmd.bench_command)
 app.command("history")(history_cmd.history_command)
 app.command("compare")(history_cmd.compare_command)
+app.command("report")(report_cmd.report_command)
 
 EXIT_USER_ERROR = 2
 

@@ -12,7 +12,9 @@ from lightspeed.cli.common import (
     DeviceOption,
     DtypeOption,
     HardwareOption,
+    HtmlOption,
     JsonOption,
+    PngOption,
     ThreadsOption,
     WideOption,
     report,
@@ -53,6 +55,8 @@ def bench_command(
     threads: int | None = ThreadsOption,
     store: Path | None = StoreOption,
     json_path: Path | None = JsonOption,
+    html_path: Path | None = HtmlOption,
+    png_path: Path | None = PngOption,
     wide: bool = WideOption,
 ) -> None:
     """Profile the suite's workloads and time them in interleaved rounds: step time,
@@ -77,6 +81,6 @@ def bench_command(
     assert settings is not None and hw is not None
     run = bench(workloads, hw, settings, size=size, rounds=rounds, budget_s=budget)
     document = bench_document(run)
-    report(document, json_path, wide=wide)
+    report(document, json_path, wide=wide, html_path=html_path, png_path=png_path)
     run_id = history.record(path, render_json.render(document))
     print(f"recorded as run {run_id} in {path}", file=sys.stderr)

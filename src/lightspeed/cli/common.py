@@ -42,6 +42,19 @@ JsonOption = typer.Option(
     help="Also write the result as JSON to PATH; with no PATH (or '-'), print only the"
     " JSON, on stdout.",
 )
+HtmlOption = typer.Option(
+    None,
+    "--html",
+    metavar="PATH",
+    help="Also write the interactive HTML report to PATH: one self-contained file that"
+    " opens offline in any browser.",
+)
+PngOption = typer.Option(
+    None,
+    "--png",
+    metavar="PATH",
+    help="Also write the roofline chart to PATH as a PNG image (needs matplotlib).",
+)
 WideOption = typer.Option(
     False, "--wide", help="Show names whole instead of cut to the terminal's width."
 )
@@ -97,15 +110,21 @@ def collecting_warnings() -> Iterator[None]:
         logger.removeHandler(_LOGGED)
 
 
-def report(doc: Document, json_path: Path | None, *, wide: bool = False) -> None:
-    """Write `doc` as JSON where --json says, and draw it in the terminal (names whole
-    when `wide`) unless the JSON went to stdout; either way with the warnings logged
-    while it was made."""
+def report(
+    doc: Document,
+    json_path: Path | None,
+    *,
+    wide: bool = False,
+    html_path: Path | None = None,
+    png_path: Path | None = None,
+) -> None:
+    """Write `doc` as JSON, HTML and PNG where --json, --html and --png say, and draw it
+    in the terminal (names whole when `wide`) unless the JSON went to stdout; either way
+    with the warnings logged while it was made."""
     from lightspeed.report import render_terminal
 
     doc = doc.warned(*_LOGGED.messages)
-    if json_path is not None:
-        _write_json(doc, json_path)
+    write_files(doc, json_path, html_path, png_path)
     if json_path is None or str(json_path) != "-":
         show(render_terminal.render(doc, wide=wide))
 
@@ -119,18 +138,51 @@ def show(renderable: RenderableType) -> None:
     console().print(renderable)
 
 
-def emit_json(doc: Document, path: Path | None) -> None:
-    """Write `doc`, with the warnings logged while it was made, as JSON to `path`, or
-    to stdout when `path` is '-' or None."""
-    _write_json(doc.warned(*_LOGGED.messages), path)
+def emit_json(
+    doc: Document,
+    path: Path | None,
+    html_path: Path | None = None,
+    png_path: Path | None = None,
+) -> None:
+    """Write `doc`, with the warnings logged while it was made, as JSON to `path` (or
+    to stdout when `path` is '-'), and as HTML and PNG where those paths say."""
+    write_files(doc.warned(*_LOGGED.messages), path, html_path, png_path)
 
 
-def _write_json(doc: Document, path: Path | None) -> None:
+def write_files(
+    doc: Document, json_path: Path | None, html_path: Path | None, png_path: Path | None
+) -> None:
+    """`doc` as JSON (stdout for '-'), as an HTML report and as a roofline PNG, each
+    where its path says (None: not written); all from one JSON object."""
+    if json_path is None and html_path is None and png_path is None:
+        return
     from lightspeed.report import render_json
 
     obj = render_json.render(doc)
-    if path is None or str(path) == "-":
-        sys.stdout.write(render_json.dumps(obj) + "\n")
-    else:
-        render_json.write(path, obj)
-        print(f"wrote {path}", file=sys.stderr)
+    if json_path is not None:
+        if str(json_path) == "-":
+            sys.stdout.write(render_json.dumps(obj) + "\n")
+        else:
+            render_json.write(json_path, obj)
+            print(f"wrote {json_path}", file=sys.stderr)
+    write_pictures(obj, html_path, png_path)
+
+
+def write_pictures(obj: dict[str, object], html_path: Path | None, png_path: Path | None) -> None:
+    """The HTML report and the roofline PNG of the result `obj`, where the paths say."""
+    # Strict JSON first: what the report draws is what the JSON file holds.
+    import json
+
+    from lightspeed.report import render_json
+
+    drawn = json.loads(render_json.dumps(obj)) if html_path or png_path else obj
+    if html_path is not None:
+        from lightspeed.report.html import write_html
+
+        write_html(html_path, drawn)
+        print(f"wrote {html_path}", file=sys.stderr)
+    if png_path is not None:
+        from lightspeed.report.png import write_roofline_png
+
+        write_roofline_png(png_path, drawn)
+        print(f"wrote {png_path}", file=sys.stderr)

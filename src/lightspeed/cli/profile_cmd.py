@@ -12,7 +12,9 @@ from lightspeed.cli.common import (
     DeviceOption,
     DtypeOption,
     HardwareOption,
+    HtmlOption,
     JsonOption,
+    PngOption,
     TargetArgument,
     ThreadsOption,
     WideOption,
@@ -49,6 +51,8 @@ def profile_command(
     ),
     threads: int | None = ThreadsOption,
     json_path: Path | None = JsonOption,
+    html_path: Path | None = HtmlOption,
+    png_path: Path | None = PngOption,
     wide: bool = WideOption,
 ) -> None:
     """Place every op of one training step on the roofline; report time, headroom and memory."""
@@ -76,8 +80,14 @@ def profile_command(
         )
     except ProfileIncomplete as exc:
         # What was measured before the failure is still written.
-        if json_path is not None and isinstance(exc.partial, Profile):
-            emit_json(profile_document(analyse(exc.partial)), json_path)
+        if isinstance(exc.partial, Profile):
+            emit_json(profile_document(analyse(exc.partial)), json_path, html_path, png_path)
         raise
     analysis = analyse(profile)
-    report(profile_document(analysis, top=top, depth=depth), json_path, wide=wide)
+    report(
+        profile_document(analysis, top=top, depth=depth),
+        json_path,
+        wide=wide,
+        html_path=html_path,
+        png_path=png_path,
+    )

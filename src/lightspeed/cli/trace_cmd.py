@@ -6,7 +6,14 @@ from pathlib import Path
 
 import typer
 
-from lightspeed.cli.common import JsonOption, WideOption, emit_json, report
+from lightspeed.cli.common import (
+    HtmlOption,
+    JsonOption,
+    PngOption,
+    WideOption,
+    emit_json,
+    report,
+)
 
 
 def trace_command(
@@ -24,6 +31,8 @@ def trace_command(
         " as HolisticTraceAnalysis does: it is often cut short).",
     ),
     json_path: Path | None = JsonOption,
+    html_path: Path | None = HtmlOption,
+    png_path: Path | None = PngOption,
     wide: bool = WideOption,
 ) -> None:
     """Read torch.profiler (Kineto) traces and say what bounds each step, with evidence."""
@@ -34,10 +43,16 @@ def trace_command(
     analysis = trace.analyse(paths, include_last_step=include_last_step)
     recorded = sorted({w.step for r in analysis.ranks for w in r.steps if w.step is not None})
     if step is not None and step not in recorded:
-        if json_path is not None:  # what was analysed is still written
-            emit_json(trace_document(analysis), json_path)
+        # What was analysed is still written.
+        emit_json(trace_document(analysis), json_path, html_path, png_path)
         steps = ", ".join(map(str, recorded)) or "none: the trace has no ProfilerStep#N"
         raise ConfigError(
             f"--step {step}: no ProfilerStep#{step} in the trace; its steps: {steps}."
         )
-    report(trace_document(analysis, step=step), json_path, wide=wide)
+    report(
+        trace_document(analysis, step=step),
+        json_path,
+        wide=wide,
+        html_path=html_path,
+        png_path=png_path,
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -19,7 +19,6 @@ from rich.table import Table as RichTable
 from rich.text import Text
 from rich.tree import Tree as RichTree
 
-from lightspeed import units
 from lightspeed.document import (
     Block,
     Document,
@@ -32,38 +31,13 @@ from lightspeed.document import (
     Style,
     Table,
     Tree,
-    Unit,
     Value,
+    format_value,
 )
 from lightspeed.report.names_fit import fit_names
 from lightspeed.rules import Finding
 
 _STYLES = {Style.PLAIN: "", Style.BOLD: "bold", Style.WARNING: "yellow", Style.ERROR: "red"}
-
-
-# How each unit reads in a terminal: SI prefixes for rates and counts, binary for sizes.
-_FORMATS: dict[Unit, Callable[[float], str]] = {
-    Unit.SECONDS: units.seconds,
-    Unit.BYTES: units.size,
-    Unit.FRACTION: units.percent,
-    Unit.FLOPS: lambda v: units.count(v, "FLOP"),
-    Unit.FLOP_RATE: units.flops_rate,
-    Unit.BYTE_RATE: units.byte_rate,
-    Unit.COUNT: units.count,
-    Unit.INTEGER: lambda v: str(int(v)),
-}
-
-
-def format_value(v: Value) -> str:
-    """The text of one value, with its unit's prefix and `suffix`."""
-    raw = v.raw
-    if raw is None or (isinstance(raw, float) and math.isnan(raw)):
-        return "—"
-    if isinstance(raw, str) or v.unit is Unit.TEXT:
-        return str(raw) + v.suffix
-    formatter = _FORMATS.get(v.unit)
-    text = formatter(raw) if formatter is not None else format(raw, v.spec)
-    return text + v.suffix
 
 
 def line_text(spans: Line) -> Text:

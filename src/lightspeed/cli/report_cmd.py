@@ -1,0 +1,33 @@
+"""`lightspeed report RESULT.json`: draw a saved result as an HTML report or a PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from lightspeed.cli.common import HtmlOption, JsonOption, PngOption, report
+
+
+def report_command(
+    result: Path = typer.Argument(
+        ...,
+        metavar="RESULT.json",
+        help="A result written with --json by lightspeed profile, trace or bench.",
+        show_default=False,
+    ),
+    html_path: Path | None = HtmlOption,
+    png_path: Path | None = PngOption,
+    json_path: Path | None = JsonOption,
+) -> None:
+    """Draw a saved result (profile, trace or bench JSON) as an interactive HTML report
+    (by default RESULT.html beside it) and, with --png, its roofline as an image."""
+    from lightspeed.cli.common import write_pictures
+    from lightspeed.report.files_report import files_document
+    from lightspeed.report.html import read_result
+
+    doc = read_result(result)
+    if html_path is None and png_path is None:
+        html_path = result.with_suffix(".html")
+    write_pictures(doc, html_path, png_path)
+    report(files_document(result, str(doc["document"]), html_path, png_path), json_path)

@@ -1,0 +1,122 @@
+"""The interactive HTML report: one self-contained file per result (a profile, a trace
+analysis, a bench run), drawn from the result's JSON document alone, so a saved result
+renders the same as a fresh one.
+
+`render_html(doc)` draws a result's JSON object; `write_html` writes it atomically;
+`read_result(path)` loads a saved result, refusing with one line a missing, corrupt,
+unknown or newer one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lightspeed.errors import ConfigError
+from lightspeed.report.html.frame import render_page
+from lightspeed.report.html.markup import Markup, text
+from lightspeed.report.render_json import SCHEMA_VERSION, Clock, utc_now
+
+# What each kind of result is called, by its `document`.
+KINDS = {"profile": "a profile", "trace-analysis": "a trace analysis", "bench": "a bench run"}
+
+
+def render_html(doc: Mapping[str, Any], *, clock: Clock = utc_now) -> str:
+    """The HTML report of the result `doc` (a JSON object lightspeed wrote)."""
+    check_result(doc, "the result")
+    try:
+        return _render(doc, clock)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise ConfigError(
+            f"the {doc['document']} result is damaged ({type(exc).__name__}: {exc});"
+            " write it again with --json."
+        ) from None
+
+
+def _render(doc: Mapping[str, Any], clock: Clock) -> str:
+    kind = doc["document"]
+    if kind == "profile":
+        from lightspeed.report.html.profile_page import profile_page
+
+        page = profile_page(doc)
+        subtitle = _subtitle(f"profile of {doc['workload']['name']}", doc)
+    elif kind == "trace-analysis":
+        from lightspeed.report.html.trace_page import trace_page
+
+        page = trace_page(doc)
+        subtitle = _subtitle(f"trace analysis of {len(doc['ranks'])} rank(s)", doc)
+    else:
+        from lightspeed.report.html.bench_page import bench_page
+
+        page = bench_page(doc)
+        subtitle = _subtitle(f"bench of {len(doc['results'])} workloads", doc)
+    return render_page(
+        page,
+        subtitle=subtitle,
+        warnings=tuple(str(w) for w in doc.get("warnings") or ()),
+        version=str(doc.get("lightspeed_version") or "unknown"),
+        clock=clock,
+    )
+
+
+def _subtitle(what: str, doc: Mapping[str, Any]) -> Markup:
+    return (
+        f'<p class="caption">{text(what)}; result written {text(doc.get("created_at", "?"))}'
+        f" by lightspeed {text(doc.get('lightspeed_version', '?'))}"
+        f" (schema {text(doc.get('schema_version'))})</p>"
+    )
+
+
+def write_html(path: str | Path, doc: Mapping[str, Any], *, clock: Clock = utc_now) -> Path:
+    """Write the HTML report of `doc` to `path` atomically."""
+    target = Path(path)
+    page = render_html(doc, clock=clock)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(page, "utf-8")
+    tmp.replace(target)
+    return target
+
+
+def check_result(doc: object, where: str) -> None:
+    """Refuse, in one line, what is not a result the report can draw."""
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"{where}: not a lightspeed result (a JSON object is expected).")
+    kind, version = doc.get("document"), doc.get("schema_version")
+    if kind not in KINDS:
+        known = ", ".join(KINDS)
+        raise ConfigError(
+            f"{where}: a result of kind {kind!r} has no HTML report; it draws {known}"
+            " (the JSON of lightspeed profile, trace or bench)."
+        )
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ConfigError(f"{where}: no schema_version, so not a result lightspeed wrote.")
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            f"{where}: schema {version!r} is newer than this lightspeed reads"
+            f" ({SCHEMA_VERSION}); upgrade lightspeed (pip install -U lightspeed)."
+        )
+
+
+def read_result(path: str | Path) -> dict[str, Any]:
+    """The JSON object of a saved result, checked to be one the report can draw."""
+    where = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file; pass a result written with --json.") from None
+    except IsADirectoryError:
+        raise ConfigError(
+            f"{where}: a directory; pass a result file written with --json."
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot be read ({exc.strerror}).") from None
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        reason = "too deeply nested" if isinstance(exc, RecursionError) else str(exc)
+        raise ConfigError(f"{where}: not readable as JSON ({reason}).") from None
+    check_result(doc, where)
+    return doc

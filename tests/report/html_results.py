@@ -1,0 +1,67 @@
+"""Results the HTML report tests draw: a tiny profile, a bench run and real traces, as
+the JSON objects lightspeed writes (made once per test module that asks)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import FAKE_CPU
+
+DATA = Path(__file__).parent.parent / "data"
+TRACES = DATA / "traces"
+# One rank, and two ranks of one run.
+ONE_RANK = TRACES / "hta-a100-alexnet-benchmark.json.gz"
+TWO_RANKS = (
+    TRACES / "hta-recsys-128ranks-sampled-rank0.json.gz",
+    TRACES / "hta-recsys-128ranks-sampled-rank1.json.gz",
+)
+ONE_WITH_MATMULS = TRACES / "tracelens-h100-bert-small-inference.json.gz"
+
+
+def fixed_clock(day: int = 1):  # type: ignore[no-untyped-def]
+    return lambda: datetime.datetime(2026, 11, day, 12, 0, tzinfo=datetime.timezone.utc)
+
+
+def as_json(doc: Any) -> dict[str, Any]:
+    """A Document as the JSON object its file would hold (strict JSON, fixed date)."""
+    from lightspeed.report import render_json
+
+    return json.loads(render_json.dumps(render_json.render(doc, clock=fixed_clock())))
+
+
+def tiny_profile() -> dict[str, Any]:
+    """mlp-tiny profiled on the CPU, modelled on the test fixture's ceilings."""
+    import lightspeed
+    from lightspeed.report.profile_report import profile_document
+
+    profile = lightspeed.profile("mlp-tiny", hardware=FAKE_CPU, steps=1, budget_s=0.1)
+    return as_json(profile_document(lightspeed.analyse(profile)))
+
+
+def bench_run(profile_doc: dict[str, Any]) -> dict[str, Any]:
+    """A bench run of two results made from one profile (one of them failed)."""
+    from lightspeed.facts.bench import BenchResult, BenchRun
+    from lightspeed.report.bench_report import bench_document
+    from lightspeed.report.profile_json import profile_from_doc
+
+    profile = profile_from_doc(profile_doc)
+    assert profile.timing is not None
+    ran = BenchResult(
+        workload=profile.workload, profile=profile, rounds=(profile.timing, profile.timing)
+    )
+    other = dataclasses.replace(profile.workload, name="other <b>model</b>")
+    failed = BenchResult(workload=other, profile=None, failure="out of memory")
+    run = BenchRun(results=(ran, failed), hardware=FAKE_CPU, size="tiny", rounds=2, threads=2)
+    return as_json(bench_document(run))
+
+
+def trace_result(*paths: Path) -> dict[str, Any]:
+    """The trace analysis of `paths`, as `lightspeed trace --json` writes it."""
+    from lightspeed import trace
+    from lightspeed.report.trace_report import trace_document
+
+    return as_json(trace_document(trace.analyse(list(paths))))

@@ -1,0 +1,217 @@
+"""The HTML report as a file: self-contained, deterministic, escaped, small; saved
+results drawn again; bad results refused in one line. (tests/report/test_html_browser.py
+opens the pages in Chromium.)"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from html_results import (
+    ONE_WITH_MATMULS,
+    TWO_RANKS,
+    bench_run,
+    fixed_clock,
+    tiny_profile,
+    trace_result,
+)
+
+from conftest import RunCli
+from lightspeed.errors import ConfigError
+from lightspeed.report.html import read_result, render_html
+from lightspeed.report.html.markup import script_json
+
+EVIL = "</script><script>alert('owned')</script><b>bold</b>"
+
+
+@pytest.fixture(scope="module")
+def profile_doc() -> dict[str, Any]:
+    return tiny_profile()
+
+
+def test_a_tiny_profile_report_is_one_offline_file_under_5_mb(profile_doc: dict[str, Any]) -> None:
+    page = render_html(profile_doc, clock=fixed_clock())
+    assert len(page.encode("utf-8")) < 5_000_000
+    # Nothing is fetched: no script or link has a source, and the policy allows none.
+    for fetching in ("<script src", "<link", '<img src="http', "@import", "url(http"):
+        assert fetching not in page
+    assert "default-src 'none'" in page and "connect-src 'none'" in page
+
+
+def test_the_same_result_renders_the_same_file_apart_from_the_date(
+    profile_doc: dict[str, Any],
+) -> None:
+    first = render_html(profile_doc, clock=fixed_clock(1)).splitlines()
+    second = render_html(profile_doc, clock=fixed_clock(2)).splitlines()
+    changed = [
+        line
+        for line in difflib.unified_diff(first, second, lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    assert changed == [
+        "-<footer>lightspeed 0.1.0; this page rendered 2026-11-01T12:00:00+00:00. One file,"
+        " no network: every script, style and datum is inline.</footer>".replace(
+            "0.1.0", str(profile_doc["lightspeed_version"])
+        ),
+        "+<footer>lightspeed 0.1.0; this page rendered 2026-11-02T12:00:00+00:00. One file,"
+        " no network: every script, style and datum is inline.</footer>".replace(
+            "0.1.0", str(profile_doc["lightspeed_version"])
+        ),
+    ]
+
+
+def _with_evil_names(doc: dict[str, Any]) -> dict[str, Any]:
+    evil = json.loads(json.dumps(doc))
+    for op in evil["ops"][:5]:
+        op["name"] = EVIL
+        op["module"] = EVIL
+    evil["modules"][EVIL] = evil["modules"][""]
+    evil["workload"]["name"] = EVIL
+    evil["findings"].append({"kind": EVIL, "message": EVIL, "evidence": {EVIL: EVIL}})
+    return evil
+
+
+def test_names_from_results_are_text_never_markup(profile_doc: dict[str, Any]) -> None:
+    page = render_html(_with_evil_names(profile_doc), clock=fixed_clock())
+    assert EVIL not in page
+    assert "<script>alert" not in page and "<b>bold" not in page
+    # Shown as text in the HTML, and carried to plotly as entities (which it shows as
+    # the characters) inside JSON that escapes their ampersands.
+    assert "&lt;/script&gt;&lt;script&gt;alert(&#x27;owned&#x27;)" in page
+    assert "\\u0026lt;/script\\u0026gt;" in page
+
+
+def test_script_json_cannot_close_its_element() -> None:
+    text = script_json({"name": EVIL, "other": "a & b \u2028"})
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text) == {"name": EVIL, "other": "a & b \u2028"}
+
+
+def test_a_trace_report_escapes_kernel_names() -> None:
+    doc = trace_result(*TWO_RANKS)
+    doc["ranks"][0]["kernels"][0]["name"] = EVIL
+    if doc["ranks"][0].get("timeline"):
+        doc["ranks"][0]["timeline"]["events"]["name"][0] = EVIL
+        doc["ranks"][0]["timeline"]["lanes"][0]["name"] = EVIL
+    doc["collectives"][0]["name"] = EVIL
+    page = render_html(doc, clock=fixed_clock())
+    assert EVIL not in page and "<script>alert" not in page
+
+
+def test_every_kind_renders_with_its_sections(profile_doc: dict[str, Any]) -> None:
+    profile_page = render_html(profile_doc, clock=fixed_clock())
+    for chart in ("roofline", "phases", "modules", "memory-categories", "memory-over-step"):
+        assert f'data-chart="{chart}"' in profile_page
+    bench_page = render_html(bench_run(profile_doc), clock=fixed_clock())
+    assert 'href="#w-mlp-tiny"' in bench_page and 'id="w-mlp-tiny"' in bench_page
+    assert 'href="#w-other--b-model--b-"' in bench_page  # a name made an id
+    trace_page = render_html(trace_result(*TWO_RANKS), clock=fixed_clock())
+    for chart in ("temporal", "idle", "timeline", "collective-waits", "last-arrivals"):
+        assert f'data-chart="{chart}"' in trace_page
+    assert 'id="rank-0"' in trace_page and 'id="rank-1"' in trace_page
+    with_matmuls = render_html(trace_result(ONE_WITH_MATMULS), clock=fixed_clock())
+    assert 'data-chart="roofline"' in with_matmuls
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such file; pass a result written with --json."),
+        ("{not json", "not readable as JSON"),
+        ("[1, 2]", "not a lightspeed result (a JSON object is expected)."),
+        ('{"document": "timing", "schema_version": 3}', "a result of kind 'timing' has no"),
+        ('{"document": "profile", "schema_version": 99}', "schema 99 is newer than this"),
+        ('{"document": "profile"}', "no schema_version, so not a result lightspeed wrote."),
+    ],
+)
+def test_a_bad_result_is_refused_in_one_line(
+    tmp_path: Path, run_cli: RunCli, content: str | None, message: str
+) -> None:
+    path = tmp_path / "result.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError) as caught:
+        read_result(path)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    code, out, err = run_cli("report", str(path), "--html", str(tmp_path / "r.html"))
+    assert (code, out) == (2, "")
+    assert err.startswith("lightspeed: error: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_damaged_result_is_refused_in_one_line(
+    profile_doc: dict[str, Any], tmp_path: Path, run_cli: RunCli
+) -> None:
+    damaged = {k: v for k, v in profile_doc.items() if k != "ops"}
+    path = tmp_path / "damaged.json"
+    path.write_text(json.dumps(damaged))
+    code, _, err = run_cli("report", str(path))
+    assert code == 2
+    assert err == (
+        "lightspeed: error: the profile result is damaged (KeyError: 'ops'); write it again"
+        " with --json.\n"
+    )
+
+
+def test_report_draws_a_saved_profile_as_the_profile_command_did(
+    profile_doc: dict[str, Any], tmp_path: Path, run_cli: RunCli
+) -> None:
+    saved = tmp_path / "tiny.json"
+    saved.write_text(json.dumps(profile_doc))
+    code, _, err = run_cli("report", str(saved), "--json", str(tmp_path / "files.json"))
+    assert code == 0 and f"wrote {tmp_path / 'tiny.html'}" in err
+    files = json.loads((tmp_path / "files.json").read_text())
+    assert (files["document"], files["result_document"]) == ("report", "profile")
+    assert files["html"] == str(tmp_path / "tiny.html") and files["png"] is None
+    drawn = (tmp_path / "tiny.html").read_text()
+    again = render_html(profile_doc, clock=fixed_clock())
+    # Only the footer's date differs.
+    assert drawn.split("<footer>")[0] == again.split("<footer>")[0]
+
+
+def test_png_is_the_roofline_as_an_image(profile_doc: dict[str, Any], tmp_path: Path) -> None:
+    from PIL import Image
+
+    from lightspeed.report.png import roofline_of, write_roofline_png
+
+    path = write_roofline_png(tmp_path / "roof.png", profile_doc)
+    image = Image.open(io.BytesIO(path.read_bytes()))
+    assert image.format == "PNG" and image.width > 800 and image.height > 500
+    grey_levels = [n for n in image.convert("L").histogram() if n]
+    assert len(grey_levels) > 16  # points, roofs and text, not a blank image
+    placed = roofline_of(profile_doc)
+    with_work = [op for op in profile_doc["ops"] if op["flops"] and op["bytes"] and op["time_s"]]
+    assert len(placed.points) == len(with_work)
+    assert placed.left_out == len(profile_doc["ops"]) - len(with_work)
+
+
+def test_png_of_a_trace_without_shapes_says_why(tmp_path: Path) -> None:
+    from html_results import ONE_RANK
+
+    from lightspeed.report.png import write_roofline_png
+
+    with pytest.raises(ConfigError, match=r"record_shapes=True\."):
+        write_roofline_png(tmp_path / "x.png", trace_result(ONE_RANK))
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_save_html_writes_what_the_command_line_writes(tmp_path: Path) -> None:
+    import lightspeed
+    from conftest import FAKE_CPU
+    from lightspeed.report.html import write_html
+
+    profile = lightspeed.profile("mlp-tiny", hardware=FAKE_CPU, steps=1, budget_s=0.1)
+    saved = lightspeed.save_html(profile, tmp_path / "api.html").read_text()
+    assert 'data-chart="roofline"' in saved and "mlp-tiny: speed-of-light profile" in saved
+    analysis = lightspeed.analyse_traces(lightspeed.load_traces(list(TWO_RANKS)))
+    traced = lightspeed.save_html(analysis, tmp_path / "trace.html").read_text()
+    again = write_html(tmp_path / "again.html", trace_result(*TWO_RANKS)).read_text()
+
+    def body(page: str) -> str:  # all but the dates it was made and rendered
+        return page.split("</header>")[1].split("<footer>")[0]
+
+    assert body(traced) == body(again)
