@@ -41,14 +41,29 @@ def test_profile_mlp_tiny_report_and_json(
 def test_a_failing_workload_still_writes_what_was_measured(
     run_cli: RunCli, calibrated_cpu: Hardware, tmp_path: Path
 ) -> None:
-    path = tmp_path / "partial.json"
-    code, _, err = run_cli("profile", f"{DATA}:out_of_memory", "--json", str(path))
+    path, html, png = tmp_path / "partial.json", tmp_path / "partial.html", tmp_path / "r.png"
+    code, _, err = run_cli(
+        "profile",
+        f"{DATA}:out_of_memory",
+        "--json",
+        str(path),
+        "--html",
+        str(html),
+        "--png",
+        str(png),
+    )
     assert code == 2
-    assert "try a smaller --batch-size" in err
+    assert err.splitlines()[-1].startswith("lightspeed: error: ")
+    assert "try a smaller --batch-size" in err.splitlines()[-1]
     doc = json.loads(path.read_text())
     assert doc["workload"]["name"] == "oom"
     assert "ran out of" in doc["failure"]
     assert doc["timing"] is None and doc["ops"] == []
+    # The report of what there is: the failure, no op; no roofline to draw.
+    assert "ran out of" in html.read_text()
+    assert (
+        "not written: nothing in the result has FLOPs, bytes and a time" in err and not png.exists()
+    )
 
 
 def test_failure_after_timing_keeps_the_timing(

@@ -327,7 +327,7 @@ def test_the_memory_over_the_step_reaches_the_peak_and_follows_the_phases() -> N
 @settings(max_examples=50, deadline=None)
 @given(
     totals=st.lists(st.integers(0, 10**6), min_size=1, max_size=300),
-    most=st.integers(2, 40),
+    most=st.integers(3, 40),
 )
 def test_a_long_step_keeps_few_points_and_always_its_peak(totals: list[int], most: int) -> None:
     points = [(i, (t, 0)) for i, t in enumerate(totals)]
@@ -338,4 +338,5 @@ def test_a_long_step_keeps_few_points_and_always_its_peak(totals: list[int], mos
     assert max(sum(sizes) for _, sizes in kept) == max(totals)
     assert min(sum(sizes) for _, sizes in kept) == min(totals)
     assert kept == sorted(kept)  # in the order they happened
+    assert kept[-1] == points[-1]  # where the step ends
     assert set(kept) <= set(points)

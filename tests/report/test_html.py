@@ -98,8 +98,10 @@ def test_a_trace_report_escapes_kernel_names() -> None:
         doc["ranks"][0]["timeline"]["events"]["name"][0] = EVIL
         doc["ranks"][0]["timeline"]["lanes"][0]["name"] = EVIL
     doc["collectives"][0]["name"] = EVIL
+    doc["ranks"][0]["rank"] = 'x" onmouseover="alert(1)'
     page = render_html(doc, clock=fixed_clock())
     assert EVIL not in page and "<script>alert" not in page
+    assert 'onmouseover="' not in page
 
 
 def test_every_kind_renders_with_its_sections(profile_doc: dict[str, Any]) -> None:
@@ -107,8 +109,8 @@ def test_every_kind_renders_with_its_sections(profile_doc: dict[str, Any]) -> No
     for chart in ("roofline", "phases", "modules", "memory-categories", "memory-over-step"):
         assert f'data-chart="{chart}"' in profile_page
     bench_page = render_html(bench_run(profile_doc), clock=fixed_clock())
-    assert 'href="#w-mlp-tiny"' in bench_page and 'id="w-mlp-tiny"' in bench_page
-    assert 'href="#w-other--b-model--b-"' in bench_page  # a name made an id
+    assert 'href="#w0-mlp-tiny"' in bench_page and 'id="w0-mlp-tiny"' in bench_page
+    assert 'href="#w1-other--b-model--b-"' in bench_page  # a name made an id
     trace_page = render_html(trace_result(*TWO_RANKS), clock=fixed_clock())
     for chart in ("temporal", "idle", "timeline", "collective-waits", "last-arrivals"):
         assert f'data-chart="{chart}"' in trace_page
@@ -215,3 +217,34 @@ def test_save_html_writes_what_the_command_line_writes(tmp_path: Path) -> None:
         return page.split("</header>")[1].split("<footer>")[0]
 
     assert body(traced) == body(again)
+
+
+def test_workloads_whose_names_read_alike_get_sections_of_their_own(
+    profile_doc: dict[str, Any],
+) -> None:
+    doc = bench_run(profile_doc)
+    first = json.loads(json.dumps(doc["results"][0]))
+    doc["results"] = [
+        {**first, "workload": {**first["workload"], "name": name}} for name in ("a.b", "a-b")
+    ]
+    page = render_html(doc, clock=fixed_clock())
+    assert 'href="#w0-a-b"' in page and 'id="w0-a-b"' in page
+    assert 'href="#w1-a-b"' in page and 'id="w1-a-b"' in page
+
+
+def test_on_cuda_the_memory_chart_rises_to_the_allocators_peak() -> None:
+    from lightspeed.report.html.memory_charts import ALLOCATOR_EXTRA, memory_over_step_figure
+
+    over = {
+        "op_index": [0, 1, 2, 3],
+        "bytes": {"parameters": [10, 10, 10, 10], "activations": [0, 5, 20, 3]},
+        "phases": [["forward", 0, 2], ["backward", 2, 4]],
+    }
+    # The allocator peaked at 45 bytes; the storages ops returned at 30 (after op 2).
+    figure = memory_over_step_figure(over, 45)
+    stacked = [sum(column) for column in zip(*(t["y"] for t in figure["data"]), strict=True)]
+    assert max(stacked) == 45 and stacked.index(45) == 2
+    extra = next(t for t in figure["data"] if t["name"] == ALLOCATOR_EXTRA)
+    assert extra["y"] == [0, 0, 15, 0]
+    # On the CPU the replay's peak is the profile's: nothing is added.
+    assert len(memory_over_step_figure(over, 30)["data"]) == 2

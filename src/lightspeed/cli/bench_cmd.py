@@ -81,6 +81,7 @@ def bench_command(
     assert settings is not None and hw is not None
     run = bench(workloads, hw, settings, size=size, rounds=rounds, budget_s=budget)
     document = bench_document(run)
-    report(document, json_path, wide=wide, html_path=html_path, png_path=png_path)
+    # Recorded first: a file that cannot be written loses no run.
     run_id = history.record(path, render_json.render(document))
+    report(document, json_path, wide=wide, html_path=html_path, png_path=png_path)
     print(f"recorded as run {run_id} in {path}", file=sys.stderr)

@@ -124,9 +124,11 @@ def report(
     from lightspeed.report import render_terminal
 
     doc = doc.warned(*_LOGGED.messages)
-    write_files(doc, json_path, html_path, png_path)
+    # The terminal first: a picture that cannot be drawn fails after the result is seen
+    # (and after the JSON and HTML are written).
     if json_path is None or str(json_path) != "-":
         show(render_terminal.render(doc, wide=wide))
+    write_files(doc, json_path, html_path, png_path)
 
 
 def console() -> Console:
@@ -147,6 +149,20 @@ def emit_json(
     """Write `doc`, with the warnings logged while it was made, as JSON to `path` (or
     to stdout when `path` is '-'), and as HTML and PNG where those paths say."""
     write_files(doc.warned(*_LOGGED.messages), path, html_path, png_path)
+
+
+def emit_partial(
+    doc: Document, json_path: Path | None, html_path: Path | None, png_path: Path | None
+) -> None:
+    """Write what was computed before a failure, as `emit_json` does; a picture that
+    cannot be drawn from it (a roofline with no op) is said on stderr, so the failure
+    that stopped the command stays the one reported."""
+    from lightspeed.errors import LightspeedError
+
+    try:
+        emit_json(doc, json_path, html_path, png_path)
+    except LightspeedError as exc:
+        print(f"lightspeed: not written: {exc}", file=sys.stderr)
 
 
 def write_files(

@@ -18,7 +18,7 @@ from lightspeed.cli.common import (
     TargetArgument,
     ThreadsOption,
     WideOption,
-    emit_json,
+    emit_partial,
     report,
     use_threads,
 )
@@ -81,7 +81,7 @@ def profile_command(
     except ProfileIncomplete as exc:
         # What was measured before the failure is still written.
         if isinstance(exc.partial, Profile):
-            emit_json(profile_document(analyse(exc.partial)), json_path, html_path, png_path)
+            emit_partial(profile_document(analyse(exc.partial)), json_path, html_path, png_path)
         raise
     analysis = analyse(profile)
     report(

@@ -11,7 +11,7 @@ from lightspeed.cli.common import (
     JsonOption,
     PngOption,
     WideOption,
-    emit_json,
+    emit_partial,
     report,
 )
 
@@ -44,7 +44,7 @@ def trace_command(
     recorded = sorted({w.step for r in analysis.ranks for w in r.steps if w.step is not None})
     if step is not None and step not in recorded:
         # What was analysed is still written.
-        emit_json(trace_document(analysis), json_path, html_path, png_path)
+        emit_partial(trace_document(analysis), json_path, html_path, png_path)
         steps = ", ".join(map(str, recorded)) or "none: the trace has no ProfilerStep#N"
         raise ConfigError(
             f"--step {step}: no ProfilerStep#{step} in the trace; its steps: {steps}."

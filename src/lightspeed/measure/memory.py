@@ -311,10 +311,11 @@ def sample_extremes(
     points: list[tuple[int, tuple[int, ...]]], max_points: int
 ) -> list[tuple[int, tuple[int, ...]]]:
     """At most `max_points` of `points`, in order: of each run of consecutive points, the
-    one with the most bytes live and the one with the least (the first of equals)."""
+    one with the most bytes live and the one with the least (the first of equals), and
+    the last point, where the step ends. `max_points` is at least 3."""
     if len(points) <= max_points:
         return points
-    runs = max_points // 2
+    runs = (max_points - 1) // 2
     kept: list[tuple[int, tuple[int, ...]]] = []
     for r in range(runs):
         run = points[r * len(points) // runs : (r + 1) * len(points) // runs]
@@ -322,6 +323,8 @@ def sample_extremes(
         low = totals.index(min(totals))
         high = totals.index(max(totals))
         kept += [run[i] for i in sorted({low, high})]
+    if kept[-1] is not points[-1]:
+        kept.append(points[-1])
     return kept
 
 

@@ -35,11 +35,20 @@ def roofline_of(doc: Mapping[str, Any]) -> roofline.Roofline:
     )
 
 
+def _plain(name: str) -> str:
+    """`name` as matplotlib shows it literally: `$` would start its math text, and a
+    label beginning with `_` would be left out of the legend."""
+    shown = name.replace("$", r"\$")
+    return f" {shown}" if shown.startswith("_") else shown
+
+
 def write_roofline_png(path: str | Path, doc: Mapping[str, Any]) -> Path:
     """Draw the result's roofline to `path` as a PNG (atomically)."""
     r = roofline_of(doc)
     if not r.points:
-        raise ConfigError("no op has FLOPs, bytes and a time to place on the roofline.")
+        raise ConfigError(
+            "nothing in the result has FLOPs, bytes and a time to place on the roofline."
+        )
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -50,20 +59,16 @@ def write_roofline_png(path: str | Path, doc: Mapping[str, Any]) -> Path:
     ax = fig.subplots()
     ax.set_xscale("log")
     ax.set_yscale("log")
-    groups: dict[str, list[roofline.Point]] = {}
-    for p in r.points:
-        groups.setdefault(p.group, []).append(p)
-    longest = max(p.time_s for p in r.points)
-    for name, members in groups.items():
+    for name, sized in roofline.groups(r).items():
         ax.scatter(
-            [p.intensity for p in members],
-            [p.flops_per_s for p in members],
-            s=[12 + 300 * p.time_s / longest for p in members],
+            [p.intensity for p, _ in sized],
+            [p.flops_per_s for p, _ in sized],
+            s=[size**2 / 2 for _, size in sized],  # matplotlib sizes by area, in points²
             alpha=0.6,
             color=roofline.GROUP_COLOURS.get(name),
             edgecolors="#1d2330",
             linewidths=0.4,
-            label=name,
+            label=_plain(name),
         )
     for roof in r.roofs:
         if roof.shown:
@@ -75,7 +80,7 @@ def write_roofline_png(path: str | Path, doc: Mapping[str, Any]) -> Path:
                 linestyle=":" if roof.dashed else "-",
             )
             ax.annotate(
-                roof.name,
+                _plain(roof.name),
                 (roof.xs[-1], roof.ys[-1]),
                 fontsize=7,
                 ha="right",
@@ -84,7 +89,7 @@ def write_roofline_png(path: str | Path, doc: Mapping[str, Any]) -> Path:
             )
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved FLOP/s")
-    ax.set_title(r.title)
+    ax.set_title(_plain(r.title))
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     target = Path(path)

@@ -29,6 +29,7 @@ from lightspeed.document import (
     findings_data,
     line,
 )
+from lightspeed.facts.hardware import hardware_to_dict
 from lightspeed.trace.analysis import (
     RankAnalysis,
     StepSkew,
@@ -92,8 +93,8 @@ def _rank_data(r: RankAnalysis) -> dict[str, Any]:
         "path": r.path,
         "devices": list(r.devices),
         "last_step_left_out": r.last_step_left_out,
-        **_window_data(r.whole),
-        "steps": [_window_data(w) for w in r.steps],
+        **_whole_data(r.whole),
+        "steps": [_step_data(w) for w in r.steps],
         "notes": list(r.notes),
         "timeline": None if r.timeline is None else _timeline_data(r.timeline),
     }
@@ -116,6 +117,30 @@ def _timeline_data(t: Timeline) -> dict[str, Any]:
         "events_in_window": t.events_in_window,
         "events_kept": t.events_kept,
     }
+
+
+def _whole_data(w: WindowAnalysis) -> dict[str, Any]:
+    """The whole trace's window; its matrix products carry the ceilings of the catalog
+    GPU they are placed on (`hardware_ceilings`), so a report draws them from the JSON."""
+    data = _window_data(w)
+    matmuls = data.get("matmuls")
+    if matmuls and matmuls.get("hardware"):
+        from lightspeed.hardware import catalog_hardware
+
+        data["matmuls"] = {
+            **matmuls,
+            "hardware_ceilings": hardware_to_dict(catalog_hardware(matmuls["hardware"])),
+        }
+    return data
+
+
+def _step_data(w: WindowAnalysis) -> dict[str, Any]:
+    """A step's window; its matrix products one by one are left to the whole trace's,
+    which the report draws (a step's would repeat them for every step)."""
+    data = _window_data(w)
+    if data.get("matmuls"):
+        data["matmuls"] = {k: v for k, v in data["matmuls"].items() if k != "points"}
+    return data
 
 
 def _window_data(w: WindowAnalysis) -> dict[str, Any]:

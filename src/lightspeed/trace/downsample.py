@@ -3,9 +3,10 @@ flattened, short runs merged, capped.
 
 A lane is one row: events on it that overlap (a sync that outlives the op it ran in,
 the clocks of two records) are cut so that each begins where every earlier one ended;
-an event wholly covered is dropped. Then a run of consecutive events of one lane, each
-shorter than `short_us` and with no gap that long between two of them, becomes one
-block from the first's start to the last's end (a lone short event stays itself). Then,
+an event wholly covered is dropped. Then a run of consecutive events of one lane and one
+category, each shorter than `short_us` and with no gap that long between two of them,
+becomes one block from the first's start to the last's end (a lone short event stays
+itself; a run of a `kept_category`, such as collectives, stays of its category). Then,
 if more than `max_events` remain, the longest are kept (equal lengths: the earlier lane
 and start). Every step is a numpy operation over all events, so its cost stays small
 next to reading the trace; the same events always give the same blocks.
@@ -38,6 +39,7 @@ class Blocks:
         return len(self.lane)
 
     def take(self, which: IntArray | BoolArray) -> Blocks:
+        """The blocks `which` picks (indices or a mask), every column alike."""
         return Blocks(*(getattr(self, f.name)[which] for f in _FIELDS))
 
     @staticmethod
@@ -55,6 +57,7 @@ class Blocks:
 
     @staticmethod
     def join(parts: Sequence[Blocks]) -> Blocks:
+        """`parts` one after the other."""
         return Blocks(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in _FIELDS))
 
 
@@ -82,6 +85,7 @@ def downsample(
     short_us: float,
     max_events: int,
     merged_category: int,
+    kept_category: int | None = None,
 ) -> Blocks:
     """`blocks` (on lanes) cut to [lo_us, hi_us], flattened, merged and capped (see the
     module's docstring), sorted by lane, then start; merged blocks get
@@ -99,7 +103,7 @@ def downsample(
     instant = (blocks.start_us == blocks.end_us) & (start == blocks.start_us) & (start >= reach)
     kept = (end > flat) | instant
     blocks = dataclasses.replace(blocks.take(kept), start_us=flat[kept], end_us=end[kept])
-    blocks = _merge_short(blocks, short_us, merged_category)
+    blocks = _merge_short(blocks, short_us, merged_category, kept_category)
     if len(blocks) > max_events:
         length = blocks.end_us - blocks.start_us
         longest = np.lexsort((np.arange(len(length)), -length))[:max_events]
@@ -107,14 +111,21 @@ def downsample(
     return blocks
 
 
-def _merge_short(blocks: Blocks, short_us: float, merged_category: int) -> Blocks:
-    """Runs of short events of one lane, with no long gap between them, as one block.
-    The lane's blocks are disjoint and in time order, so a run ends where its last does."""
-    lane, start, end = blocks.lane, blocks.start_us, blocks.end_us
+def _merge_short(
+    blocks: Blocks, short_us: float, merged_category: int, kept_category: int | None
+) -> Blocks:
+    """Runs of short events of one lane and category, with no long gap between them, as
+    one block. The lane's blocks are disjoint and in time order, so a run ends where its
+    last does."""
+    lane, start, end, category = blocks.lane, blocks.start_us, blocks.end_us, blocks.category
     short = (end - start) < short_us
     joins = np.zeros(len(lane), dtype=bool)  # event i joins the block of event i − 1
     joins[1:] = (
-        short[1:] & short[:-1] & (lane[1:] == lane[:-1]) & ((start[1:] - end[:-1]) < short_us)
+        short[1:]
+        & short[:-1]
+        & (lane[1:] == lane[:-1])
+        & (category[1:] == category[:-1])
+        & ((start[1:] - end[:-1]) < short_us)
     )
     firsts = np.flatnonzero(~joins)
     count = np.diff(np.r_[firsts, len(lane)])
@@ -123,6 +134,8 @@ def _merge_short(blocks: Blocks, short_us: float, merged_category: int) -> Block
         blocks.take(firsts),
         end_us=end[firsts + count - 1],
         name=np.where(merged, -1, blocks.name[firsts]),
-        category=np.where(merged, merged_category, blocks.category[firsts]),
+        category=np.where(
+            merged & (category[firsts] != kept_category), merged_category, category[firsts]
+        ),
         count=count,
     )

@@ -95,6 +95,7 @@ class Timeline:
 
     @property
     def events_kept(self) -> int:
+        """Events drawn, merged blocks counted once."""
         return len(self.lane)
 
 
@@ -134,6 +135,7 @@ def step_timeline(
         short_us=(hi - lo) / RESOLUTION,
         max_events=MAX_EVENTS,
         merged_category=_CODE[Category.MERGED],
+        kept_category=_CODE[Category.COLLECTIVE],
     )
     names = tuple(
         trace.names[n] if n >= 0 else f"{c} events"

@@ -19,8 +19,8 @@ from lightspeed.report.html.frame import render_page
 from lightspeed.report.html.markup import Markup, text
 from lightspeed.report.render_json import SCHEMA_VERSION, Clock, utc_now
 
-# What each kind of result is called, by its `document`.
-KINDS = {"profile": "a profile", "trace-analysis": "a trace analysis", "bench": "a bench run"}
+# The results a report draws, by their `document`.
+KINDS = ("profile", "trace-analysis", "bench")
 
 
 def render_html(doc: Mapping[str, Any], *, clock: Clock = utc_now) -> str:
@@ -32,7 +32,7 @@ def render_html(doc: Mapping[str, Any], *, clock: Clock = utc_now) -> str:
         raise ConfigError(
             f"the {doc['document']} result is damaged ({type(exc).__name__}: {exc});"
             " write it again with --json."
-        ) from None
+        ) from exc
 
 
 def _render(doc: Mapping[str, Any], clock: Clock) -> str:

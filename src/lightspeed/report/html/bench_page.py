@@ -11,8 +11,9 @@ from typing import Any
 from lightspeed import units
 from lightspeed.document import Unit, Value
 from lightspeed.report.html import roofline
-from lightspeed.report.html.markup import Column, Markup, Page, cell, fields, findings, text
-from lightspeed.report.html.profile_page import ceilings_text, memory_over_step_figure
+from lightspeed.report.html.markup import Cell, Column, Link, Markup, Page, fields, findings, text
+from lightspeed.report.html.memory_charts import memory_charts
+from lightspeed.report.html.profile_page import ceilings_text, phases_figure
 
 _COLUMNS = (
     Column("workload", "workload"),
@@ -27,10 +28,11 @@ _COLUMNS = (
 )
 
 
-def anchor(name: str) -> str:
-    """The id of a workload's section: its name with anything but letters, digits, `-`
-    and `_` made `-` (and a prefix, so it never starts with a digit)."""
-    return "w-" + re.sub(r"[^A-Za-z0-9_-]", "-", name)
+def anchor(index: int, name: str) -> str:
+    """The id of the section of the `index`-th workload: its position, then its name with
+    anything but letters, digits, `-` and `_` made `-` (the position keeps two names
+    alike once cut, such as `a.b` and `a-b`, apart)."""
+    return f"w{index}-" + re.sub(r"[^A-Za-z0-9_-]", "-", name)
 
 
 def bench_page(doc: Mapping[str, Any]) -> Page:
@@ -48,13 +50,13 @@ def bench_page(doc: Mapping[str, Any]) -> Page:
                 ("rounds", Value(doc.get("rounds"), Unit.INTEGER)),
                 ("threads", Value(doc.get("threads"), Unit.INTEGER)),
                 ("hardware", f"{hw['name']} ({hw['id']})"),
-                ("ceilings used", ceilings_text(hw)),
+                ("ceilings used", ceilings_text(hw, {r["workload"]["dtype"] for r in results})),
                 ("torch", environment.get("torch_version") or "not recorded"),
                 ("git commit", environment.get("git_commit") or "not recorded"),
                 ("date", doc.get("created_at")),
             ]
         ),
-        _table(results),
+        _table(page, results),
         anchor="summary",
     )
     rl = bench_roofline(doc)
@@ -69,48 +71,40 @@ def bench_page(doc: Mapping[str, Any]) -> Page:
             ),
             anchor="roofline",
         )
-    for result in results:
-        _workload_section(page, result)
+    for i, result in enumerate(results):
+        _workload_section(page, i, result)
     return page
 
 
-def _table(results: list[Mapping[str, Any]]) -> Markup:
-    rows = []
-    for r in results:
-        name = r["workload"]["name"]
-        link = f'<a href="#{anchor(name)}">{text(name)}</a>'
+def _table(page: Page, results: list[Mapping[str, Any]]) -> Markup:
+    rows: list[list[Cell]] = []
+    for i, r in enumerate(results):
+        link = Link(r["workload"]["name"], anchor(i, r["workload"]["name"]))
         if r.get("failure"):
-            failed = f"failed: {text(r['failure'])}"
-            rows.append(f'<tr><td>{link}</td><td colspan="8" class="error">{failed}</td></tr>')
+            failed: Cell = Value(f"failed: {r['failure']}")
+            rows.append([link, failed, *[None] * 7])
             continue
         timing, totals, memory = r.get("timing") or {}, r.get("totals") or {}, r.get("memory") or {}
-        values = [
-            Value(r.get("step_s"), Unit.SECONDS),
-            Value(r.get("round_spread"), Unit.FRACTION),
-            Value(timing.get("samples_per_s"), Unit.NUMBER, ",.1f"),
-            Value(timing.get("tokens_per_s"), Unit.NUMBER, ",.0f"),
-            Value(totals.get("efficiency"), Unit.FRACTION),
-            Value(totals.get("mfu"), Unit.FRACTION),
-            Value(memory.get("peak_bytes"), Unit.BYTES),
-            r.get("bound") or "—",
-        ]
-        rows.append(f"<tr><td>{link}</td>{''.join(_td(v) for v in values)}</tr>")
-    head = "".join(
-        f'<th data-key="{c.key}"{" class=num" if c.numeric else ""}>{text(c.header)}</th>'
-        for c in _COLUMNS
+        rows.append(
+            [
+                link,
+                Value(r.get("step_s"), Unit.SECONDS),
+                Value(r.get("round_spread"), Unit.FRACTION),
+                Value(timing.get("samples_per_s"), Unit.NUMBER, ",.1f"),
+                Value(timing.get("tokens_per_s"), Unit.NUMBER, ",.0f"),
+                Value(totals.get("efficiency"), Unit.FRACTION),
+                Value(totals.get("mfu"), Unit.FRACTION),
+                Value(memory.get("peak_bytes"), Unit.BYTES),
+                r.get("bound") or "—",
+            ]
+        )
+    return page.table(
+        _COLUMNS,
+        rows,
+        caption="step: the median of the rounds' medians; rounds spread: slowest minus"
+        " fastest round over the step. Click a workload for its section, a heading to sort.",
+        kind="bench",
     )
-    return (
-        '<div class="scroll"><table class="ls-table sortable" id="ls-table-bench"'
-        f' data-table="bench"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody>'
-        "<caption>step: the median of the rounds' medians; rounds spread: slowest minus"
-        " fastest round over the step. Click a workload for its section.</caption></table></div>"
-    )
-
-
-def _td(value: Value | str) -> str:
-    shown, sort = cell(value)
-    attr = "" if sort is None else f' data-v="{sort}"'
-    return f"<td{attr}>{shown}</td>"
 
 
 def bench_roofline(doc: Mapping[str, Any]) -> roofline.Roofline:
@@ -145,12 +139,13 @@ def bench_roofline(doc: Mapping[str, Any]) -> roofline.Roofline:
     )
 
 
-def _workload_section(page: Page, r: Mapping[str, Any]) -> None:
+def _workload_section(page: Page, index: int, r: Mapping[str, Any]) -> None:
     wl = r["workload"]
+    at = anchor(index, wl["name"])
     parts: list[Markup] = []
     if r.get("failure"):
         parts.append(f'<p class="error">failed: {text(r["failure"])}</p>')
-        page.section(wl["name"], *parts, anchor=anchor(wl["name"]))
+        page.section(wl["name"], *parts, anchor=at)
         return
     totals, timing = r.get("totals") or {}, r.get("timing") or {}
     parts.append(
@@ -199,46 +194,10 @@ def _workload_section(page: Page, r: Mapping[str, Any]) -> None:
                 },
             )
         )
-    phases = r.get("phases") or {}
-    if phases:
-        names = list(phases)
-        charts.append(
-            page.chart(
-                "phases",
-                {
-                    "data": [
-                        {
-                            "type": "bar",
-                            "name": "measured",
-                            "x": names,
-                            "y": [phases[p]["time_s"] for p in names],
-                        },
-                        {
-                            "type": "bar",
-                            "name": "speed of light",
-                            "x": names,
-                            "y": [phases[p]["sol_time_s"] for p in names],
-                        },
-                    ],
-                    "layout": {
-                        "title": {"text": "Time by phase (op times of the profiled run)"},
-                        "barmode": "group",
-                        "yaxis": {"exponentformat": "SI", "title": {"text": "seconds"}},
-                        "height": 300,
-                    },
-                },
-            )
-        )
-    memory = r.get("memory") or {}
-    if memory.get("over_step"):
-        charts.append(
-            page.chart(
-                "memory-over-step",
-                memory_over_step_figure(
-                    memory["over_step"], memory["peak_bytes"], memory["method"]
-                ),
-            )
-        )
+    if r.get("phases"):
+        charts.append(page.chart("phases", phases_figure(r["phases"])))
+    if r.get("memory"):
+        charts += memory_charts(page, r["memory"])
     parts += charts
     parts.append("<h3>Findings</h3>" + findings(r.get("findings") or []))
-    page.section(wl["name"], *parts, anchor=anchor(wl["name"]))
+    page.section(wl["name"], *parts, anchor=at)

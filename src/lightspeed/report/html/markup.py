@@ -48,12 +48,25 @@ def script_json(obj: Any) -> str:
     )
 
 
-def cell(value: Value | str | None) -> tuple[Markup, str | None]:
-    """A table cell's text and, for a number, its raw value to sort by."""
+@dataclasses.dataclass(frozen=True)
+class Link:
+    """A cell that links to an anchor of the page (`#anchor`)."""
+
+    label: str
+    anchor: str
+
+
+Cell = Value | Link | str | None
+
+
+def cell(value: Cell) -> tuple[Markup, str | None]:
+    """A table cell's markup and, for a number, its raw value to sort by."""
     if value is None:
         return "—", None
     if isinstance(value, str):
         return text(value), None
+    if isinstance(value, Link):
+        return f'<a href="#{text(value.anchor)}">{text(value.label)}</a>', None
     raw = value.raw
     sort = None
     if isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw):
@@ -84,6 +97,11 @@ class Page:
     nav: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (anchor, title)
     _tables: int = 0
 
+    @property
+    def last_chart_id(self) -> str:
+        """The id of the chart added last."""
+        return f"ls-chart-{len(self.figures)}"
+
     def chart(self, kind: str, figure: Mapping[str, Any], caption: str | None = None) -> Markup:
         """A placeholder the page's script draws `figure` (plotly's data, layout and
         config) into; `kind` names the chart for tests and styles."""
@@ -98,7 +116,7 @@ class Page:
     def table(
         self,
         columns: Sequence[Column],
-        rows: Iterable[Sequence[Value | str | None]],
+        rows: Iterable[Sequence[Cell]],
         *,
         caption: str | None = None,
         filterable: bool = False,
@@ -141,7 +159,7 @@ class Page:
         self.sections.append(f"<section{at}><h2>{text(title)}</h2>{''.join(parts)}</section>")
 
 
-def fields(rows: Iterable[tuple[str, Value | str | None]], *, title: str | None = None) -> Markup:
+def fields(rows: Iterable[tuple[str, Cell]], *, title: str | None = None) -> Markup:
     """Label → value rows, a summary grid."""
     items = "".join(f"<dt>{text(name)}</dt><dd>{cell(value)[0]}</dd>" for name, value in rows)
     head = f"<h3>{text(title)}</h3>" if title else ""
@@ -187,9 +205,9 @@ def _evidence_text(key: str, value: object) -> str:
     return format_value(Value(value, unit, ".4g"))
 
 
-def notes(lines: Sequence[str], *, title: str | None = None, css: str = "notes") -> Markup:
+def notes(lines: Sequence[str], *, title: str | None = None) -> Markup:
     """Plain lines under a title."""
     if not lines:
         return ""
     head = f"<h3>{text(title)}</h3>" if title else ""
-    return f'{head}<ul class="{css}">{"".join(f"<li>{text(x)}</li>" for x in lines)}</ul>'
+    return f'{head}<ul class="notes">{"".join(f"<li>{text(x)}</li>" for x in lines)}</ul>'

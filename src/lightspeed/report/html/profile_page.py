@@ -10,53 +10,41 @@ from typing import Any
 from lightspeed import units
 from lightspeed.document import Unit, Value
 from lightspeed.report.html import roofline
-from lightspeed.report.html.markup import Column, Markup, Page, fields, findings, label, text
-
-# The memory categories' colours, in MemoryBreakdown's order.
-MEMORY_COLOURS = {
-    "parameters": "#2b59c3",
-    "gradients": "#d1603d",
-    "optimizer_state": "#3a9d5d",
-    "activations": "#e6a23c",
-    "temporaries": "#8e44ad",
-    "inputs": "#7f7f7f",
-}
+from lightspeed.report.html.markup import Markup, Page, fields, findings, label, text
+from lightspeed.report.html.memory_charts import memory_charts
+from lightspeed.report.html.op_table import op_label, op_table, shapes_text
 
 
-def profile_page(doc: Mapping[str, Any], page: Page | None = None, prefix: str = "") -> Page:
-    """The sections of a profile's report added to `page` (a new one by default);
-    `prefix` makes the anchors unique when several profiles share a page."""
+def profile_page(doc: Mapping[str, Any]) -> Page:
+    """A profile's report."""
     wl = doc["workload"]
-    page = page or Page(f"{wl['name']}: speed-of-light profile")
-    page.section("Summary", summary(doc), anchor=f"{prefix}summary")
+    page = Page(f"{wl['name']}: speed-of-light profile")
+    page.section("Summary", summary(doc), anchor="summary")
     rl = profile_roofline(doc)
-    page.section(
-        "Roofline",
-        _module_filter(page, doc),
-        page.chart(
-            "roofline",
-            roofline.figure(rl, group_title="phase"),
-            caption=f"Each op with FLOPs, bytes and a time, sized by its time; {rl.left_out}"
-            " ops without all three are in the op table only. Click a phase in the legend"
-            " to hide or show it; choose a module above to keep its ops.",
-        ),
-        anchor=f"{prefix}roofline",
+    chart = page.chart(
+        "roofline",
+        roofline.figure(rl, group_title="phase"),
+        caption=f"Each op with FLOPs, bytes and a time, sized by its time; {rl.left_out}"
+        " ops without all three are in the op table only. Click a phase in the legend"
+        " to hide or show it; choose a module above to keep its ops.",
     )
+    page.section("Roofline", _module_filter(page.last_chart_id, doc), chart, anchor="roofline")
     page.section(
         "Time against the speed of light",
-        page.chart("phases", _phases_figure(doc)),
+        page.chart("phases", phases_figure(doc.get("phases") or {})),
         page.chart(
             "modules",
             _modules_figure(doc),
-            caption="Click a module to drill into it, the centre to go back up; hover for"
-            " its time, speed of light and fraction.",
+            caption="Area: time; colour: the fraction of the speed of light. Click a module"
+            " to drill into it, the centre to go back up; hover for its time, speed of light"
+            " and FLOPs.",
         ),
-        anchor=f"{prefix}time",
+        anchor="time",
     )
     if doc.get("memory"):
-        page.section("Memory", *_memory(page, doc["memory"]), anchor=f"{prefix}memory")
-    page.section("Ops", _op_table(page, doc), anchor=f"{prefix}ops")
-    page.section("Findings", findings(doc.get("findings") or []), anchor=f"{prefix}findings")
+        page.section("Memory", *memory_charts(page, doc["memory"]), anchor="memory")
+    page.section("Ops", op_table(page, doc), anchor="ops")
+    page.section("Findings", findings(doc.get("findings") or []), anchor="findings")
     return page
 
 
@@ -71,6 +59,7 @@ def summary(doc: Mapping[str, Any]) -> Markup:
         if calibration
         else "datasheet"
     )
+    used = {op.get("precision") for op in doc["ops"] if op.get("flops")}
     rows: list[tuple[str, Value | str | None]] = [
         ("workload", wl["name"]),
         ("batch size", Value(wl["batch_size"], Unit.INTEGER)),
@@ -78,18 +67,19 @@ def summary(doc: Mapping[str, Any]) -> Markup:
         ("device", wl["device"]),
         ("parameters", Value(wl.get("parameter_count"), Unit.COUNT)),
         ("hardware", f"{hw['name']} ({hw['id']}), {source}"),
-        ("ceilings used", ceilings_text(hw)),
+        ("ceilings used", ceilings_text(hw, used)),
         ("lightspeed", doc.get("lightspeed_version") or "unknown"),
         ("torch", environment.get("torch_version") or "not recorded"),
         ("date", doc.get("created_at") or "not recorded"),
     ]
     if timing:
+        rate = timing.get("samples_per_s")
         rows.append(
             (
                 "step time",
                 f"{units.seconds(timing['median_s'])} median (IQR"
-                f" {units.seconds(timing['iqr_s'])}, {timing['replicates']} replicates),"
-                f" {timing['samples_per_s']:,.1f} samples/s",
+                f" {units.seconds(timing['iqr_s'])}, {timing['replicates']} replicates)"
+                + ("" if rate is None else f", {rate:,.1f} samples/s"),
             )
         )
     rows += [
@@ -104,61 +94,51 @@ def summary(doc: Mapping[str, Any]) -> Markup:
     return fields(rows)
 
 
-def ceilings_text(hw: Mapping[str, Any]) -> str:
-    """Each precision's peak, then memory and cache bandwidth."""
-    peaks = ", ".join(
-        f"{p} {units.flops_rate(v)}" for p, v in (hw.get("peak_flops_per_s") or {}).items()
-    )
+def ceilings_text(hw: Mapping[str, Any], used: set[str | None]) -> str:
+    """The peaks of the precisions in `used` (all, when none is), then memory and cache
+    bandwidth, and the other precisions' peaks after them."""
+    peaks = hw.get("peak_flops_per_s") or {}
+    chosen = [p for p in peaks if p in used] or list(peaks)
+    text_of = ", ".join(f"{p} {units.flops_rate(peaks[p])}" for p in chosen)
     memory = f"memory {units.byte_rate(hw['memory_bandwidth_bytes_per_s'])}"
     cache = hw.get("cache_bandwidth_bytes_per_s")
-    cached = (
-        f", cache {units.byte_rate(cache)} ({units.size(hw.get('cache_bytes'))})" if cache else ""
-    )
-    return f"{peaks}; {memory}{cached}"
-
-
-def _shapes(op: Mapping[str, Any]) -> str:
-    shapes = op.get("input_shapes") or []
-    if not shapes:
-        return "shapes unknown"
-    return ", ".join("×".join(map(str, s)) or "scalar" for s in shapes)
+    if cache:
+        memory += f", cache {units.byte_rate(cache)} ({units.size(hw.get('cache_bytes'))})"
+    others = [p for p in peaks if p not in chosen]
+    rest = f" (other peaks: {', '.join(f'{p} {units.flops_rate(peaks[p])}' for p in others)})"
+    return f"{text_of}; {memory}" + (rest if others else "")
 
 
 def profile_roofline(doc: Mapping[str, Any]) -> roofline.Roofline:
     """The profile's ops with FLOPs, bytes and a time, on its hardware's roofs."""
-    points = []
-    left_out = 0
-    for op in doc["ops"]:
-        if not roofline.placeable(op["flops"], op["bytes"], op.get("time_s")):
-            left_out += 1
-            continue
-        points.append(
-            roofline.Point(
-                group=op["phase"],
-                name=f"{op['name'].removeprefix('aten::')} #{op['index']}",
-                module=op["module"] or "(root)",
-                detail=_shapes(op),
-                flops=float(op["flops"]),
-                bytes=float(op["bytes"]),
-                time_s=float(op["time_s"]),
-                sol_time_s=op.get("sol_time_s"),
-            )
+    points = tuple(
+        roofline.Point(
+            group=op["phase"],
+            name=op_label(op),
+            module=op["module"] or "(root)",
+            detail=shapes_text(op),
+            flops=float(op["flops"]),
+            bytes=float(op["bytes"]),
+            time_s=float(op["time_s"]),
+            sol_time_s=op.get("sol_time_s"),
         )
-    placed = tuple(points)
+        for op in doc["ops"]
+        if roofline.placeable(op["flops"], op["bytes"], op.get("time_s"))
+    )
     used = {op["precision"] for op in doc["ops"] if op.get("flops")}
     hw = doc["hardware"]
     return roofline.Roofline(
         title=f"{doc['workload']['name']} on {hw['name']}",
-        points=placed,
-        roofs=roofline.roofs(hw, used, placed),
-        left_out=left_out,
+        points=points,
+        roofs=roofline.roofs(hw, used, points),
+        left_out=len(doc["ops"]) - len(points),
     )
 
 
-def _module_filter(page: Page, doc: Mapping[str, Any]) -> Markup:
+def _module_filter(chart_id: str, doc: Mapping[str, Any]) -> Markup:
     """A list of the model's modules that keeps the roofline's points under one."""
-    chart_id = f"ls-chart-{len(page.figures) + 1}"  # the roofline is the next chart
     modules = sorted({op["module"] or "(root)" for op in doc["ops"]})
+    # The option's value is the module as the chart's custom data holds it.
     options = "".join(f'<option value="{text(label(m))}">{text(m)}</option>' for m in modules)
     return (
         '<div class="controls"><label>module: <select class="ls-module-filter"'
@@ -166,27 +146,21 @@ def _module_filter(page: Page, doc: Mapping[str, Any]) -> Markup:
     )
 
 
-def _phases_figure(doc: Mapping[str, Any]) -> dict[str, Any]:
-    phases = doc.get("phases") or {}
-    names = list(phases)
+def phases_figure(phases: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Each phase's measured op time beside its speed of light."""
+    names = [label(p) for p in phases]
+    bars = (("measured", "time_s", "#2b59c3"), ("speed of light", "sol_time_s", "#3a9d5d"))
     return {
         "data": [
             {
                 "type": "bar",
-                "name": "measured",
+                "name": name,
                 "x": names,
-                "y": [phases[p]["time_s"] for p in names],
-                "marker": {"color": "#2b59c3"},
-                "hovertemplate": "%{x}: %{y:.3s}s measured<extra></extra>",
-            },
-            {
-                "type": "bar",
-                "name": "speed of light",
-                "x": names,
-                "y": [phases[p]["sol_time_s"] for p in names],
-                "marker": {"color": "#3a9d5d"},
-                "hovertemplate": "%{x}: %{y:.3s}s at the speed of light<extra></extra>",
-            },
+                "y": [agg.get(key) or 0.0 for agg in phases.values()],
+                "marker": {"color": colour},
+                "hovertemplate": "%{x}: %{y:.3s}s<extra>" + name + "</extra>",
+            }
+            for name, key, colour in bars
         ],
         "layout": {
             "title": {"text": "Time by phase: measured and at the speed of light"},
@@ -197,11 +171,17 @@ def _phases_figure(doc: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+_ROOT = "/"  # the sunburst's id of the whole step
+
+
 def _modules_figure(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """A sunburst of the module tree: each module's own time (its subtree's less its
-    children's), so a parent's area is its whole subtree's time."""
-    modules: Mapping[str, Mapping[str, Any]] = doc.get("modules") or {}
-    root_name = f"{doc['workload']['name']} (whole step)"
+    """A sunburst of the module tree. Each module's value is its own time (its subtree's
+    less its children's), so with `branchvalues="remainder"` a ring's area is a whole
+    subtree's time; its colour is the subtree's fraction of the speed of light."""
+    modules: Mapping[str, Mapping[str, Any]] = {
+        path: agg for path, agg in (doc.get("modules") or {}).items() if path != ""
+    }
+    root_agg = (doc.get("modules") or {}).get("") or {}
 
     def parent(path: str) -> str:
         # The nearest enclosing module the profile has figures for; the step's root
@@ -210,23 +190,27 @@ def _modules_figure(doc: Mapping[str, Any]) -> dict[str, Any]:
             path = path.rsplit(".", 1)[0]
             if path in modules:
                 return path
-        return "/"
+        return _ROOT
 
-    ids = ["/" if p == "" else p for p in modules]
-    parents = ["" if p == "" else parent(p) for p in modules]
-    own = {}
-    for path, agg in modules.items():
-        key = "/" if path == "" else path
-        own[key] = agg.get("time_s") or 0.0
-    for key, up in zip(ids, parents, strict=True):
-        if up:
-            own[up] -= own_total(modules, key)
-    custom = []
-    for path, agg in modules.items():
-        time_s, sol = agg.get("time_s") or 0.0, agg.get("sol_time_s") or 0.0
+    paths = [_ROOT, *modules]
+    parents = ["", *(parent(p) for p in modules)]
+    subtree = {p: (modules[p].get("time_s") or 0.0) for p in modules}
+    subtree[_ROOT] = root_agg.get("time_s") or sum(
+        t for p, t in subtree.items() if parent(p) == _ROOT
+    )
+    own = dict(subtree)
+    for path, up in zip(paths[1:], parents[1:], strict=True):
+        own[up] -= subtree[path]
+    aggs = {_ROOT: root_agg, **modules}
+    root_name = f"{doc['workload']['name']} (all captured ops)"
+    custom, colours = [], []
+    for path in paths:
+        agg = aggs[path]
+        time_s, sol = subtree[path], agg.get("sol_time_s") or 0.0
+        colours.append(min(sol / time_s, 1.0) if time_s else 0.0)
         custom.append(
             [
-                label(root_name if path == "" else path),
+                label(root_name if path == _ROOT else path),
                 units.seconds(time_s),
                 units.seconds(sol),
                 units.percent(sol / time_s) if time_s else "—",
@@ -237,12 +221,20 @@ def _modules_figure(doc: Mapping[str, Any]) -> dict[str, Any]:
         "data": [
             {
                 "type": "sunburst",
-                "ids": [label(i) for i in ids],
-                "labels": [label(root_name if i == "/" else i.rsplit(".", 1)[-1]) for i in ids],
+                "ids": [label(p) for p in paths],
+                "labels": [label(root_name if p == _ROOT else p.rsplit(".", 1)[-1]) for p in paths],
                 "parents": [label(p) for p in parents],
-                "values": [max(own[i], 0.0) for i in ids],
+                "values": [max(own[p], 0.0) for p in paths],
                 "branchvalues": "remainder",
                 "customdata": custom,
+                "marker": {
+                    "colors": colours,
+                    "colorscale": "RdYlGn",
+                    "cmin": 0.0,
+                    "cmax": 1.0,
+                    "showscale": True,
+                    "colorbar": {"title": {"text": "of SoL"}, "tickformat": ".0%"},
+                },
                 "hovertemplate": "<b>%{customdata[0]}</b><br>time %{customdata[1]}, speed of"
                 " light %{customdata[2]} (%{customdata[3]})<br>%{customdata[4]}<extra></extra>",
                 "maxdepth": 3,
@@ -254,209 +246,3 @@ def _modules_figure(doc: Mapping[str, Any]) -> dict[str, Any]:
             "margin": {"t": 50, "l": 10, "r": 10, "b": 10},
         },
     }
-
-
-def own_total(modules: Mapping[str, Mapping[str, Any]], key: str) -> float:
-    """A module's subtree time, by its chart id ("/" is the whole step)."""
-    return modules["" if key == "/" else key].get("time_s") or 0.0
-
-
-def _memory(page: Page, memory: Mapping[str, Any]) -> list[Markup]:
-    at_peak = memory.get("at_peak_bytes") or {}
-    names = list(MEMORY_COLOURS)
-    categories = page.chart(
-        "memory-categories",
-        {
-            "data": [
-                {
-                    "type": "bar",
-                    "name": "size",
-                    "x": [n.replace("_", " ") for n in names],
-                    "y": [memory[f"{n}_bytes"] for n in names],
-                    "marker": {"color": "#2b59c3"},
-                    "hovertemplate": "%{x}: %{y:.4s}B<extra>size</extra>",
-                },
-                {
-                    "type": "bar",
-                    "name": "live at the peak",
-                    "x": [n.replace("_", " ") for n in names],
-                    "y": [at_peak.get(n, 0) for n in names],
-                    "marker": {"color": "#d1603d"},
-                    "hovertemplate": "%{x}: %{y:.4s}B<extra>live at the peak</extra>",
-                },
-            ],
-            "layout": {
-                "title": {
-                    "text": f"By category ({label(memory['method'])}); peak"
-                    f" {units.size(memory['peak_bytes'])}"
-                },
-                "barmode": "group",
-                "yaxis": {"title": {"text": "bytes"}, "exponentformat": "SI"},
-                "height": 380,
-            },
-        },
-    )
-    parts = [categories]
-    over = memory.get("over_step")
-    if over:
-        parts.append(
-            page.chart(
-                "memory-over-step",
-                memory_over_step_figure(over, memory["peak_bytes"], memory["method"]),
-                caption="Bytes live by category after each allocation and free of the step"
-                " (the allocation replay); phases shaded; the peak marked.",
-            )
-        )
-    else:
-        parts.append('<p class="empty">The memory over the step was not recorded.</p>')
-    return parts
-
-
-def memory_over_step_figure(
-    over: Mapping[str, Any], peak_bytes: int, method: str
-) -> dict[str, Any]:
-    """Stacked areas of live bytes by category against the ops run, the phases shaded
-    and the peak marked."""
-    xs = over["op_index"]
-    data: list[dict[str, Any]] = [
-        {
-            "type": "scatter",
-            "mode": "lines",
-            "stackgroup": "live",
-            "name": name.replace("_", " "),
-            "x": xs,
-            "y": sizes,
-            "line": {"width": 0.5, "color": MEMORY_COLOURS.get(name)},
-            "hovertemplate": "%{y:.4s}B after %{x} ops<extra>"
-            + name.replace("_", " ")
-            + "</extra>",
-        }
-        for name, sizes in over["bytes"].items()
-    ]
-    totals = [sum(column) for column in zip(*over["bytes"].values(), strict=True)]
-    shapes, annotations = [], []
-    for phase, first, end in over.get("phases") or []:
-        shapes.append(
-            {
-                "type": "rect",
-                "xref": "x",
-                "yref": "paper",
-                "x0": first,
-                "x1": end,
-                "y0": 0,
-                "y1": 1,
-                "fillcolor": roofline.GROUP_COLOURS.get(phase, "#999"),
-                "opacity": 0.07,
-                "line": {"width": 0},
-                "layer": "below",
-            }
-        )
-        annotations.append(
-            {
-                "x": (first + end) / 2,
-                "y": 1.02,
-                "xref": "x",
-                "yref": "paper",
-                "text": phase,
-                "showarrow": False,
-                "font": {"size": 10},
-            }
-        )
-    if totals:
-        at = totals.index(max(totals))
-        annotations.append(
-            {
-                "x": xs[at],
-                "y": totals[at],
-                "text": f"peak {units.size(max(totals))}",
-                "showarrow": True,
-                "arrowhead": 2,
-                "ax": 40,
-                "ay": -30,
-            }
-        )
-    if method == "cuda-allocator" and totals and peak_bytes != max(totals):
-        # The allocator's peak includes what no op returned (workspaces, rounding).
-        shapes.append(
-            {
-                "type": "line",
-                "xref": "paper",
-                "x0": 0,
-                "x1": 1,
-                "y0": peak_bytes,
-                "y1": peak_bytes,
-                "line": {"dash": "dash", "color": "#b3261e"},
-            }
-        )
-    return {
-        "data": data,
-        "layout": {
-            "title": {"text": "Live bytes over the step"},
-            "xaxis": {"title": {"text": "ops run"}},
-            "yaxis": {"title": {"text": "bytes live"}, "exponentformat": "SI"},
-            "shapes": shapes,
-            "annotations": annotations,
-            "hovermode": "x unified",
-            "height": 420,
-        },
-    }
-
-
-_OP_COLUMNS = (
-    Column("op", "op"),
-    Column("module", "module"),
-    Column("phase", "phase"),
-    Column("shapes", "input shapes"),
-    Column("precision", "precision"),
-    Column("flops", "FLOPs", numeric=True),
-    Column("bytes", "bytes", numeric=True),
-    Column("intensity", "FLOP/B", numeric=True),
-    Column("time_s", "time", numeric=True),
-    Column("sol_time_s", "SoL", numeric=True),
-    Column("efficiency", "of SoL", numeric=True),
-    Column("headroom_s", "headroom", numeric=True),
-    Column("bound", "bound"),
-)
-
-
-def _bound(op: Mapping[str, Any]) -> str:
-    if op.get("bound") is None:
-        return "—"
-    if op["bound"] == "memory" and op.get("memory_level") == "cache":
-        return "cache"
-    return str(op["bound"])
-
-
-def _op_table(page: Page, doc: Mapping[str, Any]) -> Markup:
-    """Every op, the most headroom (time above its speed of light) first."""
-
-    def headroom(op: Mapping[str, Any]) -> float:
-        return (op.get("time_s") or 0.0) - (op.get("sol_time_s") or 0.0)
-
-    ops = sorted(doc["ops"], key=lambda op: (-headroom(op), op["index"]))
-    rows = [
-        (
-            f"{op['name'].removeprefix('aten::')} #{op['index']}",
-            op["module"] or "(root)",
-            op["phase"],
-            _shapes(op),
-            op.get("precision") or "—",
-            Value(op["flops"], Unit.FLOPS),
-            Value(op["bytes"], Unit.BYTES),
-            Value(op["flops"] / op["bytes"] if op["bytes"] else None, Unit.NUMBER, ".3g"),
-            Value(op.get("time_s"), Unit.SECONDS),
-            Value(op.get("sol_time_s"), Unit.SECONDS),
-            Value(op.get("efficiency"), Unit.FRACTION),
-            Value(headroom(op), Unit.SECONDS),
-            _bound(op),
-        )
-        for op in ops
-    ]
-    return page.table(
-        _OP_COLUMNS,
-        rows,
-        caption=f"{len(ops)} ops, the most headroom (time above the speed of light) first;"
-        " click a heading to sort, type to filter (words must all appear).",
-        filterable=True,
-        kind="ops",
-    )

@@ -100,16 +100,13 @@ def roofs(
     used = set(used) or {"fp32"}
     found: list[Roof] = []
     for precision, peak in sorted(peaks.items(), key=lambda kv: kv[1]):
+        # lo lies below every ridge point, so each roof bends once.
         ridge = peak / memory
-        xs: tuple[float, ...] = (lo, ridge, hi)
-        ys: tuple[float, ...] = (memory * lo, peak, peak)
-        if ridge <= lo:
-            xs, ys = (lo, hi), (peak, peak)
         found.append(
             Roof(
                 f"{precision} peak {units.flops_rate(peak)}",
-                xs,
-                ys,
+                (lo, ridge, hi),
+                (memory * lo, peak, peak),
                 shown=precision in used,
             )
         )
@@ -125,10 +122,19 @@ def roofs(
     return tuple(found)
 
 
-def _marker_sizes(points: tuple[Point, ...]) -> list[float]:
+def marker_sizes(points: tuple[Point, ...]) -> list[float]:
+    """Each point's marker diameter in pixels: its area grows with its time."""
     longest = max((p.time_s for p in points), default=0.0) or 1.0
     span = _LARGEST_MARKER - _SMALLEST_MARKER
     return [_SMALLEST_MARKER + span * math.sqrt(p.time_s / longest) for p in points]
+
+
+def groups(r: Roofline) -> dict[str, list[tuple[Point, float]]]:
+    """The points of each group, in the order groups first appear, with their sizes."""
+    found: dict[str, list[tuple[Point, float]]] = {}
+    for p, size in zip(r.points, marker_sizes(r.points), strict=True):
+        found.setdefault(p.group, []).append((p, size))
+    return found
 
 
 _HOVER = (
@@ -141,12 +147,9 @@ _HOVER = (
 def figure(r: Roofline, *, group_title: str) -> dict[str, Any]:
     """The plotly figure of `r`: one trace per group (the legend filters them), every
     point sized by its time, and the roofs as lines."""
-    sizes = dict(zip(r.points, _marker_sizes(r.points), strict=True))
-    groups: dict[str, list[Point]] = {}
-    for p in r.points:
-        groups.setdefault(p.group, []).append(p)
     data: list[dict[str, Any]] = []
-    for name, members in groups.items():
+    for name, sized in groups(r).items():
+        members = [p for p, _ in sized]
         data.append(
             {
                 "type": "scatter",
@@ -159,7 +162,7 @@ def figure(r: Roofline, *, group_title: str) -> dict[str, Any]:
                 "customdata": [_custom(p) for p in members],
                 "hovertemplate": _HOVER,
                 "marker": {
-                    "size": [sizes[p] for p in members],
+                    "size": [size for _, size in sized],
                     "color": GROUP_COLOURS.get(name),
                     "opacity": 0.7,
                     "line": {"width": 0.5, "color": "#1d2330"},

@@ -10,8 +10,8 @@ from typing import Any
 
 from lightspeed import units
 from lightspeed.document import Unit, Value
-from lightspeed.errors import LightspeedError
 from lightspeed.report.html import roofline
+from lightspeed.report.html.across_ranks import across_ranks
 from lightspeed.report.html.markup import Column, Markup, Page, fields, findings, label, notes
 
 _TEMPORAL = (
@@ -47,10 +47,10 @@ def trace_page(doc: Mapping[str, Any]) -> Page:
         page.chart("idle", _stacked(ranks, "idle_breakdown", _IDLE, "Device idle time")),
         anchor="breakdown",
     )
-    for r in ranks:
-        _rank_section(page, r)
+    for i, r in enumerate(ranks):
+        _rank_section(page, i, r)
     if len(ranks) > 1:
-        _across_ranks(page, doc)
+        across_ranks(page, doc)
     return page
 
 
@@ -60,7 +60,7 @@ def _stacked(
     parts: tuple[tuple[str, str, str], ...],
     title: str,
 ) -> dict[str, Any]:
-    names = [f"rank {r['rank']}" for r in ranks]
+    names = [label(f"rank {r['rank']}") for r in ranks]
     return {
         "data": [
             {
@@ -82,7 +82,7 @@ def _stacked(
     }
 
 
-def _rank_section(page: Page, r: Mapping[str, Any]) -> None:
+def _rank_section(page: Page, index: int, r: Mapping[str, Any]) -> None:
     launches, host = r.get("launches") or {}, r.get("host") or {}
     rows: list[tuple[str, Value | str | None]] = [
         ("path", r["path"]),
@@ -135,7 +135,7 @@ def _rank_section(page: Page, r: Mapping[str, Any]) -> None:
         )
     parts.append("<h3>Findings</h3>" + findings(r.get("findings") or []))
     parts.append(notes(r.get("notes") or [], title="Not analysed"))
-    page.section(f"Rank {r['rank']}", *parts, anchor=f"rank-{r['rank']}")
+    page.section(f"Rank {r['rank']}", *parts, anchor=f"rank-{index}")
 
 
 def _timeline_caption(t: Mapping[str, Any]) -> str:
@@ -172,11 +172,11 @@ def timeline_figure(t: Mapping[str, Any]) -> dict[str, Any]:
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": category,
+                "name": label(category),
                 "x": series["x"],
                 "y": series["y"],
                 "text": series["text"],
-                "hovertemplate": "%{text}<extra>" + category + "</extra>",
+                "hovertemplate": "%{text}<extra>" + label(category) + "</extra>",
                 "line": {"color": colour, "width": width},
                 "connectgaps": False,
             }
@@ -246,114 +246,10 @@ def matmul_roofline(matmuls: Mapping[str, Any]) -> roofline.Roofline:
         for p in matmuls["points"]
         if roofline.placeable(p["flops"], p["bytes"], p["time_s"])
     )
-    hw = _catalog(matmuls.get("hardware"))
+    hw = matmuls.get("hardware_ceilings")
     return roofline.Roofline(
         title="Matrix products" + (f" on {hw['name']}" if hw else ""),
         points=points,
         roofs=roofline.roofs(hw, {p.group for p in points}, points) if hw else (),
         left_out=len(matmuls["points"]) - len(points),
-    )
-
-
-def _catalog(hw_id: str | None) -> dict[str, Any] | None:
-    if not hw_id:
-        return None
-    from lightspeed.facts.hardware import hardware_to_dict
-    from lightspeed.hardware import catalog_hardware
-
-    try:
-        return hardware_to_dict(catalog_hardware(hw_id))
-    except LightspeedError:  # a result from a release whose catalog had this id
-        return None
-
-
-def _across_ranks(page: Page, doc: Mapping[str, Any]) -> None:
-    collectives = doc.get("collectives") or []
-    ranks = [str(r["rank"]) for r in doc["ranks"]]
-    parts: list[Markup] = []
-    if collectives:
-        parts.append(
-            page.chart(
-                "collective-waits",
-                {
-                    "data": [
-                        {
-                            "type": "bar",
-                            "name": f"rank {rank}",
-                            "x": [label(c["name"][:60]) for c in collectives],
-                            "y": [c["wait_s"].get(rank, 0.0) for c in collectives],
-                            "hovertemplate": "%{x}: %{y:.3s}s waiting<extra>rank "
-                            + rank
-                            + "</extra>",
-                        }
-                        for rank in ranks
-                    ],
-                    "layout": {
-                        "title": {
-                            "text": "Time each rank waited in each collective for the last"
-                            " to arrive"
-                        },
-                        "barmode": "group",
-                        "yaxis": {"title": {"text": "seconds"}, "exponentformat": "SI"},
-                        "height": 380,
-                    },
-                },
-            )
-        )
-        parts.append(
-            page.chart(
-                "last-arrivals",
-                {
-                    "data": [
-                        {
-                            "type": "bar",
-                            "x": [f"rank {rank}" for rank in ranks],
-                            "y": [
-                                sum(c["last_arrivals"].get(rank, 0) for c in collectives)
-                                for rank in ranks
-                            ],
-                            "hovertemplate": "%{x} arrived last %{y} times<extra></extra>",
-                        }
-                    ],
-                    "layout": {
-                        "title": {"text": "Who arrives last at the collectives"},
-                        "yaxis": {"title": {"text": "times last"}},
-                        "height": 320,
-                    },
-                },
-            )
-        )
-    parts.append(_skew_table(page, doc.get("skew") or []))
-    parts.append("<h3>Findings</h3>" + findings(doc.get("findings") or []))
-    parts.append(notes(doc.get("notes") or [], title="Not analysed"))
-    page.section("Across ranks", *parts, anchor="across-ranks")
-
-
-def _skew_table(page: Page, skew: list[Mapping[str, Any]]) -> Markup:
-    rows = []
-    for s in skew:
-        times = s.get("step_s") or {}
-        waits = s.get("collective_wait_s") or {}
-        slowest = max(times, key=times.__getitem__) if times else None
-        fastest = min(times, key=times.__getitem__) if times else None
-        rows.append(
-            (
-                Value(s["step"], Unit.INTEGER),
-                Value(times.get(slowest), Unit.SECONDS, suffix=f" (rank {slowest})"),
-                Value(times.get(fastest), Unit.SECONDS, suffix=f" (rank {fastest})"),
-                Value(max(waits.values(), default=None), Unit.SECONDS),
-                ", ".join(f"rank {k} ×{v}" for k, v in (s.get("last_arrivals") or {}).items()),
-            )
-        )
-    return page.table(
-        (
-            Column("step", "step", numeric=True),
-            Column("slowest", "slowest", numeric=True),
-            Column("fastest", "fastest", numeric=True),
-            Column("max_wait", "longest wait", numeric=True),
-            Column("last", "arrived last"),
-        ),
-        rows,
-        caption="Each step compared across ranks.",
-        kind="skew",
     )

@@ -60,8 +60,8 @@ function lsSortable(table) {
       th.dataset.order = descending ? "desc" : "asc";
       const key = (row) => {
         const td = row.cells[column];
-        if (numeric) return td.dataset.v === undefined ? -Infinity : Number(td.dataset.v);
-        return td.textContent;
+        if (numeric) return td === undefined || td.dataset.v === undefined ? -Infinity : Number(td.dataset.v);
+        return td === undefined ? "" : td.textContent;
       };
       const rows = Array.from(body.rows);
       rows.sort((a, b) => {
