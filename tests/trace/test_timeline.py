@@ -20,7 +20,14 @@ from lightspeed.trace.events import US, Kind, Trace
 from lightspeed.trace.load import load_trace
 from lightspeed.trace.names import short_kernel_name
 from lightspeed.trace.steps import DEVICE_KINDS, StepWindow, top_level
-from lightspeed.trace.timeline import MAX_EVENTS, Category, Lane, Timeline, representative_step
+from lightspeed.trace.timeline import (
+    MAX_EVENTS,
+    Category,
+    Lane,
+    Timeline,
+    common_step,
+    representative_step,
+)
 
 SMALL_TRACES = (
     "hta-a100-alexnet-benchmark",
@@ -67,6 +74,32 @@ def test_the_middle_step_of_median_length_is_shown() -> None:
     # Steps 102, 103, 104 last 72078, 95697, 95551 µs: the median is 104's.
     assert timeline_of(load_trace(trace("hta-v100-ddp-cnn-train-rank0"))).step == 104
     assert timeline_of(load_trace(trace("hta-mi250-minitoy-train"))).step == 1  # of 2
+
+
+def test_ranks_show_one_step_side_by_side() -> None:
+    def windows(first: int, *lengths: float) -> list[StepWindow]:
+        return [
+            StepWindow(number=first + i, start_us=100.0 * i, end_us=100.0 * i + n)
+            for i, n in enumerate(lengths)
+        ]
+
+    rank0 = windows(10, 10, 50, 30, 20, 40, 5)  # steps 10..15
+    rank1 = windows(11, 9, 50, 10, 25, 7)  # steps 11..15
+    # Alone, rank 1 shows step 14: of its middle steps 12..14 (50, 10, 25 µs) the median.
+    assert rank1[representative_step(rank1) or 0].number == 14
+    # Together both show rank 0's choice among the shared steps 11..15 (50, 30, 20, 40,
+    # 5 µs): of the middle ones 30, 20, 40, the median, 30: step 12.
+    assert common_step([rank0, rank1]) == 12
+    assert common_step([rank0, windows(40, 10, 10, 10)]) is None  # no step in common
+    assert common_step([[]]) is None
+
+
+def test_a_chosen_step_is_every_ranks_timeline() -> None:
+    two = [trace("hta-recsys-128ranks-sampled-rank0"), trace("hta-recsys-128ranks-sampled-rank1")]
+    default = analyse_traces([load_trace(p) for p in two])
+    assert {r.timeline.step for r in default.ranks if r.timeline} == {551}
+    chosen = analyse_traces([load_trace(p) for p in two], timeline_step=552)
+    assert [r.timeline.step for r in chosen.ranks if r.timeline] == [552, 552]
 
 
 def test_cuda_event_sync_step_exact() -> None:

@@ -40,7 +40,7 @@ def trace_command(
     from lightspeed.errors import ConfigError
     from lightspeed.report.trace_report import trace_document
 
-    analysis = trace.analyse(paths, include_last_step=include_last_step)
+    analysis = trace.analyse(paths, include_last_step=include_last_step, timeline_step=step)
     recorded = sorted({w.step for r in analysis.ranks for w in r.steps if w.step is not None})
     if step is not None and step not in recorded:
         # What was analysed is still written.

@@ -42,12 +42,20 @@ __all__ = [
 ]
 
 
-def analyse(paths: Sequence[str | Path], *, include_last_step: bool = False) -> TraceAnalysis:
+def analyse(
+    paths: Sequence[str | Path],
+    *,
+    include_last_step: bool = False,
+    timeline_step: int | None = None,
+) -> TraceAnalysis:
     """Read the traces `paths` name (files, or directories of per-rank traces) and
     analyse them: each rank, each step, and the ranks against each other. The whole-trace
     figures leave the last ProfilerStep out, as HolisticTraceAnalysis does, unless
-    `include_last_step`."""
+    `include_last_step`; the timelines show ProfilerStep#`timeline_step` (default: a
+    middle step every rank recorded)."""
     with progress.stage("reading the traces"):
         traces = load_traces(paths)
     with progress.stage("analysing the traces"):
-        return analyse_traces(traces, include_last_step=include_last_step)
+        return analyse_traces(
+            traces, include_last_step=include_last_step, timeline_step=timeline_step
+        )

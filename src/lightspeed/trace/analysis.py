@@ -36,7 +36,7 @@ from lightspeed.trace.steps import (
     hta_whole_trace_window,
     step_windows,
 )
-from lightspeed.trace.timeline import Timeline, step_timeline
+from lightspeed.trace.timeline import Timeline, common_step, step_timeline
 from lightspeed.trace.window import TraceContext, WindowAnalyzer, WindowContext
 
 R = TypeVar("R")
@@ -178,10 +178,19 @@ class TraceAnalysis:
     findings: list[Finding]
 
 
-def analyse_traces(traces: Sequence[Trace], *, include_last_step: bool = False) -> TraceAnalysis:
+def analyse_traces(
+    traces: Sequence[Trace], *, include_last_step: bool = False, timeline_step: int | None = None
+) -> TraceAnalysis:
     """Analyse each rank's trace, then compare the ranks. `include_last_step` counts
-    the last ProfilerStep in the whole-trace figures (HTA's `include_last_profiler_step`)."""
-    ranks = [analyse_rank(t, include_last_step=include_last_step) for t in traces]
+    the last ProfilerStep in the whole-trace figures (HTA's `include_last_profiler_step`).
+    Every rank's timeline shows ProfilerStep#`timeline_step` (by default one step all
+    ranks recorded, `timeline.common_step`)."""
+    if timeline_step is None:
+        timeline_step = common_step([step_windows(t) for t in traces])
+    ranks = [
+        analyse_rank(t, include_last_step=include_last_step, timeline_step=timeline_step)
+        for t in traces
+    ]
     skew = step_skew(ranks)
     if skew:
         collectives = merge(c for s in skew for c in s.collectives)
@@ -212,8 +221,11 @@ def _rank_notes(traces: Sequence[Trace]) -> list[str]:
     return []
 
 
-def analyse_rank(trace: Trace, *, include_last_step: bool = False) -> RankAnalysis:
-    """The whole trace and each ProfilerStep of one rank (see `analyse_traces`)."""
+def analyse_rank(
+    trace: Trace, *, include_last_step: bool = False, timeline_step: int | None = None
+) -> RankAnalysis:
+    """The whole trace and each ProfilerStep of one rank (see `analyse_traces`), its
+    timeline of ProfilerStep#`timeline_step` when it has it."""
     ctx = TraceContext(trace)
     steps = step_windows(trace)
     per_step = np.where(ctx.work, device_steps(ctx.device, ctx.launches_us, steps), -1)
@@ -230,7 +242,7 @@ def analyse_rank(trace: Trace, *, include_last_step: bool = False) -> RankAnalys
         ],
         notes=_notes(trace, steps),
         last_step_left_out=left_out,
-        timeline=step_timeline(ctx, steps, spans),
+        timeline=step_timeline(ctx, steps, spans, timeline_step),
     )
 
 

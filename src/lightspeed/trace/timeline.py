@@ -99,26 +99,44 @@ class Timeline:
         return len(self.lane)
 
 
-def representative_step(windows: Sequence[StepWindow]) -> int | None:
-    """The index of the step a timeline shows (see the module's docstring); None: none."""
+def representative_step(windows: Sequence[StepWindow], number: int | None = None) -> int | None:
+    """The index of the step a timeline shows: ProfilerStep#`number` when the trace has
+    it, else the one the module's docstring describes; None: the trace has no steps."""
     if not windows:
         return None
+    named = [i for i, w in enumerate(windows) if number is not None and w.number == number]
+    if named:
+        return named[0]
     candidates = list(range(1, len(windows) - 1)) if len(windows) >= 3 else [0]
     ordered = sorted(candidates, key=lambda i: (windows[i].duration_us, windows[i].start_us))
     return ordered[(len(ordered) - 1) // 2]
+
+
+def common_step(traces_windows: Sequence[Sequence[StepWindow]]) -> int | None:
+    """The ProfilerStep number every rank's timeline shows, so ranks are drawn side by
+    side at one step: the first rank's representative among the steps all ranks
+    recorded; None when they share none (each rank then shows its own)."""
+    if not traces_windows:
+        return None
+    shared = set.intersection(*({w.number for w in ws} for ws in traces_windows)) - {None}
+    first = [w for w in traces_windows[0] if w.number in shared]
+    chosen = representative_step(first)
+    return None if chosen is None else first[chosen].number
 
 
 def step_timeline(
     ctx: TraceContext,
     windows: Sequence[StepWindow],
     device_spans: Sequence[tuple[float, float] | None],
+    number: int | None = None,
 ) -> Timeline | None:
-    """The timeline of the trace's representative step (`windows` in time order, each
-    with its span on the device, µs); None when the trace has no events at all."""
+    """The timeline of ProfilerStep#`number` when the trace has it, else of its
+    representative step (`windows` in time order, each with its span on the device,
+    µs); None when the trace has no events at all."""
     trace = ctx.trace
     if not any(len(t) for t in trace.tables.values()):
         return None
-    chosen = representative_step(windows)
+    chosen = representative_step(windows, number)
     window = whole_window(trace) if chosen is None else windows[chosen]
     lo, hi = window.start_us, window.end_us
     span = None if chosen is None else device_spans[chosen]
