@@ -47,7 +47,7 @@ HtmlOption = typer.Option(
     "--html",
     metavar="PATH",
     help="Also write the interactive HTML report to PATH: one self-contained file that"
-    " opens offline in any browser.",
+    " opens offline in a current browser (Chrome 80, Firefox 113, Safari 16.4 or later).",
 )
 PngOption = typer.Option(
     None,
