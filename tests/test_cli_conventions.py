@@ -33,6 +33,7 @@ RUNS: dict[str, tuple[str, ...]] = {
     "bench": ("mlp-tiny", "--hardware", "local", "--rounds", "1", "--budget", "0.02"),
     "history": (),
     "compare": BENCHES,
+    "predict": (str(DATA / "profiles" / "mlp-tiny-schema1.json"), "--hardware", "h100-sxm"),
     "report": (
         BENCHES[0],
         "--html",

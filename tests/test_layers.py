@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("document",),  # the report model: what analyses show, drawn by report/
     ("hardware", "hardware.catalog", "hardware.plausibility"),  # data and checks, no torch
     ("analysis",),
+    ("predict",),  # what-ifs: Profile × change → Profile
     ("trace",),
     ("report",),
     ("history",),  # the results store: bench documents in SQLite

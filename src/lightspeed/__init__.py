@@ -23,6 +23,7 @@ _EXPORTS = {
     "analyse": "lightspeed.analysis.profile_analysis",
     "load_profile": "lightspeed.report.profile_json",
     "profile": "lightspeed.api",
+    "predict": "lightspeed.predict",
     "save_profile": "lightspeed.report.profile_json",
     "save_html": "lightspeed.report.html_save",
     "Precision": "lightspeed.dtypes",
@@ -79,6 +80,7 @@ __all__ = [
     "load_traces",
     "observe",
     "place",
+    "predict",
     "profile",
     "resolve_hardware",
     "save_html",
@@ -116,6 +118,7 @@ if TYPE_CHECKING:
     from lightspeed.measure.timer import TimerConfig
     from lightspeed.measure.workload_timing import time_workload
     from lightspeed.observation import Observation, observe
+    from lightspeed.predict import predict
     from lightspeed.report.html_save import save_html
     from lightspeed.report.profile_json import load_profile, save_profile
     from lightspeed.rules import Bound, Finding, FindingKind

@@ -42,6 +42,18 @@ def tiny_profile() -> dict[str, Any]:
     return as_json(profile_document(lightspeed.analyse(profile)))
 
 
+def predicted_profile(profile_doc: dict[str, Any], hardware: str) -> dict[str, Any]:
+    """The profile predicted on a catalog device."""
+    import lightspeed
+    from lightspeed.hardware import catalog_hardware
+    from lightspeed.predict import predict
+    from lightspeed.report.profile_json import profile_from_doc
+    from lightspeed.report.profile_report import profile_document
+
+    predicted = predict(profile_from_doc(profile_doc), hardware=catalog_hardware(hardware))
+    return as_json(profile_document(lightspeed.analyse(predicted)))
+
+
 def bench_run(profile_doc: dict[str, Any]) -> dict[str, Any]:
     """A bench run of two results made from one profile (one of them failed)."""
     from lightspeed.facts.bench import BenchResult, BenchRun

@@ -41,6 +41,7 @@ from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.timing import Measurement, StepTiming, WorkloadInfo
 from lightspeed.hardware import catalog_hardware, catalog_ids
+from lightspeed.predict import predict
 from lightspeed.report.bench_report import bench_document
 from lightspeed.report.files_report import files_document
 from lightspeed.report.hardware_report import (
@@ -111,6 +112,8 @@ def _profile_documents() -> Iterator[tuple[str, Document]]:
     ops[timed] = dataclasses.replace(ops[timed], flops_known=False)
     stopped = dataclasses.replace(profile, ops=tuple(ops), failure="out of memory")
     yield "profile, stopped", profile_document(analyse(stopped))
+    predicted = predict(profile, hardware=catalog_hardware("h100-sxm"))
+    yield "profile, predicted", profile_document(analyse(predicted))
 
 
 def _timing_documents() -> Iterator[tuple[str, Document]]:

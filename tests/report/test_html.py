@@ -248,3 +248,15 @@ def test_on_cuda_the_memory_chart_rises_to_the_allocators_peak() -> None:
     assert extra["y"] == [0, 0, 15, 0]
     # On the CPU the replay's peak is the profile's: nothing is added.
     assert len(memory_over_step_figure(over, 30)["data"]) == 2
+
+
+def test_a_predicted_profile_shows_the_prediction_beside_its_measurement(
+    profile_doc: dict[str, Any],
+) -> None:
+    from html_results import predicted_profile
+
+    page = render_html(predicted_profile(profile_doc, "h100-sxm"))
+    assert 'id="prediction"' in page and 'data-chart="prediction"' in page
+    assert "mlp-tiny: predicted profile" in page
+    assert "--hardware h100-sxm" in page and "not yet checked against a measurement" in page
+    assert "from a cpu to a gpu" in page

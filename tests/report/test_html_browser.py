@@ -19,6 +19,7 @@ from html_results import (
     TWO_RANKS,
     bench_run,
     fixed_clock,
+    predicted_profile,
     tiny_profile,
     trace_result,
 )
@@ -33,6 +34,7 @@ def results() -> dict[str, dict[str, Any]]:
     profile = tiny_profile()
     return {
         "profile": profile,
+        "predicted": predicted_profile(profile, "h100-sxm"),
         "bench": bench_run(profile),
         "trace": trace_result(ONE_WITH_MATMULS),
         "ranks": trace_result(*TWO_RANKS),
@@ -55,7 +57,7 @@ def pages(
             page.close()
 
 
-KINDS = ("profile", "bench", "trace", "ranks")
+KINDS = ("profile", "predicted", "bench", "trace", "ranks")
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -25,6 +25,7 @@ from lightspeed.cli import (
     explain_cmd,
     history_cmd,
     hw,
+    predict_cmd,
     profile_cmd,
     progress_display,
     report_cmd,
@@ -55,6 +56,7 @@ app.command("bench")(bench_cmd.bench_command)
 app.command("history")(history_cmd.history_command)
 app.command("compare")(history_cmd.compare_command)
 app.command("report")(report_cmd.report_command)
+app.command("predict")(predict_cmd.predict_command)
 
 EXIT_USER_ERROR = 2
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
 
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.records import MemoryBreakdown, OpRecord
@@ -23,6 +24,25 @@ class OpTimeSource(str, enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Prediction:
+    """How a predicted Profile was made from a measured one.
+
+    `changes`: what was changed, by name (`{"hardware": "h100-sxm"}`), as the CLI's
+    options say it. `measured_step_time_s`: the step time of the profile it started from,
+    on `source_hardware` (an id). `rules` and `assumptions`: one line each on how the
+    figures were made. `validated`: whether this kind of prediction has been checked
+    against measurement (docs/benchmarks.md); an unvalidated one says so in reports.
+    """
+
+    changes: Mapping[str, str]
+    source_hardware: str
+    measured_step_time_s: float | None
+    rules: tuple[str, ...]
+    assumptions: tuple[str, ...] = ()
+    validated: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Profile:
     """One step of a workload: its timing, ops, memory, and the hardware it is placed on.
 
@@ -30,6 +50,7 @@ class Profile:
     could not be matched to a captured op (framework overhead, Python, unmatched ops).
     `failure` is the one-line error that cut the profile short, if one did.
     `torch_version` is the PyTorch that ran the step (None when not recorded).
+    `prediction`: how this profile was predicted from a measured one (None: measured).
     """
 
     workload: WorkloadInfo
@@ -42,6 +63,7 @@ class Profile:
     unattributed_s: float | None = None
     failure: str | None = None
     torch_version: str | None = None
+    prediction: Prediction | None = None
 
     @property
     def step_time_s(self) -> float | None:

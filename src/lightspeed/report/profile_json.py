@@ -19,7 +19,7 @@ from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import hardware_from_dict
-from lightspeed.facts.profile import OpTimeSource, Profile
+from lightspeed.facts.profile import OpTimeSource, Prediction, Profile
 from lightspeed.facts.records import MemoryBreakdown, MemoryOverStep, OpRecord, Phase
 from lightspeed.facts.timing import Measurement, NoiseCheck, WorkloadInfo
 from lightspeed.report import render_json
@@ -95,6 +95,7 @@ def _profile_facts(doc: Mapping[str, Any]) -> Profile:
         unattributed_s=doc["unattributed_s"],
         failure=doc["failure"],
         torch_version=(doc.get("environment") or {}).get("torch_version"),
+        prediction=None if doc.get("prediction") is None else _prediction(doc["prediction"]),
     )
 
 
@@ -112,6 +113,17 @@ def _op_record(o: Mapping[str, Any]) -> OpRecord:
     for name in _TUPLE_FIELDS:
         facts[name] = tuple(facts[name])
     return OpRecord(**facts)
+
+
+def _prediction(p: Mapping[str, Any]) -> Prediction:
+    return Prediction(
+        changes=dict(p["changes"]),
+        source_hardware=p["source_hardware"],
+        measured_step_time_s=p["measured_step_time_s"],
+        rules=tuple(p["rules"]),
+        assumptions=tuple(p["assumptions"]),
+        validated=p["validated"],
+    )
 
 
 def _memory_breakdown(m: Mapping[str, Any]) -> MemoryBreakdown:

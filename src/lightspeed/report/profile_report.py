@@ -40,7 +40,8 @@ DOCUMENT = "profile"
 def profile_document(analysis: ProfileAnalysis, *, top: int = 10, depth: int = 2) -> Document:
     """The profile's report: `top` ops by headroom, the module tree `depth` levels deep."""
     profile = analysis.profile
-    sections: list[Any] = [
+    sections: list[Any] = [] if profile.prediction is None else [_prediction(analysis)]
+    sections += [
         _summary(analysis),
         _phases(analysis),
         _module_tree(analysis, depth),
@@ -93,7 +94,43 @@ def profile_data(analysis: ProfileAnalysis) -> dict[str, Any]:
         "findings": findings_data(analysis.findings),
         "failure": profile.failure,
         "environment": {"torch_version": profile.torch_version},
+        "prediction": None
+        if profile.prediction is None
+        else {
+            **dataclasses.asdict(profile.prediction),
+            "changes": dict(profile.prediction.changes),
+        },
     }
+
+
+def _prediction(analysis: ProfileAnalysis) -> Section:
+    """How the profile was predicted: from what, by which rules, assuming what."""
+    p = analysis.profile
+    made = p.prediction
+    assert made is not None
+    change = ", ".join(f"--{name} {value}" for name, value in made.changes.items())
+    rows: list[tuple[str, Line]] = [
+        ("predicted with", line(change)),
+        (
+            "measured step",
+            line(
+                Value(made.measured_step_time_s, Unit.SECONDS),
+                f" on {made.source_hardware}, predicted ",
+                Value(p.step_time_s, Unit.SECONDS, style=Style.BOLD),
+            ),
+        ),
+        (
+            "validated",
+            line(
+                "yes: checked against measurement (docs/benchmarks.md)"
+                if made.validated
+                else Value("no: not yet checked against a measurement", style=Style.WARNING)
+            ),
+        ),
+    ]
+    rows += [("rule", line(rule)) for rule in made.rules]
+    rows += [("assumption", line(assumption)) for assumption in made.assumptions]
+    return Section("Prediction", (Fields(tuple(rows)),))
 
 
 def _aggregate_data(agg: Aggregate) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 from lightspeed import units
 from lightspeed.document import Unit, Value
 from lightspeed.report.html import roofline
-from lightspeed.report.html.markup import Markup, Page, fields, findings, label, text
+from lightspeed.report.html.markup import Markup, Page, fields, findings, label, notes, text
 from lightspeed.report.html.memory_charts import memory_charts
 from lightspeed.report.html.op_table import op_label, op_table, shapes_text
 
@@ -18,7 +18,11 @@ from lightspeed.report.html.op_table import op_label, op_table, shapes_text
 def profile_page(doc: Mapping[str, Any]) -> Page:
     """A profile's report."""
     wl = doc["workload"]
-    page = Page(f"{wl['name']}: speed-of-light profile")
+    made = doc.get("prediction")
+    kind = "predicted profile" if made else "speed-of-light profile"
+    page = Page(f"{wl['name']}: {kind}")
+    if made:
+        page.section("Prediction", *_prediction(page, doc, made), anchor="prediction")
     page.section("Summary", summary(doc), anchor="summary")
     rl = profile_roofline(doc)
     chart = page.chart(
@@ -46,6 +50,55 @@ def profile_page(doc: Mapping[str, Any]) -> Page:
     page.section("Ops", op_table(page, doc), anchor="ops")
     page.section("Findings", findings(doc.get("findings") or []), anchor="findings")
     return page
+
+
+def _prediction(page: Page, doc: Mapping[str, Any], made: Mapping[str, Any]) -> list[Markup]:
+    """How the profile was predicted, and its step beside the measured one."""
+    timing = doc.get("timing") or {}
+    measured, predicted = made.get("measured_step_time_s"), timing.get("median_s")
+    source, target = made.get("source_hardware"), doc["hardware"]["id"]
+    change = ", ".join(f"--{k} {v}" for k, v in (made.get("changes") or {}).items())
+    parts = [
+        fields(
+            [
+                ("predicted with", change),
+                ("measured step", Value(measured, Unit.SECONDS, suffix=f" on {source}")),
+                ("predicted step", Value(predicted, Unit.SECONDS, suffix=f" on {target}")),
+                (
+                    "validated",
+                    "yes: checked against measurement"
+                    if made.get("validated")
+                    else "no: not yet checked against a measurement",
+                ),
+            ]
+        ),
+        notes(list(made.get("rules") or []), title="Rules"),
+        notes(list(made.get("assumptions") or []), title="Assumptions"),
+    ]
+    if measured and predicted:
+        parts.insert(
+            1,
+            page.chart(
+                "prediction",
+                {
+                    "data": [
+                        {
+                            "type": "bar",
+                            "x": [label(f"measured on {source}"), label(f"predicted on {target}")],
+                            "y": [measured, predicted],
+                            "marker": {"color": ["#2b59c3", "#e6a23c"]},
+                            "hovertemplate": "%{x}: %{y:.3s}s a step<extra></extra>",
+                        }
+                    ],
+                    "layout": {
+                        "title": {"text": "Step time: the measurement and the prediction"},
+                        "yaxis": {"title": {"text": "seconds"}, "exponentformat": "SI"},
+                        "height": 320,
+                    },
+                },
+            ),
+        )
+    return parts
 
 
 def summary(doc: Mapping[str, Any]) -> Markup:

@@ -1,0 +1,187 @@
+"""A profile predicted on other hardware: exact arithmetic on hand-built profiles, the
+identity onto the same hardware, and the prediction carried through JSON and the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import FAKE_CPU, RunCli
+from lightspeed.dtypes import Precision
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import DeviceKind
+from lightspeed.facts.profile import Profile
+from lightspeed.facts.records import OpRecord, Phase
+from lightspeed.facts.timing import Measurement, WorkloadInfo
+from lightspeed.hardware import catalog_hardware
+from lightspeed.predict import predict
+from lightspeed.report.profile_json import load_profile, save_profile
+
+DATA = Path(__file__).parent.parent / "data"
+# FAKE_CPU: fp32 100 GFLOP/s, 20 GB/s. This one: 4× the math, 2× the bandwidth.
+FASTER = dataclasses.replace(
+    FAKE_CPU,
+    id="faster",
+    name="faster CPU",
+    peak_flops_per_s={Precision.FP32: 400e9},
+    memory_bandwidth_bytes_per_s=40e9,
+    calibration=None,
+)
+
+
+def op(
+    index: int, flops: int, bytes_: int, time_s: float | None, macs: int | None = None
+) -> OpRecord:
+    return OpRecord(
+        index=index,
+        name="aten::mm" if macs else "aten::add",
+        module="layer",
+        phase=Phase.FORWARD,
+        input_shapes=((4, 4),),
+        input_dtypes=("float32",),
+        output_shapes=((4, 4),),
+        output_dtypes=("float32",),
+        flops=flops,
+        macs=macs,
+        bytes_read=bytes_,
+        bytes_written=0,
+        time_s=time_s,
+    )
+
+
+def profile(ops: tuple[OpRecord, ...], outside_s: float, step_s: float) -> Profile:
+    return Profile(
+        workload=WorkloadInfo(
+            name="hand-built",
+            batch_size=8,
+            device=Device.CPU,
+            precision=Precision.FP32,
+            parameter_count=100,
+            tokens_per_sample=None,
+        ),
+        hardware=FAKE_CPU,
+        timing=Measurement(times_s=(step_s, step_s * 1.1), steps_per_replicate=1, warmup_steps=1),
+        ops=ops,
+        profiled_step_s=sum(o.time_s or 0.0 for o in ops) + outside_s,
+        unattributed_s=outside_s,
+    )
+
+
+HAND_BUILT = profile(
+    (
+        # compute-bound: SoL max(2e9 / 100e9, 1e6 / 20e9) = 20 ms, measured 40 ms (50 %)
+        op(0, 2_000_000_000, 1_000_000, 0.040, macs=1_000_000_000),
+        # memory-bound: SoL max(1e6 / 100e9, 2e8 / 20e9) = 10 ms, measured 20 ms
+        op(1, 1_000_000, 200_000_000, 0.020),
+        # overhead-bound: 10 µs (< 20 µs) at 400 / 20e9 = 20 ns of SoL (0.2 %)
+        op(2, 100, 400, 10e-6),
+        op(3, 0, 0, 5e-6),  # no work: a view
+        op(4, 1_000, 1_000, None),  # untimed
+    ),
+    outside_s=0.005,
+    step_s=0.070,
+)
+
+
+def test_each_op_keeps_its_fraction_of_the_speed_of_light() -> None:
+    predicted = predict(HAND_BUILT, hardware=FASTER)
+    times = [o.time_s for o in predicted.ops]
+    # compute: SoL 2e9 / 400e9 = 5 ms at 50 %: 10 ms; memory: 2e8 / 40e9 = 5 ms at 50 %:
+    # 10 ms; overhead, no work, untimed: kept.
+    assert times == pytest.approx([0.010, 0.010, 10e-6, 5e-6, None])
+    # Step: the median of 70 and 77 ms, 73.5 ms, × (10 + 10 + 0.01 + 0.005 + 5 outside)
+    # / (40 + 20 + 0.01 + 0.005 + 5).
+    scale = (0.010 + 0.010 + 10e-6 + 5e-6 + 0.005) / (0.040 + 0.020 + 10e-6 + 5e-6 + 0.005)
+    assert predicted.step_time_s == pytest.approx(0.0735 * scale)
+    assert predicted.profiled_step_s == pytest.approx(0.010 + 0.010 + 10e-6 + 5e-6 + 0.005)
+    assert predicted.unattributed_s == HAND_BUILT.unattributed_s
+    assert predicted.memory == HAND_BUILT.memory and predicted.hardware is FASTER
+    made = predicted.prediction
+    assert made is not None and dict(made.changes) == {"hardware": "faster"}
+    assert (made.source_hardware, made.measured_step_time_s) == ("local", HAND_BUILT.step_time_s)
+
+
+def test_an_op_that_crosses_the_ridge_takes_its_bound_on_the_target() -> None:
+    # Intensity 10 FLOP/B: above FAKE_CPU's ridge (5), below FASTER's (10 is its ridge,
+    # so compute); on a target of 400 GFLOP/s and 20 GB/s (ridge 20) it is memory-bound.
+    slow_memory = dataclasses.replace(FASTER, memory_bandwidth_bytes_per_s=20e9)
+    crossing = profile((op(0, 1_000_000_000, 100_000_000, 0.020, macs=1),), 0.0, 0.020)
+    # Source SoL: max(10 ms, 5 ms) = 10 ms (50 %); target: max(2.5 ms, 5 ms) = 5 ms.
+    (moved,) = predict(crossing, hardware=slow_memory).ops
+    assert moved.time_s == pytest.approx(0.010)
+
+
+def test_no_change_is_the_identity() -> None:
+    assert predict(HAND_BUILT) is HAND_BUILT
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    work=st.lists(
+        st.tuples(
+            st.integers(0, 10**12),
+            st.integers(0, 10**10),
+            st.one_of(st.none(), st.floats(1e-7, 10.0)),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    outside=st.floats(0.0, 1.0),
+)
+def test_the_same_hardware_predicts_the_same_figures(
+    work: list[tuple[int, int, float | None]], outside: float
+) -> None:
+    measured = profile(
+        tuple(op(i, f, b, t, macs=f // 2 or None) for i, (f, b, t) in enumerate(work)),
+        outside,
+        1.0,
+    )
+    same = predict(measured, hardware=measured.hardware)
+    assert [o.time_s for o in same.ops] == [o.time_s for o in measured.ops]
+    assert same.timing == measured.timing
+    assert same.profiled_step_s == pytest.approx(measured.profiled_step_s, rel=1e-12)
+
+
+def test_a_gpu_target_says_what_is_not_validated() -> None:
+    small = dataclasses.replace(catalog_hardware("h100-sxm"), memory_bytes=10)
+    with_memory = load_profile(DATA / "profiles" / "mlp-tiny-schema1.json")
+    predicted = predict(with_memory, hardware=small)
+    assert predicted.workload.device is Device.CUDA
+    assert small.kind is DeviceKind.GPU
+    made = predicted.prediction
+    assert made is not None and not made.validated
+    said = " ".join(made.assumptions)
+    assert "from a cpu to a gpu" in said
+    assert "exceeds the target's 10 B: it would not run there as it is" in said
+
+
+def test_a_prediction_round_trips_through_json(tmp_path: Path) -> None:
+    predicted = predict(HAND_BUILT, hardware=FASTER)
+    loaded = load_profile(save_profile(predicted, tmp_path / "p.json"))
+    assert loaded.prediction == predicted.prediction
+    assert [o.time_s for o in loaded.ops] == [o.time_s for o in predicted.ops]
+
+
+def test_the_cli_predicts_from_a_saved_profile(run_cli: RunCli, tmp_path: Path) -> None:
+    saved = str(DATA / "profiles" / "mlp-tiny-schema1.json")
+    code, out, _ = run_cli("predict", saved, "--hardware", "h100-sxm", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["prediction"]["changes"] == {"hardware": "h100-sxm"}
+    assert doc["hardware"]["id"] == "h100-sxm" and doc["workload"]["device"] == "cuda"
+    measured = load_profile(saved)
+    assert doc["prediction"]["measured_step_time_s"] == measured.step_time_s
+    code, _, err = run_cli("predict", saved, "--hardware", "h100")
+    assert code == 2 and "h100-sxm" in err  # the closest id offered
+
+
+def test_predicting_needs_a_known_hardware_and_a_readable_profile(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    code, _, err = run_cli("predict", str(tmp_path / "none.json"), "--hardware", "h100-sxm")
+    assert code == 2 and "no such file" in err
