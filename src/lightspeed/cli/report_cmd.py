@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from lightspeed.cli.common import HtmlOption, JsonOption, PngOption, report
+from lightspeed.cli.common import JsonOption, report
 
 
 def report_command(
@@ -16,8 +16,19 @@ def report_command(
         help="A result written with --json by lightspeed profile, trace or bench.",
         show_default=False,
     ),
-    html_path: Path | None = HtmlOption,
-    png_path: Path | None = PngOption,
+    html_path: Path | None = typer.Option(
+        None,
+        "--html",
+        metavar="PATH",
+        help="Where to write the interactive HTML report (default: RESULT.html beside the"
+        " result, unless only --png is given).",
+    ),
+    png_path: Path | None = typer.Option(
+        None,
+        "--png",
+        metavar="PATH",
+        help="Where to write the roofline chart as a PNG image (needs matplotlib).",
+    ),
     json_path: Path | None = JsonOption,
 ) -> None:
     """Draw a saved result (profile, trace or bench JSON) as an interactive HTML report
