@@ -234,9 +234,14 @@ def beaten_roof(hardware: Hardware, analysis: OpAnalysis) -> tuple[str, str | No
 
 def shape_text(op: OpRecord) -> str:
     """The op's input shapes, as `768×3072, 768×3072`; `shapes unknown` when unrecorded."""
-    if not op.input_shapes:
+    return shapes_text(op.input_shapes)
+
+
+def shapes_text(shapes: Sequence[Sequence[int]]) -> str:
+    """Shapes as `768×3072, 768×3072` (a 0-d one as `scalar`); `shapes unknown` for none."""
+    if not shapes:
         return "shapes unknown"
-    return ", ".join("×".join(map(str, shape)) or "scalar" for shape in op.input_shapes)
+    return ", ".join("×".join(map(str, shape)) or "scalar" for shape in shapes)
 
 
 def diagnose_profile(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console, RenderableType
@@ -174,31 +175,28 @@ def write_files(
         return
     from lightspeed.report import render_json
 
-    obj = render_json.render(doc)
+    text = render_json.dumps(render_json.render(doc))
     if json_path is not None:
         if str(json_path) == "-":
-            sys.stdout.write(render_json.dumps(obj) + "\n")
+            sys.stdout.write(text + "\n")
         else:
-            render_json.write(json_path, obj)
+            render_json.write_text(json_path, text + "\n")
             print(f"wrote {json_path}", file=sys.stderr)
-    write_pictures(obj, html_path, png_path)
+    if html_path is not None or png_path is not None:
+        # Drawn from the JSON as its file holds it: the report of a saved result is this.
+        write_pictures(json.loads(text), html_path, png_path)
 
 
-def write_pictures(obj: dict[str, object], html_path: Path | None, png_path: Path | None) -> None:
-    """The HTML report and the roofline PNG of the result `obj`, where the paths say."""
-    # Strict JSON first: what the report draws is what the JSON file holds.
-    import json
-
-    from lightspeed.report import render_json
-
-    drawn = json.loads(render_json.dumps(obj)) if html_path or png_path else obj
+def write_pictures(result: dict[str, Any], html_path: Path | None, png_path: Path | None) -> None:
+    """The HTML report and the roofline PNG of `result` (a result's JSON object, as its
+    file holds it), where the paths say."""
     if html_path is not None:
         from lightspeed.report.html import write_html
 
-        write_html(html_path, drawn)
+        write_html(html_path, result)
         print(f"wrote {html_path}", file=sys.stderr)
     if png_path is not None:
         from lightspeed.report.png import write_roofline_png
 
-        write_roofline_png(png_path, drawn)
+        write_roofline_png(png_path, result)
         print(f"wrote {png_path}", file=sys.stderr)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from lightspeed.facts.profile import Profile
@@ -24,5 +23,5 @@ def save_html(result: Profile | TraceAnalysis, path: str | Path) -> Path:
         from lightspeed.report.trace_report import trace_document
 
         doc = trace_document(result)
-    # Through strict JSON: the page draws exactly what a saved result would hold.
-    return write_html(path, json.loads(render_json.dumps(render_json.render(doc))))
+    # The page draws exactly what a saved result would hold.
+    return write_html(path, render_json.as_read_back(render_json.render(doc)))

@@ -305,13 +305,14 @@ def _module_tree(analysis: ProfileAnalysis, depth: int) -> Section:
     return Section(f"Modules (depth {depth})", (root,))
 
 
-def _bound_label(a: OpAnalysis) -> str:
-    """The op's bound; a memory bound whose roof is the cache says `cache`."""
-    if a.bound is None:
+def bound_label(bound: Bound | None, level: MemoryLevel) -> str:
+    """An op's bound as reports show it: a memory bound whose roof is the cache says
+    `cache`; an op with no work, `—`."""
+    if bound is None:
         return "—"
-    if a.bound is Bound.MEMORY and a.memory_level is MemoryLevel.CACHE:
+    if bound is Bound.MEMORY and level is MemoryLevel.CACHE:
         return "cache"
-    return a.bound.value
+    return bound.value
 
 
 def _top_ops(analysis: ProfileAnalysis, n: int) -> Table:
@@ -325,7 +326,7 @@ def _top_ops(analysis: ProfileAnalysis, n: int) -> Table:
             Value(a.time_s or 0, Unit.SECONDS),
             Value(a.sol_time_s, Unit.SECONDS),
             Value(a.efficiency, Unit.FRACTION),
-            _bound_label(a),
+            bound_label(a.bound, a.memory_level),
         ]
         for a in top
     ]

@@ -64,12 +64,25 @@ def dumps(obj: dict[str, Any]) -> str:
 
 
 def write(path: Path, obj: dict[str, Any]) -> Path:
-    """Write `obj` to `path` atomically (a failure never leaves half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(dumps(obj) + "\n", "utf-8")
-    tmp.replace(path)
-    return path
+    """Write `obj` to `path` as JSON, atomically."""
+    return write_text(path, dumps(obj) + "\n")
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write `text` to `path` atomically (a failure never leaves half a file)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(text, "utf-8")
+    tmp.replace(target)
+    return target
+
+
+def as_read_back(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` as reading its JSON file back gives it (non-finite floats null, tuples
+    lists): what a report drawn from the file would see."""
+    loaded: dict[str, Any] = json.loads(dumps(obj))
+    return loaded
 
 
 def finite(value: Any) -> Any:

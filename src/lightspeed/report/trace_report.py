@@ -94,7 +94,7 @@ def _rank_data(r: RankAnalysis) -> dict[str, Any]:
         "devices": list(r.devices),
         "last_step_left_out": r.last_step_left_out,
         **_whole_data(r.whole),
-        "steps": [_step_data(w) for w in r.steps],
+        "steps": [_window_data(w) for w in r.steps],
         "notes": list(r.notes),
         "timeline": None if r.timeline is None else _timeline_data(r.timeline),
     }
@@ -131,15 +131,6 @@ def _whole_data(w: WindowAnalysis) -> dict[str, Any]:
             **matmuls,
             "hardware_ceilings": hardware_to_dict(catalog_hardware(matmuls["hardware"])),
         }
-    return data
-
-
-def _step_data(w: WindowAnalysis) -> dict[str, Any]:
-    """A step's window; its matrix products one by one are left to the whole trace's,
-    which the report draws (a step's would repeat them for every step)."""
-    data = _window_data(w)
-    if data.get("matmuls"):
-        data["matmuls"] = {k: v for k, v in data["matmuls"].items() if k != "points"}
     return data
 
 

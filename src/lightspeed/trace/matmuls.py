@@ -261,7 +261,8 @@ class MatmulStats:
     memory_bound_s: float | None = None
     unaligned_excess_s: float | None = None
     tf32_ops: int = 0  # fp32 products faster than the fp32 peak: placed against TF32
-    points: tuple[MatmulPoint, ...] = ()  # the POINTS_KEPT longest, longest first
+    # The POINTS_KEPT longest, longest first (the whole trace's window only).
+    points: tuple[MatmulPoint, ...] = ()
 
     @property
     def flops_per_s(self) -> float:
@@ -283,10 +284,10 @@ def _seconds_by(keys: list[str], time_us: FloatArray) -> dict[str, float]:
 
 
 def matmul_stats(
-    index: MatmulIndex | None, rows: BoolArray, dur_us: FloatArray
+    index: MatmulIndex | None, rows: BoolArray, dur_us: FloatArray, *, points: bool = False
 ) -> MatmulStats | None:
     """The products whose kernels are among the device events `rows` (with durations
-    `dur_us`, all device events)."""
+    `dur_us`, all device events); with `points`, the longest one by one as well."""
     if index is None:
         return None
     events = np.flatnonzero(rows & (index.op_of_event >= 0))
@@ -310,7 +311,7 @@ def matmul_stats(
         unaligned_by_precision=_seconds_by(
             [c for c, u in zip(core, unaligned, strict=True) if u], time_us[unaligned]
         ),
-        points=_points(index, op_ids, time_us, core),
+        points=_points(index, op_ids, time_us, core) if points else (),
     )
     if index.sol_s is None or index.memory_bound is None:
         return stats
@@ -353,7 +354,10 @@ def _index(ctx: TraceContext) -> MatmulIndex | None:
 
 
 def _matmuls(w: WindowContext) -> MatmulStats | None:
-    return matmul_stats(w.trace.once(_index), w.rows, w.trace.device.dur_us)
+    # Products one by one for the whole trace only (its window has no step number):
+    # what a report draws, where every step's would repeat them.
+    whole = w.window.number is None
+    return matmul_stats(w.trace.once(_index), w.rows, w.trace.device.dur_us, points=whole)
 
 
 def _describe(m: MatmulStats | None) -> Shown:

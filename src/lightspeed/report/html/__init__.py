@@ -17,7 +17,7 @@ from typing import Any
 from lightspeed.errors import ConfigError
 from lightspeed.report.html.frame import render_page
 from lightspeed.report.html.markup import Markup, text
-from lightspeed.report.render_json import SCHEMA_VERSION, Clock, utc_now
+from lightspeed.report.render_json import SCHEMA_VERSION, Clock, utc_now, write_text
 
 # The results a report draws, by their `document`.
 KINDS = ("profile", "trace-analysis", "bench")
@@ -71,13 +71,7 @@ def _subtitle(what: str, doc: Mapping[str, Any]) -> Markup:
 
 def write_html(path: str | Path, doc: Mapping[str, Any], *, clock: Clock = utc_now) -> Path:
     """Write the HTML report of `doc` to `path` atomically."""
-    target = Path(path)
-    page = render_html(doc, clock=clock)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(page, "utf-8")
-    tmp.replace(target)
-    return target
+    return write_text(path, render_html(doc, clock=clock))
 
 
 def check_result(doc: object, where: str) -> None:

@@ -6,16 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lightspeed.analysis.diagnosis import shapes_text
 from lightspeed.document import Unit, Value
+from lightspeed.facts.hardware import MemoryLevel
 from lightspeed.report.html.markup import Column, Markup, Page
-
-
-def shapes_text(op: Mapping[str, Any]) -> str:
-    """The op's input shapes, as `768×3072, 768×3072`."""
-    shapes = op.get("input_shapes") or []
-    if not shapes:
-        return "shapes unknown"
-    return ", ".join("×".join(map(str, s)) or "scalar" for s in shapes)
+from lightspeed.report.profile_report import bound_label
+from lightspeed.rules import Bound
 
 
 def op_label(op: Mapping[str, Any]) -> str:
@@ -41,11 +37,9 @@ _OP_COLUMNS = (
 
 
 def _bound(op: Mapping[str, Any]) -> str:
-    if op.get("bound") is None:
-        return "—"
-    if op["bound"] == "memory" and op.get("memory_level") == "cache":
-        return "cache"
-    return str(op["bound"])
+    bound = op.get("bound")
+    level = MemoryLevel(op.get("memory_level") or MemoryLevel.DRAM.value)
+    return bound_label(None if bound is None else Bound(bound), level)
 
 
 def op_table(page: Page, doc: Mapping[str, Any]) -> Markup:
@@ -60,7 +54,7 @@ def op_table(page: Page, doc: Mapping[str, Any]) -> Markup:
             op_label(op),
             op["module"] or "(root)",
             op["phase"],
-            shapes_text(op),
+            shapes_text(op.get("input_shapes") or ()),
             op.get("precision") or "—",
             Value(op["flops"], Unit.FLOPS),
             Value(op["bytes"], Unit.BYTES),

@@ -8,11 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from lightspeed import units
+from lightspeed.analysis.diagnosis import shapes_text
 from lightspeed.document import Unit, Value
 from lightspeed.report.html import roofline
 from lightspeed.report.html.markup import Markup, Page, fields, findings, label, notes, text
 from lightspeed.report.html.memory_charts import memory_charts
-from lightspeed.report.html.op_table import op_label, op_table, shapes_text
+from lightspeed.report.html.op_table import op_label, op_table
 
 
 def profile_page(doc: Mapping[str, Any]) -> Page:
@@ -112,7 +113,7 @@ def summary(doc: Mapping[str, Any]) -> Markup:
         if calibration
         else "datasheet"
     )
-    used = {op.get("precision") for op in doc["ops"] if op.get("flops")}
+    used = precisions_used(doc)
     rows: list[tuple[str, Value | str | None]] = [
         ("workload", wl["name"]),
         ("batch size", Value(wl["batch_size"], Unit.INTEGER)),
@@ -147,7 +148,12 @@ def summary(doc: Mapping[str, Any]) -> Markup:
     return fields(rows)
 
 
-def ceilings_text(hw: Mapping[str, Any], used: set[str | None]) -> str:
+def precisions_used(doc: Mapping[str, Any]) -> set[str]:
+    """The precisions the profile's ops with FLOPs are placed at."""
+    return {op["precision"] for op in doc["ops"] if op.get("flops") and op.get("precision")}
+
+
+def ceilings_text(hw: Mapping[str, Any], used: set[str]) -> str:
     """The peaks of the precisions in `used` (all, when none is), then memory and cache
     bandwidth, and the other precisions' peaks after them."""
     peaks = hw.get("peak_flops_per_s") or {}
@@ -169,7 +175,7 @@ def profile_roofline(doc: Mapping[str, Any]) -> roofline.Roofline:
             group=op["phase"],
             name=op_label(op),
             module=op["module"] or "(root)",
-            detail=shapes_text(op),
+            detail=shapes_text(op.get("input_shapes") or ()),
             flops=float(op["flops"]),
             bytes=float(op["bytes"]),
             time_s=float(op["time_s"]),
@@ -178,7 +184,7 @@ def profile_roofline(doc: Mapping[str, Any]) -> roofline.Roofline:
         for op in doc["ops"]
         if roofline.placeable(op["flops"], op["bytes"], op.get("time_s"))
     )
-    used = {op["precision"] for op in doc["ops"] if op.get("flops")}
+    used = precisions_used(doc)
     hw = doc["hardware"]
     return roofline.Roofline(
         title=f"{doc['workload']['name']} on {hw['name']}",
