@@ -119,6 +119,7 @@ def test_every_suite_module_is_loaded_and_registers_workloads() -> None:
         "gan",
         "gpt2",
         "inception",
+        "llama",
         "mlp",
         "mobilenet",
         "pointnet",
