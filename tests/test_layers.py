@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("history",),  # the results store: bench documents in SQLite
     # Below this line modules may load torch.
     ("workload",),
+    ("optimize",),  # Workload → Workload transforms
     ("suite",),
     ("targets", "hf_target"),
     ("measure",),
@@ -42,6 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "hardware.cache",
         "hardware.resolve",
     ),
+    ("predict.shapes", "predict.whatif"),  # predictions that run the step's shapes
     ("api", "observation", "bench"),
     ("cli", "__main__"),
     ("",),  # the package root: its lazy facade names everything

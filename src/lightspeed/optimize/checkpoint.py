@@ -1,0 +1,186 @@
+"""Activation checkpointing: `Workload → Workload` that recomputes activations in backward.
+
+Source: Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost", with
+`torch.utils.checkpoint.checkpoint(use_reentrant=False)` doing the recompute. The plan
+(`checkpoint_plan`) says which modules; this module makes their forward checkpointed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils import checkpoint as torch_checkpoint
+
+from lightspeed.errors import ConfigError
+from lightspeed.optimize.checkpoint_plan import (
+    AUTO,
+    CheckpointPlan,
+    checkpoint_plan,
+    merges_segments,
+)
+from lightspeed.workload import Workload
+
+__all__ = ["CheckpointPlan", "checkpoint", "checkpoint_model", "checkpoint_plan"]
+
+# Ids of the Sequential stacks now running one of their segments under checkpoint: the
+# blocks inside it then run plainly. A context variable, so that threads and the
+# autograd engine's own threads each see only the segments they run.
+_RUNNING_SEGMENT: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
+    "lightspeed_running_segment", default=frozenset()
+)
+
+
+def checkpoint(workload: Workload, modules: Sequence[str] | str = AUTO) -> Workload:
+    """`workload` with the selected submodules of its model recomputed in backward.
+
+    Source: Chen et al. 2016 ("Training Deep Nets with Sublinear Memory Cost"), through
+    `torch.utils.checkpoint.checkpoint(use_reentrant=False)`. `modules` is "auto" (the
+    ⌈√N⌉ segments of the model's longest stack of repeated blocks) or fully-qualified
+    module names, shell-style patterns allowed (see `checkpoint_plan`). The plan is made
+    when the model is built, so a name that matches nothing raises then.
+
+    Preconditions: each selected module's forward is a function of its inputs, its
+    parameters and the RNG (which checkpoint restores, so dropout recomputes the same
+    masks); the only state it changes is BatchNorm-style running statistics, which the
+    recompute updates on throwaway copies. Equivalence: one step gives the same loss,
+    gradients, parameters and running statistics as `workload`, bit for bit on a
+    deterministic device (the recompute repeats the same kernels on the same inputs, and
+    the backward graph is the one `workload` builds); parameter and state_dict names are
+    unchanged. Only training-mode forwards with grad enabled are checkpointed.
+    """
+
+    def model() -> nn.Module:
+        built = workload.model()
+        checkpoint_model(built, modules)
+        return built
+
+    return dataclasses.replace(workload, name=f"{workload.name}+checkpoint", model=model)
+
+
+def checkpoint_model(model: nn.Module, modules: Sequence[str] | str = AUTO) -> CheckpointPlan:
+    """Make the modules `checkpoint_plan(model, modules)` selects recompute in backward,
+    in place, and return that plan. Module objects, parameters and buffers stay the same;
+    only the selected modules' (or, for merged segments, their Sequential's) `forward`
+    is replaced. Raises ConfigError when the model is checkpointed already."""
+    if any(isinstance(m.__dict__.get("forward"), _Checkpointed) for m in model.modules()):
+        raise ConfigError(
+            f"checkpoint: {type(model).__name__} is checkpointed already; apply checkpoint once."
+        )
+    plan = checkpoint_plan(model, modules)
+    named = dict(model.named_modules())
+    by_stack: dict[str, list[list[nn.Module]]] = {}
+    for segment in plan.segments:
+        parent = segment[0].rpartition(".")[0]
+        if parent in plan.stacks and merges_segments(named[parent]):
+            by_stack.setdefault(parent, []).append([named[name] for name in segment])
+    for parent, segments in by_stack.items():
+        stack = named[parent]
+        stack.forward = _SegmentedStack(stack, segments)
+    for name in plan.modules:
+        parent = name.rpartition(".")[0]
+        # A block of a merged segment checkpoints itself only when its Sequential is not
+        # what calls it (a parent looping over the Sequential as over a list).
+        stack = named[parent] if parent in by_stack else None
+        named[name].forward = _CheckpointedModule(named[name], stack)
+    return plan
+
+
+class _Checkpointed:
+    """Base of the forwards this module installs, so a second application is refused."""
+
+
+class _CheckpointedModule(_Checkpointed):
+    """A module's forward run under checkpoint; the module's own forward inside a merged
+    segment of `stack` that is checkpointed already, and when not training."""
+
+    def __init__(self, module: nn.Module, stack: nn.Module | None) -> None:
+        # References, not ids, so that a deep copy of the model refers to its own copies.
+        self.module = module
+        self.original: Callable[..., Any] = module.forward
+        self.stack = stack
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        inside = self.stack is not None and id(self.stack) in _RUNNING_SEGMENT.get()
+        if inside or not (self.module.training and torch.is_grad_enabled()):
+            return self.original(*args, **kwargs)
+        return _recomputed(self.original, [self.module], *args, **kwargs)
+
+
+class _SegmentedStack(_Checkpointed):
+    """`nn.Sequential.forward` with each run of consecutive blocks checkpointed as one."""
+
+    def __init__(self, stack: nn.Module, segments: list[list[nn.Module]]) -> None:
+        self.stack = stack
+        self.original: Callable[..., Any] = stack.forward
+        self.segments = segments
+
+    def __call__(self, x: Any) -> Any:
+        if not (self.stack.training and torch.is_grad_enabled()):
+            return self.original(x)
+        for segment in self.segments:
+            x = _recomputed(self._run_segment, segment, segment, x)
+        return x
+
+    def _run_segment(self, segment: list[nn.Module], x: Any) -> Any:
+        token = _RUNNING_SEGMENT.set(_RUNNING_SEGMENT.get() | {id(self.stack)})
+        try:
+            for block in segment:
+                x = block(x)
+            return x
+        finally:
+            _RUNNING_SEGMENT.reset(token)
+
+
+def _recomputed(
+    function: Callable[..., Any], owners: Sequence[nn.Module], *args: Any, **kwargs: Any
+) -> Any:
+    """`function(*args, **kwargs)` under non-reentrant checkpoint; the recompute updates
+    copies of the running statistics of the norm layers in `owners`."""
+    norms = [m for owner in owners for m in owner.modules() if _tracks_running_stats(m)]
+    recompute = _ThrowawayRunningStats(norms) if norms else None
+    return torch_checkpoint.checkpoint(
+        function,
+        *args,
+        use_reentrant=False,
+        context_fn=lambda: (contextlib.nullcontext(), recompute or contextlib.nullcontext()),
+        **kwargs,
+    )
+
+
+def _tracks_running_stats(module: nn.Module) -> bool:
+    # BatchNorm, SyncBatchNorm and InstanceNorm(track_running_stats=True) alike.
+    return bool(getattr(module, "track_running_stats", False)) and isinstance(
+        getattr(module, "running_mean", None), torch.Tensor
+    )
+
+
+class _ThrowawayRunningStats:
+    """Entered around a recompute: the norm layers' buffers (running mean and variance,
+    batches tracked) are swapped for copies the recompute may update, and put back on
+    exit, so the step updates them once, as without checkpoint. The forward kernels are
+    the same (the layers still get running statistics), so the outputs are too.
+    Re-entrant across recomputes: each entry saves its own originals."""
+
+    def __init__(self, norms: list[nn.Module]) -> None:
+        self.norms = norms
+        self.saved: list[list[dict[str, torch.Tensor]]] = []
+
+    def __enter__(self) -> None:
+        originals = []
+        for norm in self.norms:
+            buffers = dict(norm.named_buffers(recurse=False))
+            originals.append(buffers)
+            for name, buffer in buffers.items():
+                setattr(norm, name, buffer.clone())
+        self.saved.append(originals)
+
+    def __exit__(self, *exc: object) -> None:
+        for norm, buffers in zip(self.norms, self.saved.pop(), strict=True):
+            for name, buffer in buffers.items():
+                setattr(norm, name, buffer)

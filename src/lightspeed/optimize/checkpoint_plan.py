@@ -1,0 +1,173 @@
+"""Which modules of a model to recompute in backward: a `CheckpointPlan`.
+
+A plan only reads the module tree (names, classes, containers); `optimize.checkpoint`
+applies it. With `modules="auto"` it follows Chen, Xu, Zhang and Guestrin 2016,
+"Training Deep Nets with Sublinear Memory Cost" (arXiv:1604.06174), §4: a chain of N
+layers split into ⌈√N⌉ segments keeps only the segment inputs plus one segment's
+activations at a time, O(√N) memory for one extra forward pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import math
+from collections.abc import Sequence
+
+from torch import nn
+
+from lightspeed.errors import ConfigError, did_you_mean
+
+AUTO = "auto"
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointPlan:
+    """The modules a checkpointed model recomputes in backward, and how they are grouped.
+
+    modules: fully-qualified names (as in `model.named_modules()`) of every module run
+    under checkpoint, in model order. segments: the checkpointed units, each a run of
+    consecutive entries of `modules` recomputed together (only its input is kept for
+    backward); a segment of one name is that module alone. stacks: the containers of
+    repeated blocks `auto` chose (empty when modules were named). blocks: N, the blocks
+    in each chosen stack, or the number of modules named. reason: one line on the plan.
+    """
+
+    modules: tuple[str, ...]
+    segments: tuple[tuple[str, ...], ...]
+    stacks: tuple[str, ...]
+    blocks: int
+    reason: str
+
+    def __post_init__(self) -> None:
+        flat = tuple(name for segment in self.segments for name in segment)
+        if flat != self.modules:
+            raise ValueError(f"segments {self.segments} must cover modules {self.modules}")
+
+
+def checkpoint_plan(model: nn.Module, modules: Sequence[str] | str = AUTO) -> CheckpointPlan:
+    """The plan for checkpointing `model`: the √N segments of its main stack of blocks
+    (`modules="auto"`), or the modules whose names match the given shell-style patterns.
+
+    A pattern is matched (`fnmatch`) against every submodule's fully-qualified name; a
+    module inside another selected one is covered by that ancestor, so `blocks.*` selects
+    the direct children of `blocks`. Raises ConfigError for a pattern that matches no
+    module, and for `auto` on a model with no container of two or more blocks of one class.
+    """
+    if isinstance(modules, str) and modules == AUTO:
+        return _auto_plan(model)
+    patterns = [modules] if isinstance(modules, str) else list(modules)
+    return _named_plan(model, patterns)
+
+
+def segment_sizes(blocks: int) -> list[int]:
+    """Sizes of the ⌈√blocks⌉ runs of consecutive blocks Chen et al. checkpoint, as even
+    as possible, longer runs first: 8 blocks → [3, 3, 2]; 12 → [3, 3, 3, 3]."""
+    if blocks < 1:
+        raise ValueError(f"a stack needs at least one block, got {blocks}")
+    count = math.ceil(math.sqrt(blocks))
+    base, extra = divmod(blocks, count)
+    return [base + 1] * extra + [base] * (count - extra)
+
+
+def repeated_stacks(model: nn.Module) -> list[tuple[str, int]]:
+    """(name, N) of every `nn.ModuleList` or `nn.Sequential` whose N >= 2 children are
+    all of one class, in model order."""
+    found = []
+    for name, module in model.named_modules():
+        if not isinstance(module, (nn.ModuleList, nn.Sequential)):
+            continue
+        classes = {type(child) for child in module.children()}
+        if len(module) >= 2 and len(classes) == 1:
+            found.append((name, len(module)))
+    return found
+
+
+def merges_segments(stack: nn.Module) -> bool:
+    """Whether consecutive blocks of `stack` can run as one checkpointed segment: only
+    when `nn.Sequential.forward` itself calls them, each one's output feeding the next.
+    A ModuleList is looped over by its parent's forward, which may do anything between
+    blocks, so its blocks are checkpointed one by one."""
+    return isinstance(stack, nn.Sequential) and type(stack).forward is nn.Sequential.forward
+
+
+def _auto_plan(model: nn.Module) -> CheckpointPlan:
+    stacks = repeated_stacks(model)
+    if not stacks:
+        raise ConfigError(
+            f"checkpoint: found no stack of repeated blocks in {type(model).__name__} (an"
+            " nn.ModuleList or nn.Sequential of two or more modules of one class); name the"
+            " modules to checkpoint instead of 'auto'."
+        )
+    n = max(size for _, size in stacks)
+    # An encoder-decoder has two stacks of one depth: both are the main chain.
+    chosen = [name for name, size in stacks if size == n]
+    containers = dict(model.named_modules())
+    segments: list[tuple[str, ...]] = []
+    merged = []
+    for stack in chosen:
+        children = [_child_name(stack, child) for child, _ in containers[stack].named_children()]
+        if merges_segments(containers[stack]):
+            merged.append(stack)
+            start = 0
+            for size in segment_sizes(n):
+                segments.append(tuple(children[start : start + size]))
+                start += size
+        else:
+            segments.extend((child,) for child in children)
+    names = ("each of " if len(chosen) > 1 else "") + " and ".join(repr(s) for s in chosen)
+    per_stack = len(segment_sizes(n))
+    if len(merged) == len(chosen):
+        reason = (
+            f"{n} blocks in {names}: ⌈√{n}⌉ = {per_stack} segments of consecutive blocks,"
+            " each recomputed as one (Chen et al. 2016)"
+        )
+    else:
+        reason = (
+            f"{n} blocks in {names}: each block checkpointed on its own, since a ModuleList's"
+            f" blocks are called by its parent's forward and cannot be merged into"
+            f" ⌈√{n}⌉ = {per_stack} segments"
+        )
+    return _plan(segments, tuple(chosen), n, reason)
+
+
+def _named_plan(model: nn.Module, patterns: list[str]) -> CheckpointPlan:
+    if not patterns:
+        raise ConfigError("checkpoint: name at least one module, or pass 'auto'.")
+    # The root is the whole model: recomputing all of it keeps nothing less.
+    names = [name for name, _ in model.named_modules() if name]
+    selected = []
+    for pattern in patterns:
+        matched = fnmatch.filter(names, pattern)
+        if not matched:
+            raise ConfigError(
+                f"checkpoint: {pattern!r} names no module of {type(model).__name__}."
+                + (did_you_mean(pattern, names) or f" Its modules: {', '.join(names[:8])}…")
+            )
+        selected.extend(matched)
+    chosen = set(selected)
+    # Model order, and a module inside a selected one left to its ancestor: nested
+    # checkpoints would recompute the inner module twice.
+    outermost = [
+        name for name in names if name in chosen and not any(a in chosen for a in _ancestors(name))
+    ]
+    reason = f"{len(outermost)} named modules, each checkpointed on its own"
+    return _plan([(name,) for name in outermost], (), len(outermost), reason)
+
+
+def _plan(
+    segments: list[tuple[str, ...]], stacks: tuple[str, ...], blocks: int, reason: str
+) -> CheckpointPlan:
+    modules = tuple(name for segment in segments for name in segment)
+    return CheckpointPlan(
+        modules=modules, segments=tuple(segments), stacks=stacks, blocks=blocks, reason=reason
+    )
+
+
+def _child_name(parent: str, child: str) -> str:
+    return f"{parent}.{child}" if parent else child
+
+
+def _ancestors(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]

@@ -1,0 +1,275 @@
+"""Activation checkpointing: the plan, and one step equal to the plain step, bit for bit.
+
+Equality is exact (`torch.equal`), not within a tolerance: the recompute repeats the
+same CPU kernels on the same inputs with the RNG restored (so dropout draws the same
+masks), and non-reentrant checkpoint leaves the backward graph the one the plain step
+builds, so every gradient is summed in the same order.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
+
+from lightspeed import suite
+from lightspeed.errors import ConfigError
+from lightspeed.measure.memory import measure_memory
+from lightspeed.measure.step import PreparedStep, StepSettings, prepare
+from lightspeed.optimize import checkpoint as checkpoint_module
+from lightspeed.optimize.checkpoint import checkpoint, checkpoint_model, checkpoint_plan
+from lightspeed.optimize.checkpoint_plan import segment_sizes
+from lightspeed.workload import Workload
+
+
+class ConvBlock(nn.Module):
+    """x + dropout(relu(bn(conv(x)))): [B, C, H, W] -> [B, C, H, W]."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(channels)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.drop(F.relu(self.bn(self.conv(x))))
+
+
+class ConvNet(nn.Module):
+    """Images [B, 3, 8, 8] -> logits [B, 10]; four ConvBlocks in a Sequential (called as
+    one) or a ModuleList (looped over here)."""
+
+    def __init__(self, stack: str) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        blocks = [ConvBlock(8) for _ in range(4)]
+        self.blocks = nn.Sequential(*blocks) if stack == "sequential" else nn.ModuleList(blocks)
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        if isinstance(self.blocks, nn.Sequential):
+            x = self.blocks(x)
+        else:
+            for block in self.blocks:
+                x = block(x)
+        return self.head(x.mean(dim=(2, 3)))
+
+
+def convnet_workload(stack: str) -> Workload:
+    def batch(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randn(n, 3, 8, 8, generator=generator)
+        return x, torch.randint(0, 10, (n,), generator=generator)
+
+    def loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(model(x), y)
+
+    return Workload(name=f"convnet-{stack}", model=lambda: ConvNet(stack), batch=batch, loss=loss)
+
+
+def stepped(workload: Workload) -> PreparedStep:
+    """`workload` built from seed 0 after one training step from seed 1."""
+    torch.manual_seed(0)
+    prepared = prepare(workload, StepSettings())
+    torch.manual_seed(1)
+    prepared.step()
+    return prepared
+
+
+def assert_same_step(plain: PreparedStep, checkpointed: PreparedStep) -> None:
+    assert checkpointed.last_loss is not None and plain.last_loss is not None
+    assert torch.equal(checkpointed.last_loss, plain.last_loss)
+    ours = dict(checkpointed.model.named_parameters())
+    theirs = dict(plain.model.named_parameters())
+    assert list(ours) == list(theirs)
+    for name, param in theirs.items():
+        assert torch.equal(ours[name], param), name
+        grad = ours[name].grad
+        assert grad is not None and param.grad is not None, name
+        assert torch.equal(grad, param.grad), name
+    ours_state = checkpointed.model.state_dict()
+    theirs_state = plain.model.state_dict()
+    assert list(ours_state) == list(theirs_state)
+    for name, value in theirs_state.items():
+        assert torch.equal(ours_state[name], value), name
+
+
+TRANSFORMERS = ["gpt2-tiny", "transformer-encoder-tiny", "bert-base-tiny", "transformer-base-tiny"]
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
+def test_a_checkpointed_suite_step_equals_the_plain_step(name: str) -> None:
+    plain = stepped(suite.get(name))
+    checkpointed = stepped(checkpoint(suite.get(name)))
+    assert checkpointed.workload.name == f"{name}+checkpoint"
+    assert_same_step(plain, checkpointed)
+
+
+@pytest.mark.parametrize("stack", ["sequential", "modulelist"])
+def test_batchnorm_and_dropout_recompute_to_the_plain_step(stack: str) -> None:
+    """BatchNorm's running statistics (mean, variance, batches tracked) are updated once
+    a step although each block runs twice, and dropout draws the same masks."""
+    plain = stepped(convnet_workload(stack))
+    checkpointed = stepped(checkpoint(convnet_workload(stack)))
+    assert_same_step(plain, checkpointed)
+    assert int(checkpointed.model.state_dict()["blocks.0.bn.num_batches_tracked"]) == 1
+
+
+def bn_calls_in_a_step(workload: Workload) -> int:
+    torch.manual_seed(0)
+    prepared = prepare(workload, StepSettings())
+    calls = []
+    for module in prepared.model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.register_forward_hook(lambda *_: calls.append(1))
+    prepared.step()
+    return len(calls)
+
+
+def test_the_blocks_do_run_twice() -> None:
+    """What makes the running-statistics test above bite: every BatchNorm runs in the
+    forward and again in the recompute."""
+    assert bn_calls_in_a_step(convnet_workload("sequential")) == 4
+    assert bn_calls_in_a_step(checkpoint(convnet_workload("sequential"))) == 8
+
+
+def test_without_throwaway_statistics_the_recompute_would_update_them_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(checkpoint_module._ThrowawayRunningStats, "__enter__", lambda self: None)
+    monkeypatch.setattr(checkpoint_module._ThrowawayRunningStats, "__exit__", lambda *_: None)
+    checkpointed = stepped(checkpoint(convnet_workload("sequential")))
+    assert int(checkpointed.model.state_dict()["blocks.0.bn.num_batches_tracked"]) == 2
+
+
+def test_eval_and_no_grad_forwards_are_not_checkpointed() -> None:
+    model = ConvNet("sequential")
+    checkpoint_model(model)
+    calls = []
+    model.get_submodule("blocks.0.bn").register_forward_hook(lambda *_: calls.append(1))
+    x = torch.randn(2, 3, 8, 8)
+    model.eval()
+    model(x).sum().backward()
+    with torch.no_grad():
+        model.train()
+        model(x)
+    assert calls == [1, 1]  # one forward each, no recompute
+
+
+def test_autocast_then_checkpoint_equals_autocast_alone() -> None:
+    """The recompute restores the forward's autocast state, so the bf16 step is kept too."""
+    from lightspeed.optimize.precision import autocast
+
+    plain = stepped(autocast(suite.get("gpt2-tiny")))
+    checkpointed = stepped(checkpoint(autocast(suite.get("gpt2-tiny"))))
+    assert checkpointed.workload.name == "gpt2-tiny+amp-bf16+checkpoint"
+    assert_same_step(plain, checkpointed)
+
+
+def test_checkpointing_cuts_the_saved_activations() -> None:
+    """gpt2-tiny's two blocks each save a dozen [4, 128, 128] and [4, 128, 512] fp32
+    tensors for backward (LayerNorm, qkv, attention, the 4x MLP and GELU); checkpointed,
+    each keeps only its input, and what stays is outside the blocks (the [4, 128, 1024]
+    logits and their log-softmax among them)."""
+
+    def activations(workload: Workload) -> int:
+        prepared = stepped(workload)  # the warm-up: optimizer state exists
+        return measure_memory(prepared).activations_bytes
+
+    plain = activations(suite.get("gpt2-tiny"))
+    checkpointed = activations(checkpoint(suite.get("gpt2-tiny")))
+    block_input = 4 * 128 * 128 * 4  # [B, T, C] fp32
+    assert checkpointed < plain / 2
+    assert plain - checkpointed > 2 * 8 * block_input
+
+
+def stack_of(n: int, container: Callable[..., nn.Module]) -> nn.Module:
+    model = nn.Module()
+    model.stem = nn.Linear(4, 4)
+    model.blocks = container([nn.Linear(4, 4) for _ in range(n)])
+    return model
+
+
+@pytest.mark.parametrize(("n", "sizes"), [(8, [3, 3, 2]), (12, [3, 3, 3, 3])])
+def test_auto_splits_a_sequential_into_root_n_segments(n: int, sizes: list[int]) -> None:
+    plan = checkpoint_plan(stack_of(n, lambda blocks: nn.Sequential(*blocks)))
+    # ⌈√8⌉ = 3 segments of 3, 3, 2; ⌈√12⌉ = 4 segments of 3.
+    assert [len(segment) for segment in plan.segments] == sizes
+    assert plan.modules == tuple(f"blocks.{i}" for i in range(n))
+    assert (plan.stacks, plan.blocks) == (("blocks",), n)
+
+
+def test_auto_checkpoints_a_modulelist_block_by_block() -> None:
+    plan = checkpoint_plan(stack_of(8, nn.ModuleList))
+    assert plan.segments == tuple((f"blocks.{i}",) for i in range(8))
+    assert "ModuleList" in plan.reason
+
+
+@given(st.integers(min_value=1, max_value=400))
+def test_segments_are_root_n_runs_of_near_equal_length(n: int) -> None:
+    sizes = segment_sizes(n)
+    assert len(sizes) == math.ceil(math.sqrt(n))
+    assert sum(sizes) == n
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_a_merged_segment_runs_its_blocks_once_in_forward() -> None:
+    """Eight Linear blocks in three segments: a forward calls each block once (the
+    blocks' own checkpoint is off inside their segment), backward recomputes each once.
+    Counted on entry: the recompute stops inside a segment's last block, once it has
+    what backward needs (torch's early stop), so that block never returns."""
+    model = stack_of(8, lambda blocks: nn.Sequential(*blocks))
+    checkpoint_model(model)
+    calls: list[int] = []
+    blocks = model.get_submodule("blocks")
+    for i, block in enumerate(blocks.children()):
+        block.register_forward_pre_hook(lambda *_, i=i: calls.append(i))
+    y = blocks(model.get_submodule("stem")(torch.randn(2, 4)))
+    assert calls == list(range(8))
+    y.sum().backward()
+    assert sorted(calls[8:]) == list(range(8))
+
+
+def test_a_deep_copy_checkpoints_its_own_modules() -> None:
+    model = ConvNet("sequential")
+    checkpoint_model(model)
+    twin = copy.deepcopy(model)
+    for name, module in twin.named_modules():
+        wrapper: Any = module.__dict__.get("forward")
+        if wrapper is not None and hasattr(wrapper, "module"):
+            assert wrapper.module is module, name
+
+
+def test_patterns_select_modules_and_their_ancestors_cover_the_rest() -> None:
+    model = ConvNet("modulelist")
+    # blocks.* matches blocks.0 and blocks.0.conv alike: the block covers its conv.
+    assert checkpoint_plan(model, "blocks.*").modules == tuple(f"blocks.{i}" for i in range(4))
+    assert checkpoint_plan(model, ["blocks.2.bn", "stem"]).modules == ("stem", "blocks.2.bn")
+
+
+def test_an_unknown_module_name_suggests_the_closest() -> None:
+    with pytest.raises(ConfigError, match=r"'blokcs\.0' names no module.*Did you mean 'blocks\.0'"):
+        checkpoint_plan(ConvNet("modulelist"), ["blokcs.0"])
+
+
+def test_auto_without_repeated_blocks_says_to_name_modules() -> None:
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    with pytest.raises(ConfigError, match=r"no stack of repeated blocks.*name the modules"):
+        checkpoint_plan(model)
+
+
+def test_checkpointing_twice_is_refused() -> None:
+    model = ConvNet("sequential")
+    checkpoint_model(model)
+    with pytest.raises(ConfigError, match="checkpointed already"):
+        checkpoint_model(model)
