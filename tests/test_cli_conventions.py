@@ -24,6 +24,7 @@ RUNS: dict[str, tuple[str, ...]] = {
     "hw list": (),
     "hw show": ("a100-80gb-sxm",),
     "hw calibrate": (),
+    "hw link": ("--max-bytes", "1024"),
     "roofline": ("--flops", "1e9", "--bytes", "1e6", "--peak-flops", "1e12", "--bandwidth", "1e11"),
     "suite": (),
     "explain": ("MFU",),

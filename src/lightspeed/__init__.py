@@ -23,7 +23,7 @@ _EXPORTS = {
     "analyse": "lightspeed.analysis.profile_analysis",
     "load_profile": "lightspeed.report.profile_json",
     "profile": "lightspeed.api",
-    "predict": "lightspeed.predict",
+    "predict": "lightspeed.predict.whatif",
     "save_profile": "lightspeed.report.profile_json",
     "save_html": "lightspeed.report.html_save",
     "Precision": "lightspeed.dtypes",
@@ -118,7 +118,7 @@ if TYPE_CHECKING:
     from lightspeed.measure.timer import TimerConfig
     from lightspeed.measure.workload_timing import time_workload
     from lightspeed.observation import Observation, observe
-    from lightspeed.predict import predict
+    from lightspeed.predict.whatif import predict
     from lightspeed.report.html_save import save_html
     from lightspeed.report.profile_json import load_profile, save_profile
     from lightspeed.rules import Bound, Finding, FindingKind

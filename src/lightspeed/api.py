@@ -14,7 +14,7 @@ from lightspeed.measure.timer import TimerConfig
 from lightspeed.targets import load_target
 from lightspeed.workload import Workload
 
-__all__ = ["profile", "run_setup"]
+__all__ = ["profile", "profile_shapes", "run_setup"]
 
 # A profile's timer stops at 4 replicates once its budget is spent (`lightspeed time` at
 # 5): a step of seconds then costs one step less, and 4 is the fewest that give a
@@ -73,3 +73,23 @@ def profile(
         timer=TimerConfig(budget_s=budget_s, min_replicates=PROFILE_MIN_REPLICATES),
         profiled_steps=steps,
     )
+
+
+def profile_shapes(
+    workload: Workload | str,
+    *,
+    device: str | Device = Device.CPU,
+    dtype: str = "fp32",
+    hardware: Hardware | str | None = None,
+    batch_size: int | None = None,
+) -> Profile:
+    """Analyse one training step of `workload` from shapes alone, on fake tensors
+    (`measure.shape_only`): exact FLOPs, bytes and memory by category, with nothing
+    allocated or executed, and every op timed at its speed of light on `hardware` (a
+    lower bound on the step's time there; `predict.speed_of_light`). Arguments as for
+    `profile`."""
+    from lightspeed.measure.shape_only import profile_shape_only
+    from lightspeed.predict.speed_of_light import at_speed_of_light
+
+    wl, settings, hw = run_setup(workload, device, dtype, batch_size, hardware)
+    return at_speed_of_light(profile_shape_only(wl, hw, settings))

@@ -19,7 +19,7 @@ from lightspeed.facts.profile import Profile
 from lightspeed.facts.records import OpRecord, Phase
 from lightspeed.facts.timing import Measurement, WorkloadInfo
 from lightspeed.hardware import catalog_hardware
-from lightspeed.predict import predict
+from lightspeed.predict.whatif import predict
 from lightspeed.report.profile_json import load_profile, save_profile
 
 DATA = Path(__file__).parent.parent / "data"

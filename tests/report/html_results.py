@@ -46,7 +46,7 @@ def predicted_profile(profile_doc: dict[str, Any], hardware: str) -> dict[str, A
     """The profile predicted on a catalog device."""
     import lightspeed
     from lightspeed.hardware import catalog_hardware
-    from lightspeed.predict import predict
+    from lightspeed.predict.whatif import predict
     from lightspeed.report.profile_json import profile_from_doc
     from lightspeed.report.profile_report import profile_document
 

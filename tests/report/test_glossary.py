@@ -41,7 +41,7 @@ from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.timing import Measurement, StepTiming, WorkloadInfo
 from lightspeed.hardware import catalog_hardware, catalog_ids
-from lightspeed.predict import predict
+from lightspeed.predict.whatif import predict
 from lightspeed.report.bench_report import bench_document
 from lightspeed.report.files_report import files_document
 from lightspeed.report.hardware_report import (

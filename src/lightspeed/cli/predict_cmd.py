@@ -1,16 +1,17 @@
-"""`lightspeed predict TARGET|PROFILE.json --hardware ID`: a step predicted on other
-hardware from a measured profile."""
+"""`lightspeed predict TARGET|PROFILE.json [--batch-size …] [--dtype …] [--checkpoint …]
+[--hardware ID]`: a training step predicted with changes, from a measured profile."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from lightspeed.cli.common import (
     BudgetOption,
     DeviceOption,
-    DtypeOption,
     HtmlOption,
     JsonOption,
     PngOption,
@@ -29,16 +30,47 @@ def predict_command(
         " name, file.py:NAME or hf:MODEL_TYPE).",
         show_default=False,
     ),
-    hardware: str = typer.Option(
-        ...,
+    batch_sizes: str | None = typer.Option(
+        None,
+        "--batch-size",
+        metavar="N[,N…]",
+        help="Samples per step to predict; several, comma-separated, give a table.",
+    ),
+    dtype: str | None = typer.Option(
+        None,
+        "--dtype",
+        metavar="DTYPE",
+        help="Predict the fp32 step under autocast to bf16 or fp16.",
+    ),
+    checkpoint: str | None = typer.Option(
+        None,
+        "--checkpoint",
+        metavar="auto|MODULES",
+        help="Predict activation checkpointing: 'auto' (the √N segment plan) or module"
+        " names or patterns, comma-separated (blocks.*).",
+    ),
+    hardware: str | None = typer.Option(
+        None,
         "--hardware",
         metavar="ID",
         help="The hardware to predict the step on: a catalog id (see `lightspeed hw list`)"
         " or 'local' (this machine, calibrated).",
-        show_default=False,
+    ),
+    processes: int | None = typer.Option(
+        None,
+        "--dp",
+        metavar="N",
+        help="Predict N-way data parallelism (DDP): N processes at the step's batch each,"
+        " gradients all-reduced over --link.",
+    ),
+    link_id: str = typer.Option(
+        "measured",
+        "--link",
+        metavar="ID",
+        help="The link between processes for --dp: a catalog id (`lightspeed hw list"
+        " --links`) or 'measured' (between processes on this machine, measured now).",
     ),
     device: str = DeviceOption,
-    dtype: str = DtypeOption,
     budget: float = BudgetOption,
     threads: int | None = ThreadsOption,
     json_path: Path | None = JsonOption,
@@ -46,27 +78,121 @@ def predict_command(
     png_path: Path | None = PngOption,
     wide: bool = WideOption,
 ) -> None:
-    """Predict a training step on other hardware from a measured profile: each op keeps
-    its fraction of the speed of light on the target's roofline."""
+    """Predict a training step with changes — batch size, autocast precision,
+    checkpointing, other hardware — from a measured profile, with the largest batch that
+    fits the memory."""
     from lightspeed.analysis.profile_analysis import analyse
     from lightspeed.api import profile as profile_step
     from lightspeed.facts.device import Device
     from lightspeed.hardware.resolve import resolve_hardware
-    from lightspeed.predict import predict
+    from lightspeed.predict.whatif import predict
     from lightspeed.report.profile_json import load_profile
     from lightspeed.report.profile_report import profile_document
+    from lightspeed.targets import load_target
 
     use_threads(threads)
+    sizes = _batch_sizes(batch_sizes)
+    workload = None
     if source.endswith(".json") or Path(source).is_file():
         measured = load_profile(source)
     else:
-        measured = profile_step(source, device=device, dtype=dtype, budget_s=budget)
-    target = resolve_hardware(hardware, Device.parse(device))
-    predicted = predict(measured, hardware=target)
-    report(
-        profile_document(analyse(predicted)),
-        json_path,
-        wide=wide,
-        html_path=html_path,
-        png_path=png_path,
+        workload = load_target(source)
+        measured = profile_step(workload, device=device, budget_s=budget)
+    target = None if hardware is None else resolve_hardware(hardware, Device.parse(device))
+    changes: dict[str, Any] = {"dtype": dtype, "checkpoint": checkpoint, "hardware": target}
+    if processes is not None:
+        changes.update(_data_parallel(processes, link_id, Device.parse(device), threads))
+    predictions = [
+        predict(measured, workload=workload, batch_size=size, fits=i == len(sizes) - 1, **changes)
+        for i, size in enumerate(sizes)
+    ]
+    doc = profile_document(analyse(predictions[-1]))
+    if len(predictions) > 1:
+        doc = _with_batch_table(doc, predictions)
+    report(doc, json_path, wide=wide, html_path=html_path, png_path=png_path)
+
+
+def _data_parallel(
+    processes: int, link_id: str, device: Any, threads: int | None
+) -> dict[str, Any]:
+    """The keywords of `predict` for `--dp N --link ID`: the link (measured here, or
+    from the catalog) and, on a CPU, how much slower N processes compute side by side."""
+    import os
+
+    from lightspeed.errors import ConfigError
+    from lightspeed.hardware.links import catalog_link
+    from lightspeed.measure.link_bench import measure_corun, measure_link
+
+    if processes < 1:
+        raise ConfigError(f"--dp {processes} must be at least 1.")
+    per_process = threads or max(1, (os.cpu_count() or 1) // processes)
+    if link_id == "measured":
+        link = measure_link(max(processes, 2), device=device, threads=per_process).link
+    else:
+        link = catalog_link(link_id)
+    corun = measure_corun(processes, device=device, threads=per_process)
+    return {"data_parallel": processes, "link": link, "corun": corun}
+
+
+def _batch_sizes(text: str | None) -> list[int | None]:
+    """The batch sizes `--batch-size` lists (none: [None], the profile's own)."""
+    from lightspeed.errors import ConfigError
+
+    if text is None:
+        return [None]
+    sizes = []
+    for part in text.split(","):
+        try:
+            sizes.append(int(part))
+        except ValueError:
+            raise ConfigError(
+                f"--batch-size {text!r}: give whole numbers, comma-separated (8,16,32)."
+            ) from None
+    if min(sizes) < 1:
+        raise ConfigError(f"--batch-size {text!r}: every batch size must be at least 1.")
+    return list(dict.fromkeys(sizes))
+
+
+def _with_batch_table(doc: Any, predictions: list[Any]) -> Any:
+    """`doc` (the last prediction's) with a table of every batch size's figures first."""
+    from lightspeed.document import Column, Table, Unit, Value
+
+    rows, data = [], []
+    for p in predictions:
+        step = p.step_time_s
+        batch = p.workload.batch_size
+        peak = None if p.memory is None else p.memory.peak_bytes
+        memory = p.hardware.memory_bytes
+        fits = None if peak is None or not memory else peak <= memory
+        data.append(
+            {
+                "batch_size": batch,
+                "step_time_s": step,
+                "samples_per_s": batch / step if step else None,
+                "peak_bytes": peak,
+                "fits": fits,
+            }
+        )
+        rows.append(
+            (
+                Value(batch, Unit.INTEGER),
+                Value(step, Unit.SECONDS),
+                Value(batch / step if step else None, Unit.COUNT),
+                Value(peak, Unit.BYTES),
+                "—" if fits is None else ("yes" if fits else "no"),
+            )
+        )
+    table = Table(
+        title="Predicted by batch size (the details below: the last)",
+        columns=(
+            Column("batch_size", "batch", numeric=True),
+            Column("step_time_s", "step", numeric=True),
+            Column("samples_per_s", "samples/s", numeric=True),
+            Column("peak_bytes", "peak memory", numeric=True),
+            Column("fits", "fits"),
+        ),
+        rows=tuple(rows),
+    )
+    return dataclasses.replace(
+        doc, data={**doc.data, "batch_sizes": data}, sections=(table, *doc.sections)
     )

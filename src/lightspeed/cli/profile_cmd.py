@@ -49,6 +49,13 @@ def profile_command(
         help=f"A faster, rougher profile: at most {QUICK_BUDGET_S:g} s of timing and, unless"
         " --steps says otherwise, one profiled step.",
     ),
+    shape_only: bool = typer.Option(
+        False,
+        "--shape-only",
+        help="Run the step on fake tensors: exact FLOPs, bytes and memory, nothing"
+        " allocated or executed, each op at its speed of light on --hardware (for models"
+        " too large to run here).",
+    ),
     threads: int | None = ThreadsOption,
     json_path: Path | None = JsonOption,
     html_path: Path | None = HtmlOption,
@@ -58,6 +65,7 @@ def profile_command(
     """Place every op of one training step on the roofline; report time, headroom and memory."""
     from lightspeed.analysis.profile_analysis import analyse
     from lightspeed.api import profile as profile_step
+    from lightspeed.api import profile_shapes
     from lightspeed.errors import ConfigError, ProfileIncomplete
     from lightspeed.facts.profile import Profile
     from lightspeed.report.profile_report import profile_document
@@ -68,6 +76,18 @@ def profile_command(
         steps = steps or 1
     if steps is not None and steps < 1:
         raise ConfigError(f"--steps {steps} must be at least 1.")
+    if shape_only:
+        shapes = profile_shapes(
+            target, device=device, dtype=dtype, hardware=hardware, batch_size=batch_size
+        )
+        report(
+            profile_document(analyse(shapes), top=top, depth=depth),
+            json_path,
+            wide=wide,
+            html_path=html_path,
+            png_path=png_path,
+        )
+        return
     try:
         profile = profile_step(
             target,

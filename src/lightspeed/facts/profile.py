@@ -32,6 +32,8 @@ class Prediction:
     on `source_hardware` (an id). `rules` and `assumptions`: one line each on how the
     figures were made. `validated`: whether this kind of prediction has been checked
     against measurement (docs/benchmarks.md); an unvalidated one says so in reports.
+    `largest_batch_size`: the most samples a step of the predicted workload can take
+    within the hardware's memory (None: not asked, or the memory is not known).
     """
 
     changes: Mapping[str, str]
@@ -40,6 +42,21 @@ class Prediction:
     rules: tuple[str, ...]
     assumptions: tuple[str, ...] = ()
     validated: bool = False
+    largest_batch_size: int | None = None
+
+    def then(self, later: Prediction) -> Prediction:
+        """This prediction followed by `later`, made from its result: both changes, the
+        first source and measurement, every rule and assumption."""
+        return Prediction(
+            changes={**self.changes, **later.changes},
+            source_hardware=self.source_hardware,
+            measured_step_time_s=self.measured_step_time_s,
+            rules=self.rules + tuple(r for r in later.rules if r not in self.rules),
+            assumptions=self.assumptions
+            + tuple(a for a in later.assumptions if a not in self.assumptions),
+            validated=self.validated and later.validated,
+            largest_batch_size=later.largest_batch_size or self.largest_batch_size,
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

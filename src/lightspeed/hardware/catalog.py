@@ -1,4 +1,6 @@
-"""The datasheet catalog (`catalog.toml`): lookup by id, and the local GPU's entry."""
+"""The datasheet catalog (`catalog.toml`): lookup by id, and the local GPU's entry.
+
+The catalog's links are read by `links.py` from the same parsed file."""
 
 from __future__ import annotations
 
@@ -21,11 +23,18 @@ CATALOG_SCHEMA_VERSION = 1
 
 
 @functools.cache
-def _catalog() -> tuple[dict[str, Hardware], dict[str, tuple[re.Pattern[str], ...]]]:
+def catalog_data() -> dict[str, Any]:
+    """`catalog.toml` as parsed: its `citations`, `gpu` and `link` tables (read once)."""
     text = resources.files("lightspeed.hardware").joinpath("catalog.toml").read_text("utf-8")
     data = tomllib.loads(text)
     if data.get("schema_version") != CATALOG_SCHEMA_VERSION:
         raise RuntimeError(f"catalog.toml has schema_version {data.get('schema_version')!r}")
+    return data
+
+
+@functools.cache
+def _catalog() -> tuple[dict[str, Hardware], dict[str, tuple[re.Pattern[str], ...]]]:
+    data = catalog_data()
     citations: dict[str, str] = data["citations"]
     entries: dict[str, Hardware] = {}
     patterns: dict[str, tuple[re.Pattern[str], ...]] = {}

@@ -49,12 +49,10 @@ class _OpCapture(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        if func.namespace == "profiler":  # record_function markers, not computation
+        if func.namespace in ("profiler", "prim"):  # markers and metadata queries, not computation
             return func(*args, **kwargs)
         # Shapes are read before the call: an in-place op may resize its output.
-        inputs = list(tensors_in((args, kwargs)))
-        input_shapes = tuple(tuple(t.shape) for t in inputs)
-        input_dtypes = tuple(_dtype_name(t.dtype) for t in inputs)
+        input_shapes, input_dtypes = op_inputs((args, kwargs))
         out = func(*args, **kwargs)
         cost = op_cost(func, args, kwargs, out)
         outputs = list(tensors_in(out))
@@ -82,6 +80,12 @@ class _OpCapture(TorchDispatchMode):
         if self.phase is Phase.OPTIMIZER:
             return OPTIMIZER_MODULE
         return module_path(self.tracker.parents, self.root_name)
+
+
+def op_inputs(arguments: Any) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]]:
+    """The shapes and dtype names of every tensor among an op's arguments, in order."""
+    inputs = list(tensors_in(arguments))
+    return tuple(tuple(t.shape) for t in inputs), tuple(_dtype_name(t.dtype) for t in inputs)
 
 
 def module_path(parents: set[str], root_name: str) -> str:

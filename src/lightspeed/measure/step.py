@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -107,7 +108,8 @@ def prepare(workload: Workload, settings: StepSettings) -> PreparedStep:
             f"workload {name!r}: model() returned {a_kind(model)}, not a torch.nn.Module."
         )
     with guard(workload, "moving the model to the device"):
-        model = model.to(device=device, dtype=dtype)
+        if not _already_on(model, device, dtype):
+            model = model.to(device=device, dtype=dtype)
         model.train()
     raw_batch = _call(
         workload, f"batch({workload.batch_size})", workload.batch, workload.batch_size
@@ -141,6 +143,18 @@ def prepare(workload: Workload, settings: StepSettings) -> PreparedStep:
         optimizer=optimizer,
         batch=batch,
         sync=synchronizer(settings.device),
+    )
+
+
+def _already_on(model: torch.nn.Module, device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether `model.to(device, dtype)` would change nothing. Skipping it then keeps
+    fake tensors (shape-only analysis), which it cannot swap in place, as they are."""
+    tensors = itertools.chain(model.parameters(), model.buffers())
+    return all(
+        t.device.type == device.type
+        and (t.device.index == device.index or device.index is None)
+        and (t.dtype == dtype or not t.is_floating_point())
+        for t in tensors
     )
 
 

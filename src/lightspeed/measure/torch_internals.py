@@ -3,21 +3,26 @@
 Everything here reads something torch does not promise to keep: an operator's schema
 (`OpOverload._schema`, its `Argument.alias_info` / `is_out`), `OpOverload.is_view`, a
 storage's `_cdata` identity, `torch.utils.flop_counter.flop_registry` (not in that
-module's `__all__`) and `ModuleTracker._known_modules`. When a torch upgrade breaks one
+module's `__all__`), `ModuleTracker._known_modules`, the fake tensors of
+`torch._subclasses.fake_tensor` (shapes, dtypes and storages with no data) and
+`torch.utils._python_dispatch._disable_current_modes`. When a torch upgrade breaks one
 of them, only this module and its tests (`tests/measure/test_costs.py`,
-`tests/measure/test_capture.py`) need to change.
+`tests/measure/test_capture.py`, `tests/measure/test_shape_only.py`) need to change.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
-from torch.utils import flop_counter
+from torch._subclasses import fake_tensor
+from torch.utils import _python_dispatch, flop_counter
+from torch.utils import _pytree as pytree
 from torch.utils.module_tracker import ModuleTracker
 
 # A formula of torch's flop counter, called the way `FlopCounterMode` calls it.
@@ -109,3 +114,96 @@ def name_modules(tracker: ModuleTracker, model: torch.nn.Module, root_name: str)
     """
     for name, module in model.named_modules():
         tracker._known_modules[module] = f"{root_name}.{name}" if name else root_name
+
+
+def fake_tensors() -> fake_tensor.FakeTensorMode:
+    """A mode (enter it with `with`) under which every tensor made is fake: shapes,
+    dtypes, devices and storages (with their sizes) as the real ones would have, no
+    memory behind them, no kernel run.
+
+    Real tensors met inside are taken as inputs (`allow_non_fake_inputs`), so a constant
+    made before the mode still works.
+    """
+    return fake_tensor.FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def adopt_fake_tensors(model: torch.nn.Module, mode: fake_tensor.FakeTensorMode) -> None:
+    """Make every parameter and buffer of `model` a fake tensor of `mode`.
+
+    `copy.deepcopy` of a fake tensor (as `nn.TransformerEncoder` clones its layers) gives
+    one of a new mode; `mode` would take it for a real input and copy it at every op, so
+    an in-place update would land on the copy. Values do not matter on fake tensors:
+    each foreign one is replaced by a new one of the same shape, strides and dtype, and
+    a tensor shared by several modules stays shared.
+    """
+    replaced: dict[int, torch.Tensor] = {}
+
+    def own(tensor: torch.Tensor) -> torch.Tensor:
+        if isinstance(tensor, fake_tensor.FakeTensor) and tensor.fake_mode is mode:
+            return tensor
+        if id(tensor) not in replaced:
+            with mode:
+                new = torch.empty_strided(
+                    tensor.shape, tensor.stride(), dtype=tensor.dtype, device=tensor.device
+                )
+            if isinstance(tensor, torch.nn.Parameter):
+                new = torch.nn.Parameter(new, requires_grad=tensor.requires_grad)
+            replaced[id(tensor)] = new
+        return replaced[id(tensor)]
+
+    for module in model.modules():
+        for name, param in module._parameters.items():
+            if param is not None:
+                module._parameters[name] = own(param)  # type: ignore[assignment]
+        for name, buffer in module._buffers.items():
+            if buffer is not None:
+                module._buffers[name] = own(buffer)
+
+
+def run_real_kernel(
+    func: OpOverload,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    mode: fake_tensor.FakeTensorMode,
+    values: Mapping[int, torch.Tensor],
+) -> Any:
+    """Run `func`'s real kernel where `mode`'s fake one cannot say what it returns
+    (`real_arguments`, with `values`); the real results come back as fake tensors of
+    `mode`."""
+    with real_arguments(args, kwargs, values) as (real_args, real_kwargs):
+        out = func(*real_args, **real_kwargs)
+    return pytree.tree_map(
+        lambda value: mode.from_tensor(value) if isinstance(value, torch.Tensor) else value, out
+    )
+
+
+@contextlib.contextmanager
+def real_arguments(
+    args: tuple[Any, ...], kwargs: Mapping[str, Any], values: Mapping[int, torch.Tensor] = {}
+) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """An op's arguments made real, with fake tensors set aside until exit: each fake
+    tensor becomes its real tensor in `values` (by the fake's `id`), or else a real
+    tensor of zeros of its shape, strides and dtype. Every dispatch mode is set aside
+    until exit too."""
+
+    def real(value: Any) -> Any:
+        if isinstance(value, fake_tensor.FakeTensor):
+            if id(value) in values:
+                return values[id(value)]
+            made = torch.empty_strided(
+                value.shape, value.stride(), dtype=value.dtype, device=value.device
+            )
+            return made.zero_()
+        return value
+
+    # Every Python dispatch mode is set aside, the fake tensors' and the observers',
+    # so the real kernel runs, and runs without their cost.
+    with _python_dispatch._disable_current_modes():
+        yield pytree.tree_map(real, args), pytree.tree_map(real, dict(kwargs))
+
+
+# The errors a fake tensor raises for an op whose result depends on the data.
+DATA_DEPENDENT_ERRORS: tuple[type[Exception], ...] = (
+    fake_tensor.DynamicOutputShapeException,
+    fake_tensor.DataDependentOutputException,
+)

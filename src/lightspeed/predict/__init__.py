@@ -1,22 +1,10 @@
 """What-if predictions: pure functions `Profile × change → Profile`, so a prediction is
 analysed, reported and compared exactly as a measurement is. No change is the identity.
 
-`predict(profile, hardware=…)`: the step on other hardware (`predict.hardware`).
+`predict.whatif.predict` composes them: the changes the step's shapes show (batch size,
+autocast precision, checkpointed modules) together, by one run of the changed step on
+fake tensors (`predict.shapes`, whose times come from `predict.carry`); then other
+hardware (`predict.hardware`); then N-way data parallelism (`predict.data_parallel`).
+The modules that run the step (`predict.shapes`, `predict.whatif`) need torch; the
+others work on a saved profile alone.
 """
-
-from __future__ import annotations
-
-from lightspeed.facts.hardware import Hardware
-from lightspeed.facts.profile import Profile
-from lightspeed.predict.hardware import on_hardware
-
-__all__ = ["predict"]
-
-
-def predict(profile: Profile, *, hardware: Hardware | None = None) -> Profile:
-    """`profile` as it is predicted to run with the changes given (none: `profile`
-    itself). `hardware`: another device, from the catalog or calibrated."""
-    predicted = profile
-    if hardware is not None:
-        predicted = on_hardware(predicted, hardware)
-    return predicted

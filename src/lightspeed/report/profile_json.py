@@ -123,6 +123,7 @@ def _prediction(p: Mapping[str, Any]) -> Prediction:
         rules=tuple(p["rules"]),
         assumptions=tuple(p["assumptions"]),
         validated=p["validated"],
+        largest_batch_size=p.get("largest_batch_size"),
     )
 
 

@@ -26,6 +26,7 @@ from lightspeed.document import (
     line,
 )
 from lightspeed.facts.hardware import MemoryLevel, hardware_to_dict
+from lightspeed.facts.profile import Profile
 from lightspeed.facts.records import MemoryBreakdown
 from lightspeed.report.timing_report import (
     timing_data,
@@ -108,16 +109,21 @@ def _prediction(analysis: ProfileAnalysis) -> Section:
     p = analysis.profile
     made = p.prediction
     assert made is not None
-    change = ", ".join(f"--{name} {value}" for name, value in made.changes.items())
+    change = ", ".join(f"--{name} {value}".strip() for name, value in made.changes.items())
+    predicted = Value(p.step_time_s, Unit.SECONDS, style=Style.BOLD)
     rows: list[tuple[str, Line]] = [
-        ("predicted with", line(change)),
+        ("predicted with", line(change or "no change")),
         (
-            "measured step",
-            line(
-                Value(made.measured_step_time_s, Unit.SECONDS),
-                f" on {made.source_hardware}, predicted ",
-                Value(p.step_time_s, Unit.SECONDS, style=Style.BOLD),
-            ),
+            (
+                "measured step",
+                line(
+                    Value(made.measured_step_time_s, Unit.SECONDS),
+                    f" on {made.source_hardware}, predicted ",
+                    predicted,
+                ),
+            )
+            if made.measured_step_time_s is not None
+            else ("predicted step", line(predicted, " (nothing measured)"))
         ),
         (
             "validated",
@@ -128,9 +134,20 @@ def _prediction(analysis: ProfileAnalysis) -> Section:
             ),
         ),
     ]
+    if made.largest_batch_size is not None:
+        rows.append(("largest batch", _largest_batch(made.largest_batch_size, p)))
     rows += [("rule", line(rule)) for rule in made.rules]
     rows += [("assumption", line(assumption)) for assumption in made.assumptions]
     return Section("Prediction", (Fields(tuple(rows)),))
+
+
+def _largest_batch(samples: int, profile: Profile) -> Line:
+    memory = Value(profile.hardware.memory_bytes, Unit.BYTES)
+    if samples == 0:
+        return line(
+            Value("none", style=Style.WARNING), ": one sample's step already exceeds the ", memory
+        )
+    return line(Value(samples, Unit.INTEGER, style=Style.BOLD), " samples fit in ", memory)
 
 
 def _aggregate_data(agg: Aggregate) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from lightspeed import units
 from lightspeed.analysis.diagnosis import shapes_text
 from lightspeed.document import Unit, Value
 from lightspeed.report.html import roofline
-from lightspeed.report.html.markup import Markup, Page, fields, findings, label, notes, text
+from lightspeed.report.html.markup import Column, Markup, Page, fields, findings, label, notes, text
 from lightspeed.report.html.memory_charts import memory_charts
 from lightspeed.report.html.op_table import op_label, op_table
 
@@ -24,6 +24,8 @@ def profile_page(doc: Mapping[str, Any]) -> Page:
     page = Page(f"{wl['name']}: {kind}")
     if made:
         page.section("Prediction", *_prediction(page, doc, made), anchor="prediction")
+    if doc.get("batch_sizes"):
+        page.section("By batch size", *_batch_sizes(page, doc["batch_sizes"]), anchor="batches")
     page.section("Summary", summary(doc), anchor="summary")
     rl = profile_roofline(doc)
     chart = page.chart(
@@ -58,13 +60,14 @@ def _prediction(page: Page, doc: Mapping[str, Any], made: Mapping[str, Any]) -> 
     timing = doc.get("timing") or {}
     measured, predicted = made.get("measured_step_time_s"), timing.get("median_s")
     source, target = made.get("source_hardware"), doc["hardware"]["id"]
-    change = ", ".join(f"--{k} {v}" for k, v in (made.get("changes") or {}).items())
+    change = ", ".join(f"--{k} {v}".strip() for k, v in (made.get("changes") or {}).items())
     parts = [
         fields(
             [
-                ("predicted with", change),
+                ("predicted with", change or "no change"),
                 ("measured step", Value(measured, Unit.SECONDS, suffix=f" on {source}")),
                 ("predicted step", Value(predicted, Unit.SECONDS, suffix=f" on {target}")),
+                ("largest batch", Value(made.get("largest_batch_size"), Unit.INTEGER)),
                 (
                     "validated",
                     "yes: checked against measurement"
@@ -100,6 +103,62 @@ def _prediction(page: Page, doc: Mapping[str, Any], made: Mapping[str, Any]) -> 
             ),
         )
     return parts
+
+
+def _batch_sizes(page: Page, rows: list[Mapping[str, Any]]) -> list[Markup]:
+    """Each predicted batch size's step, throughput, peak memory and whether it fits."""
+    columns = (
+        Column("batch_size", "batch", numeric=True),
+        Column("step_time_s", "step", numeric=True),
+        Column("samples_per_s", "samples/s", numeric=True),
+        Column("peak_bytes", "peak memory", numeric=True),
+        Column("fits", "fits"),
+    )
+    cells = [
+        (
+            Value(r["batch_size"], Unit.INTEGER),
+            Value(r["step_time_s"], Unit.SECONDS),
+            Value(r["samples_per_s"], Unit.COUNT),
+            Value(r["peak_bytes"], Unit.BYTES),
+            "—" if r["fits"] is None else ("yes" if r["fits"] else "no"),
+        )
+        for r in rows
+    ]
+    batches = [label(r["batch_size"]) for r in rows]
+    figure = {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "x": batches,
+                "y": [r["samples_per_s"] for r in rows],
+                "name": "samples/s",
+                "hovertemplate": "batch %{x}: %{y:.3s} samples/s<extra></extra>",
+            },
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "x": batches,
+                "y": [r["peak_bytes"] for r in rows],
+                "name": "peak memory",
+                "yaxis": "y2",
+                "hovertemplate": "batch %{x}: %{y:.3s}B at the peak<extra></extra>",
+            },
+        ],
+        "layout": {
+            "title": {"text": "Predicted throughput and peak memory by batch size"},
+            "xaxis": {"title": {"text": "batch size"}, "type": "category"},
+            "yaxis": {"title": {"text": "samples/s"}, "exponentformat": "SI"},
+            "yaxis2": {
+                "title": {"text": "bytes"},
+                "overlaying": "y",
+                "side": "right",
+                "exponentformat": "SI",
+            },
+            "height": 340,
+        },
+    }
+    return [page.chart("batch-sizes", figure), page.table(columns, cells, kind="batch-sizes")]
 
 
 def summary(doc: Mapping[str, Any]) -> Markup:

@@ -1,0 +1,257 @@
+"""A changed step's op times, carried over from the measured step it changes.
+
+A change that the step's shapes show — another batch size, autocast, checkpointed
+modules — is analysed exactly on fake tensors (`measure.shape_only`): every op of the
+changed step with its FLOPs, bytes and memory. What fake tensors cannot give is time.
+Each op of the changed step takes it from its counterpart in the measured profile, on
+the same hardware:
+
+- the op at the same place (the k-th call of that name in that module and phase) was
+  measured with the same input shapes and dtypes: it takes that op's time, so a step
+  predicted with no change is the measured one;
+- else the same op (module, name, input shapes and dtypes) was measured elsewhere (a
+  checkpointed module's forward, run again in backward): it takes the median time of
+  those measurements;
+- else the op at the same place (the k-th call of that name in that module and phase)
+  was measured with other shapes or dtypes: a fixed per-op overhead is kept and the rest
+  of its time scales with the speed of light, so its efficiency carries over:
+  t' = min(t, c) + max(t − c, 0) · SoL' / SoL;
+- else (an op the change adds, such as autocast's casts): the per-op overhead plus its
+  speed of light at the median efficiency of the measured ops of its name, or of all
+  of them.
+
+The per-op overhead `c` is the profile's own: the median time of its ops that compute
+and move nothing (views), which is what the host spends to dispatch an op. The step
+time scales like `predict.hardware`'s: the measured step × (Σ t' + time outside ops) /
+(Σ t + time outside ops).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+from lightspeed.analysis.step_roofline import analyse_op
+from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.profile import Prediction, Profile
+from lightspeed.facts.records import OpRecord
+from lightspeed.facts.timing import Measurement
+
+RULES = (
+    "the changed step's ops, FLOPs, bytes and memory: the step run on fake tensors with"
+    " the change made (exact, nothing executed)",
+    "an op measured with the same shapes and dtypes keeps its measured time (the median of"
+    " its measurements, in any phase)",
+    "an op measured at the same place with other shapes or dtypes keeps the profile's"
+    " per-op overhead, and the rest of its time scales with its speed of light",
+    "an op the change adds: the per-op overhead plus its speed of light at the median"
+    " efficiency of the measured ops of its name",
+    "step time: the measured step scaled by the profiled ops' time plus the time outside"
+    " them, predicted over measured",
+)
+
+_Signature = tuple[str, str, tuple[tuple[int, ...], ...], tuple[str, ...]]
+# A kernel configuration: (op name, input shapes, input dtypes).
+OpKey = tuple[str, tuple[tuple[int, ...], ...], tuple[str, ...]]
+# Seconds per call of kernel configurations timed one by one: (measured step, changed).
+KernelTimes = tuple[Mapping[OpKey, float], Mapping[OpKey, float]]
+
+
+def op_key(op: OpRecord) -> OpKey:
+    """The kernel configuration `op` ran: its name, input shapes and dtypes."""
+    return op.name, op.input_shapes, op.input_dtypes
+
+
+def per_op_overhead_s(ops: Iterable[OpRecord]) -> float:
+    """The median measured time of the ops that compute and move nothing (views), in
+    seconds: the host's cost of dispatching one op; 0 when none was timed."""
+    times = [op.time_s for op in ops if op.flops == 0 and op.bytes == 0 and op.time_s is not None]
+    return statistics.median(times) if times else 0.0
+
+
+def carry_over(
+    measured: Profile,
+    changed: Profile,
+    changes: Mapping[str, str],
+    assumptions: Sequence[str] = (),
+    kernel_times: KernelTimes | None = None,
+) -> Profile:
+    """`changed` (a shape-only profile of the changed step, on `measured`'s hardware) with
+    each op's time carried over from `measured` (see the module's docstring), its step
+    time scaled, and a `Prediction` that names `changes`.
+
+    `kernel_times`: (before, after), seconds per call of kernel configurations timed one
+    by one on the device (`measure.op_bench`), of the measured step and of the changed
+    one. An op whose configuration changed then scales by their ratio, and an added op
+    takes its own, in place of the roofline's rules."""
+    hardware = measured.hardware
+    overhead = per_op_overhead_s(measured.ops)
+    same = _by_signature(measured.ops)
+    marginal = marginal_cost(measured.ops, hardware)
+    by_place = _by_place(measured.ops)
+    seen: Counter[tuple[str, str, str]] = Counter()
+    ops: list[OpRecord] = []
+    for op in changed.ops:
+        place = (op.phase.value, op.module, op.name)
+        counterparts = by_place.get(place, [])
+        k = seen[place]
+        seen[place] += 1
+        there = counterparts[k] if k < len(counterparts) else None
+        times = same.get(_signature(op))
+        if there is not None and there.time_s is not None and _signature(there) == _signature(op):
+            time = there.time_s
+        elif times:
+            time = statistics.median(times)
+        elif there is not None and there.time_s is not None:
+            ratio = _ratio(kernel_times, there, op)
+            time = (
+                there.time_s * ratio
+                if ratio is not None
+                else _scaled(there, op, hardware, overhead, marginal.get(op.name))
+            )
+        elif kernel_times is not None and op_key(op) in kernel_times[1]:
+            time = kernel_times[1][op_key(op)]
+        else:
+            time = _added(op, measured.ops, hardware, overhead)
+        ops.append(dataclasses.replace(op, time_s=time))
+    timing, profiled = scaled_step(measured, ops)
+    return dataclasses.replace(
+        changed,
+        ops=tuple(ops),
+        timing=timing,
+        op_time_source=measured.op_time_source,
+        profiled_step_s=profiled,
+        unattributed_s=measured.unattributed_s,
+        prediction=Prediction(
+            changes=dict(changes),
+            source_hardware=hardware.id,
+            measured_step_time_s=measured.step_time_s,
+            rules=RULES,
+            assumptions=tuple(assumptions),
+        ),
+    )
+
+
+def scaled_step(
+    measured: Profile, ops: Sequence[OpRecord]
+) -> tuple[Measurement | None, float | None]:
+    """The timing and profiled step time of `measured` with its ops' times replaced by
+    those of `ops`: every step time scaled by (Σ t' + outside) / (Σ t + outside)."""
+    outside = measured.unattributed_s or 0.0
+    before = sum(op.time_s or 0.0 for op in measured.ops)
+    after = sum(op.time_s or 0.0 for op in ops)
+    scale = (after + outside) / (before + outside) if before + outside > 0 else 1.0
+    timing = measured.timing
+    if timing is not None:
+        timing = dataclasses.replace(timing, times_s=tuple(t * scale for t in timing.times_s))
+    profiled = measured.profiled_step_s
+    if profiled is not None:
+        profiled = profiled - before + after
+    return timing, profiled
+
+
+def _signature(op: OpRecord) -> _Signature:
+    return (op.module, op.name, op.input_shapes, op.input_dtypes)
+
+
+def _by_signature(ops: Iterable[OpRecord]) -> dict[_Signature, list[float]]:
+    times: dict[_Signature, list[float]] = defaultdict(list)
+    for op in ops:
+        if op.time_s is not None:
+            times[_signature(op)].append(op.time_s)
+    return times
+
+
+def _by_place(ops: Iterable[OpRecord]) -> dict[tuple[str, str, str], list[OpRecord]]:
+    places: dict[tuple[str, str, str], list[OpRecord]] = defaultdict(list)
+    for op in ops:
+        places[(op.phase.value, op.module, op.name)].append(op)
+    return places
+
+
+def _ratio(kernel_times: KernelTimes | None, before: OpRecord, after: OpRecord) -> float | None:
+    """How much longer `after`'s kernel took than `before`'s, timed one by one."""
+    if kernel_times is None:
+        return None
+    was, now = kernel_times[0].get(op_key(before)), kernel_times[1].get(op_key(after))
+    return now / was if was and now is not None else None
+
+
+def _scaled(
+    before: OpRecord,
+    after: OpRecord,
+    hardware: Hardware,
+    overhead: float,
+    marginal: float | None,
+) -> float:
+    assert before.time_s is not None
+    sol_before = analyse_op(before, hardware).sol_time_s
+    if sol_before <= 0:
+        return before.time_s
+    sol_after = analyse_op(after, hardware).sol_time_s
+    if marginal is not None:
+        return max(
+            before.time_s + marginal * (sol_after - sol_before), min(before.time_s, overhead)
+        )
+    work = max(before.time_s - overhead, 0.0)
+    return min(before.time_s, overhead) + work * sol_after / sol_before
+
+
+# The fewest timed ops of one name, and the widest spread of their speeds of light
+# (largest over smallest), that the time added per second of speed of light is fitted on.
+_FIT_MIN_OPS = 3
+_FIT_MIN_SPREAD = 2.0
+
+
+def marginal_cost(ops: Iterable[OpRecord], hardware: Hardware) -> dict[str, float]:
+    """Seconds each op name takes per second of added speed of light, fitted on the
+    profile's own ops of that name (least squares of time against speed of light:
+    the slope; the intercept is the name's fixed cost, a convolution's set-up say).
+    Names with too few ops, or too narrow a spread of sizes, or a slope that is not
+    positive, are left out."""
+    points: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for op in ops:
+        if op.time_s is None:
+            continue
+        sol = analyse_op(op, hardware).sol_time_s
+        if sol > 0:
+            points[op.name].append((sol, op.time_s))
+    slopes = {}
+    for name, pairs in points.items():
+        sols = [x for x, _ in pairs]
+        if len(pairs) < _FIT_MIN_OPS or max(sols) < _FIT_MIN_SPREAD * min(sols):
+            continue
+        mean_x = statistics.fmean(sols)
+        mean_y = statistics.fmean(t for _, t in pairs)
+        spread = sum((x - mean_x) ** 2 for x in sols)
+        slope = sum((x - mean_x) * (t - mean_y) for x, t in pairs) / spread
+        if mean_y - slope * mean_x < 0:  # a negative fixed cost: time in proportion
+            slope = sum(t for _, t in pairs) / sum(sols)
+        if slope > 0:
+            slopes[name] = slope
+    return slopes
+
+
+def _added(
+    op: OpRecord, measured: Sequence[OpRecord], hardware: Hardware, overhead: float
+) -> float:
+    sol = analyse_op(op, hardware).sol_time_s
+    if sol <= 0:
+        return overhead
+    slowdowns = _slowdowns([m for m in measured if m.name == op.name], hardware, overhead)
+    slowdowns = slowdowns or _slowdowns(measured, hardware, overhead)
+    return overhead + sol * (statistics.median(slowdowns) if slowdowns else 1.0)
+
+
+def _slowdowns(ops: Iterable[OpRecord], hardware: Hardware, overhead: float) -> list[float]:
+    """Each timed op's time beyond the per-op overhead over its speed of light."""
+    found = []
+    for op in ops:
+        if op.time_s is None:
+            continue
+        sol = analyse_op(op, hardware).sol_time_s
+        if sol > 0:
+            found.append(max(op.time_s - overhead, 0.0) / sol)
+    return found

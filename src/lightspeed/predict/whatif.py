@@ -1,0 +1,172 @@
+"""`predict(profile, …)`: the what-if predictions composed, in this order: the changes
+the step's shapes show (batch size, autocast precision, checkpointed modules) together,
+by one run of the changed step on fake tensors; then other hardware; then N-way data
+parallelism."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lightspeed.errors import ConfigError, LightspeedError
+from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.link import CoRun, Link
+from lightspeed.facts.profile import Prediction, Profile
+from lightspeed.predict.carry import carry_over, op_key
+from lightspeed.predict.data_parallel import corun_slowdown, on_data_parallel
+from lightspeed.predict.hardware import on_hardware
+from lightspeed.predict.shapes import largest_batch, settings_of
+from lightspeed.workload import Workload
+
+__all__ = ["predict"]
+
+
+def predict(
+    profile: Profile,
+    *,
+    workload: Workload | None = None,
+    batch_size: int | None = None,
+    dtype: str | None = None,
+    checkpoint: str | None = None,
+    hardware: Hardware | None = None,
+    data_parallel: int | None = None,
+    link: Link | None = None,
+    corun: CoRun | None = None,
+    fits: bool = False,
+) -> Profile:
+    """`profile` as it is predicted to run with the changes given (none: `profile`
+    itself).
+
+    `batch_size`: samples per step. `dtype`: "bf16" or "fp16" autocast of an fp32
+    step. `checkpoint`: "auto" (the √N segment plan) or comma-separated module names
+    or patterns to checkpoint. `hardware`: another device, from the catalog or
+    calibrated. These first three re-run the step's shapes, so they need the
+    `workload` the profile measured (None: loaded by the profile's workload name).
+    `data_parallel`: N processes, each at the (predicted) step's batch, reducing
+    gradients over `link`; `corun`: how much slower processes sharing one machine
+    compute (None: not at all, a device each).
+    `fits`: also find the largest batch size whose step fits the (target) hardware's
+    memory.
+    """
+    predicted = profile
+    if batch_size is not None or dtype is not None or checkpoint is not None or fits:
+        workload = (workload or _workload_of(profile)).with_batch_size(profile.workload.batch_size)
+        changed, changes = _changed(workload, batch_size, dtype, checkpoint)
+        if changes:
+            predicted = _then(predicted, _carried(profile, workload, changed, changes, dtype))
+    if hardware is not None:
+        predicted = _then(predicted, on_hardware(predicted, hardware))
+    if data_parallel is not None:
+        if link is None:
+            raise ConfigError("a data-parallel prediction needs the link between processes.")
+        slowdown = 1.0 if corun is None else corun_slowdown(predicted, corun)
+        spread = on_data_parallel(predicted, data_parallel, link, compute_slowdown=slowdown)
+        predicted = _then(predicted, spread)
+    if fits:
+        assert workload is not None
+        largest = largest_batch(
+            _changed(workload, None, dtype, checkpoint)[0],
+            predicted.hardware,
+            settings_of(profile),
+        )
+        made = predicted.prediction or _identity(profile)
+        predicted = dataclasses.replace(
+            predicted, prediction=dataclasses.replace(made, largest_batch_size=largest)
+        )
+    return predicted
+
+
+def _changed(
+    workload: Workload, batch_size: int | None, dtype: str | None, checkpoint: str | None
+) -> tuple[Workload, dict[str, str]]:
+    """`workload` with the changes its shapes show, and those changes by name."""
+    from lightspeed.optimize.checkpoint import checkpoint as checkpointed
+    from lightspeed.optimize.precision import autocast
+
+    changes: dict[str, str] = {}
+    if batch_size is not None and batch_size != workload.batch_size:
+        if batch_size < 1:
+            raise ConfigError(f"--batch-size {batch_size} must be at least 1.")
+        workload = workload.with_batch_size(batch_size)
+        changes["batch-size"] = str(batch_size)
+    if dtype is not None and dtype != "fp32":
+        workload = autocast(workload, dtype)
+        changes["dtype"] = dtype
+    if checkpoint is not None:
+        modules = "auto" if checkpoint == "auto" else checkpoint.split(",")
+        workload = checkpointed(workload, modules)
+        changes["checkpoint"] = checkpoint
+    return workload, changes
+
+
+def _carried(
+    profile: Profile,
+    workload: Workload,
+    changed: Workload,
+    changes: dict[str, str],
+    dtype: str | None,
+) -> Profile:
+    """The changed step's shapes, timed from `profile` (`predict.carry`). A precision
+    change on the device at hand times the kernels it swaps one by one there: their
+    speed in another precision is the kernels' own, which no ceiling says."""
+    from lightspeed.measure.op_bench import time_ops
+    from lightspeed.measure.shape_only import profile_shape_only
+    from lightspeed.predict.precision import precision_assumptions
+
+    settings = settings_of(profile)
+    shapes = profile_shape_only(changed, profile.hardware, settings)
+    if not dtype:
+        return carry_over(profile, shapes, changes)
+    kernel_times = None
+    if _kernels_here(profile):
+        measured = {op_key(op) for op in profile.ops}
+        new = {op_key(op) for op in shapes.ops} - measured
+        names = {name for name, _, _ in new}
+        after = time_ops(changed, settings, lambda key: key in new)
+        before = time_ops(workload, settings, lambda key: key in measured and key[0] in names)
+        kernel_times = (before, after)
+    assumptions = precision_assumptions(profile.hardware, dtype, timed=kernel_times is not None)
+    return carry_over(profile, shapes, changes, assumptions, kernel_times)
+
+
+def _kernels_here(profile: Profile) -> bool:
+    """Whether the profile's hardware is this machine's: a calibrated CPU profile, or a
+    CUDA profile where CUDA is present."""
+    import torch
+
+    from lightspeed.facts.device import Device
+
+    if profile.workload.device is Device.CUDA:
+        return torch.cuda.is_available()
+    return profile.hardware.calibration is not None
+
+
+def _then(before: Profile, after: Profile) -> Profile:
+    """`after`, predicted from `before`, with one prediction that says how from the
+    measured profile both start from."""
+    if before.prediction is None or after.prediction is None:
+        return after
+    return dataclasses.replace(after, prediction=before.prediction.then(after.prediction))
+
+
+def _identity(profile: Profile) -> Prediction:
+    return Prediction(
+        changes={},
+        source_hardware=profile.hardware.id,
+        measured_step_time_s=profile.step_time_s,
+        rules=(),
+    )
+
+
+def _workload_of(profile: Profile) -> Workload:
+    """The workload `profile` measured, loaded again by its name."""
+    from lightspeed.targets import load_target
+
+    name = profile.workload.name
+    try:
+        return load_target(name)
+    except LightspeedError as exc:
+        raise ConfigError(
+            f"predicting another batch size, precision or checkpointing runs the step's"
+            f" shapes again, and the profile's workload {name!r} cannot be loaded ({exc});"
+            " give the workload itself (TARGET) instead of its profile."
+        ) from exc

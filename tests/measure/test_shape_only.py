@@ -1,0 +1,124 @@
+"""Shape-only analysis: on fake tensors, the same ops, FLOPs, bytes and memory as a step
+that runs, with nothing executed; clear errors where shapes alone cannot tell."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import FAKE_CPU
+from lightspeed import Workload
+from lightspeed.errors import WorkloadError
+from lightspeed.facts.records import OpRecord, Phase
+from lightspeed.measure.capture import capturing, without_mode_artifacts
+from lightspeed.measure.memory import measure_memory
+from lightspeed.measure.shape_only import profile_shape_only
+from lightspeed.measure.step import StepSettings, prepare
+from lightspeed.suite import get, names
+
+# A model whose shapes depend on computed values: shapes alone cannot tell them.
+NEEDS_DATA = {"deepspeech2-tiny"}  # the CTC loss reads its targets inside the operator
+
+
+def _facts(op: OpRecord) -> tuple[object, ...]:
+    return (
+        op.name,
+        op.module,
+        op.phase,
+        op.input_shapes,
+        op.input_dtypes,
+        op.output_shapes,
+        op.output_dtypes,
+        op.flops,
+        op.macs,
+        op.bytes_read,
+        op.bytes_written,
+    )
+
+
+def _executed(workload: Workload) -> tuple[list[OpRecord], object]:
+    prepared = prepare(workload, StepSettings())
+    prepared.step()  # the optimizer's state, as the shape-only step makes it
+    with capturing(prepared) as capture:
+        memory = measure_memory(prepared, capture.entering)
+    return without_mode_artifacts(capture.records), memory
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in names() if n.endswith("-tiny") and n not in NEEDS_DATA]
+)
+def test_shape_only_equals_the_executed_step(name: str) -> None:
+    workload = get(name)
+    ops, memory = _executed(workload)
+    shapes = profile_shape_only(workload, FAKE_CPU)
+    assert shapes.timing is None and all(op.time_s is None for op in shapes.ops)
+    assert [_facts(op) for op in shapes.ops] == [_facts(op) for op in ops]
+    assert shapes.memory is not None
+    assert shapes.memory.categories() == memory.categories()  # type: ignore[attr-defined]
+    assert shapes.memory.peak_bytes == memory.peak_bytes  # type: ignore[attr-defined]
+    assert shapes.workload.parameter_count == prepare(workload, StepSettings()).parameter_count
+
+
+def test_a_fake_batch_gives_the_same_analysis() -> None:
+    workload = get("gpt2-tiny")
+    real = profile_shape_only(workload, FAKE_CPU)
+    fake = profile_shape_only(workload, FAKE_CPU, real_batch=False)
+    assert [_facts(op) for op in fake.ops] == [_facts(op) for op in real.ops]
+    assert fake.memory == real.memory
+
+
+def test_nothing_is_allocated_for_a_large_model() -> None:
+    # 64 layers of 4096² fp32 weights: 4.3 GB of parameters, 17 GB with AdamW and grads.
+    def model() -> nn.Module:
+        return nn.Sequential(*[nn.Linear(4096, 4096, bias=False) for _ in range(64)])
+
+    def loss(m: nn.Module, b: torch.Tensor) -> torch.Tensor:
+        return m(b).square().mean()
+
+    workload = Workload(
+        name="wide", model=model, batch=lambda n: torch.ones(n, 4096), loss=loss, batch_size=2
+    )
+    shapes = profile_shape_only(workload, FAKE_CPU)
+    assert shapes.memory is not None
+    assert shapes.memory.parameters_bytes == 64 * 4096 * 4096 * 4
+    assert shapes.memory.optimizer_state_bytes >= 2 * shapes.memory.parameters_bytes
+    forward = [op for op in shapes.ops if op.phase is Phase.FORWARD and op.name == "aten::mm"]
+    assert [op.flops for op in forward] == [2 * 2 * 4096 * 4096] * 64
+
+
+def test_values_computed_in_the_step_stop_it_with_one_line() -> None:
+    def loss(m: nn.Module, b: torch.Tensor) -> torch.Tensor:
+        out = m(b)
+        return out[torch.nonzero(out > 0, as_tuple=True)].sum()
+
+    workload = Workload(
+        name="masked",
+        model=lambda: nn.Linear(4, 4),
+        batch=lambda n: torch.randn(n, 4),
+        loss=loss,
+        batch_size=3,
+    )
+    with pytest.raises(WorkloadError, match=r"depends on.*without --shape-only") as raised:
+        profile_shape_only(workload, FAKE_CPU)
+    assert "\n" not in str(raised.value)
+
+
+def test_an_op_reading_values_inside_says_so() -> None:
+    with pytest.raises(WorkloadError, match=r"deepspeech2-tiny.*shapes alone"):
+        profile_shape_only(get("deepspeech2-tiny"), FAKE_CPU)
+
+
+def test_the_llama_7b_forward_matrix_products_match_the_analytic_count() -> None:
+    """Forward matmul FLOPs = 2·(parameters − embedding)·tokens + QKᵀ and AV (4·T²·d a
+    layer, the whole square: the CPU's flash kernel is counted unmasked)."""
+    workload = get("llama-7b")
+    shapes = profile_shape_only(workload, FAKE_CPU)
+    parameters = shapes.workload.parameter_count
+    assert parameters == 6_738_415_616
+    tokens, d, layers, vocab = 2048, 4096, 32, 32000
+    expected = 2 * (parameters - vocab * d) * tokens + layers * 4 * tokens**2 * d
+    counted = sum(
+        op.flops for op in shapes.ops if op.phase is Phase.FORWARD and op.macs is not None
+    )
+    assert abs(counted / expected - 1) < 1e-3

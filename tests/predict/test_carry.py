@@ -1,0 +1,169 @@
+"""Times carried from a measured step to a changed one: each rule on hand-built ops, the
+identity, and whole predictions (batch size, precision, checkpointing, the largest batch
+that fits) whose shapes and memory are checked against the changed step itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import FAKE_CPU, RunCli
+from lightspeed.analysis.step_roofline import analyse_op
+from lightspeed.api import profile
+from lightspeed.facts.records import Phase
+from lightspeed.measure.shape_only import profile_shape_only
+from lightspeed.measure.step import StepSettings
+from lightspeed.optimize.checkpoint import checkpoint
+from lightspeed.predict.carry import carry_over, marginal_cost, op_key, per_op_overhead_s
+from lightspeed.predict.shapes import largest_batch
+from lightspeed.predict.whatif import predict
+from lightspeed.report.profile_json import load_profile, save_profile
+from lightspeed.suite import get
+from predict.test_hardware import HAND_BUILT, op
+
+
+@pytest.fixture(scope="module")
+def gpt2() -> object:
+    return profile(get("gpt2-tiny"), hardware=FAKE_CPU, budget_s=0.1, steps=1)
+
+
+def test_no_change_is_the_identity(gpt2: object) -> None:
+    assert predict(gpt2) is gpt2  # type: ignore[arg-type]
+    same = predict(gpt2, batch_size=gpt2.workload.batch_size)  # type: ignore[arg-type, attr-defined]
+    assert same is gpt2
+
+
+def test_the_same_step_carries_every_time_over(gpt2: object) -> None:
+    shapes = profile_shape_only(get("gpt2-tiny"), FAKE_CPU)
+    carried = carry_over(gpt2, shapes, {})  # type: ignore[arg-type]
+    assert [o.time_s for o in carried.ops] == [o.time_s for o in gpt2.ops]  # type: ignore[attr-defined]
+    assert carried.step_time_s == pytest.approx(gpt2.step_time_s)  # type: ignore[attr-defined]
+
+
+def test_an_op_at_another_size_keeps_its_overhead_and_scales_the_rest() -> None:
+    view = dataclasses.replace(op(9, 0, 0, 0.001), name="aten::view")
+    measured = dataclasses.replace(HAND_BUILT, ops=(*HAND_BUILT.ops[:2], view))
+    assert per_op_overhead_s(measured.ops) == 0.001  # the one op that moves nothing
+    bigger = dataclasses.replace(
+        measured.ops[1], bytes_read=2 * measured.ops[1].bytes_read, input_shapes=((8, 4),)
+    )
+    changed = dataclasses.replace(measured, ops=(measured.ops[0], bigger, view), timing=None)
+    carried = carry_over(measured, changed, {"batch-size": "16"})
+    # memory-bound add: 20 ms measured, SoL 10 ms → 20 ms; 1 ms overhead kept, 19 ms × 2.
+    assert carried.ops[1].time_s == pytest.approx(0.001 + 0.019 * 2)
+    assert carried.ops[0].time_s == measured.ops[0].time_s  # unchanged shapes: its own time
+    assert carried.prediction is not None
+    assert carried.prediction.changes == {"batch-size": "16"}
+
+
+def test_marginal_cost_is_fitted_on_ops_of_one_name() -> None:
+    # time = 5 ms + 2 × SoL, on three sizes of a memory-bound add (SoL = bytes / 20 GB/s)
+    sizes = (20_000_000, 60_000_000, 200_000_000)
+    ops = [op(i, 0, b, 0.005 + 2 * b / 20e9) for i, b in enumerate(sizes)]
+    assert marginal_cost(ops, FAKE_CPU)["aten::add"] == pytest.approx(2.0)
+    assert "aten::add" not in marginal_cost(ops[:2], FAKE_CPU)  # too few to fit
+
+
+def test_a_larger_batch_has_the_changed_steps_own_shapes_and_memory(gpt2: object) -> None:
+    predicted = predict(gpt2, workload=get("gpt2-tiny"), batch_size=16)  # type: ignore[arg-type]
+    shapes = profile_shape_only(get("gpt2-tiny").with_batch_size(16), FAKE_CPU)
+    assert [op_key(o) for o in predicted.ops] == [op_key(o) for o in shapes.ops]
+    assert predicted.memory == shapes.memory
+    assert predicted.workload.batch_size == 16
+    assert all(o.time_s is not None and o.time_s >= 0 for o in predicted.ops)
+    forward_mm = [o for o in predicted.ops if o.phase is Phase.FORWARD and o.name == "aten::mm"]
+    measured_mm = [o for o in gpt2.ops if o.phase is Phase.FORWARD and o.name == "aten::mm"]  # type: ignore[attr-defined]
+    assert [o.flops for o in forward_mm] == [4 * o.flops for o in measured_mm]
+    assert predicted.step_time_s > gpt2.step_time_s  # type: ignore[attr-defined, operator]
+
+
+def test_checkpointing_recomputes_forward_ops_in_backward(gpt2: object) -> None:
+    predicted = predict(gpt2, workload=get("gpt2-tiny"), checkpoint="auto")  # type: ignore[arg-type]
+    shapes = profile_shape_only(checkpoint(get("gpt2-tiny"), "auto"), FAKE_CPU)
+    assert [op_key(o) for o in predicted.ops] == [op_key(o) for o in shapes.ops]
+    # The recompute's tensors are freed by the garbage collector, when it runs: the peak
+    # of two runs of one checkpointed step may differ a little.
+    assert predicted.memory is not None and shapes.memory is not None
+    assert predicted.memory.peak_bytes == pytest.approx(shapes.memory.peak_bytes, rel=0.1)
+    assert gpt2.memory is not None  # type: ignore[attr-defined]
+    assert predicted.memory.activations_bytes < gpt2.memory.activations_bytes  # type: ignore[attr-defined]
+    flops = sum(o.flops for o in predicted.ops)
+    measured = sum(o.flops for o in gpt2.ops)  # type: ignore[attr-defined]
+    forward = sum(o.flops for o in gpt2.ops if o.phase is Phase.FORWARD)  # type: ignore[attr-defined]
+    assert measured < flops <= measured + forward
+    assert predicted.step_time_s > gpt2.step_time_s  # type: ignore[attr-defined, operator]
+
+
+def test_autocast_times_the_kernels_it_swaps(gpt2: object) -> None:
+    predicted = predict(gpt2, workload=get("gpt2-tiny"), dtype="bf16")  # type: ignore[arg-type]
+    assert predicted.prediction is not None
+    assert predicted.prediction.changes == {"dtype": "bf16"}
+    assert any("timed one by one" in a for a in predicted.prediction.assumptions)
+    mm = [o for o in predicted.ops if o.phase is Phase.FORWARD and o.name == "aten::mm"]
+    assert mm and all("bfloat16" in o.input_dtypes for o in mm)
+    casts = [o for o in predicted.ops if o.name == "aten::_to_copy"]
+    assert casts and all(o.time_s is not None and o.time_s > 0 for o in casts)
+
+
+def test_the_largest_batch_fits_and_one_more_does_not() -> None:
+    small = dataclasses.replace(FAKE_CPU, memory_bytes=64 * 2**20)
+    workload = get("mlp-tiny")
+    fits = largest_batch(workload, small, StepSettings())
+    assert fits is not None and fits > workload.batch_size
+
+    def peak(batch: int) -> int:
+        shapes = profile_shape_only(workload.with_batch_size(batch), small, real_batch=False)
+        assert shapes.memory is not None
+        return shapes.memory.peak_bytes
+
+    # the largest to within 1 %
+    assert peak(fits) <= small.memory_bytes < peak(fits + fits // 100 + 1)  # type: ignore[operator]
+
+
+def test_a_prediction_survives_json(gpt2: object, tmp_path: Path) -> None:
+    predicted = predict(gpt2, workload=get("gpt2-tiny"), batch_size=8, fits=True)  # type: ignore[arg-type]
+    assert predicted.prediction is not None and predicted.prediction.largest_batch_size
+    path = tmp_path / "p.json"
+    save_profile(predicted, path)
+    assert load_profile(path).prediction == predicted.prediction
+
+
+def test_sol_of_every_shape_only_op_is_known() -> None:
+    shapes = profile_shape_only(get("mlp-tiny"), FAKE_CPU)
+    assert all(analyse_op(o, FAKE_CPU).sol_time_s >= 0 for o in shapes.ops)
+
+
+def test_cli_predicts_several_batch_sizes(run_cli: RunCli, tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    code, _, stderr = run_cli(
+        "predict", "mlp-tiny", "--batch-size", "32,64", "--budget", "0.1", "--json", str(out)
+    )
+    assert code == 0, stderr
+    data = json.loads(out.read_text())
+    rows = data["batch_sizes"]
+    assert [r["batch_size"] for r in rows] == [32, 64]
+    assert rows[0]["step_time_s"] > 0 and rows[1]["peak_bytes"] > rows[0]["peak_bytes"]
+    assert data["prediction"]["largest_batch_size"] > 64
+
+
+@pytest.mark.parametrize("value", ["x", "0", "8,-1"])
+def test_cli_refuses_a_bad_batch_size(run_cli: RunCli, value: str) -> None:
+    code, stdout, stderr = run_cli("predict", "mlp-tiny", "--batch-size", value)
+    assert code == 2
+    assert "--batch-size" in stderr and "Traceback" not in stderr + stdout
+    assert len(stderr.strip().splitlines()) == 1
+
+
+def test_cli_profiles_shapes_only(run_cli: RunCli, tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    code, _, stderr = run_cli(
+        "profile", "gpt2-tiny", "--shape-only", "--hardware", "h100-sxm", "--json", str(out)
+    )
+    assert code == 0, stderr
+    data = json.loads(out.read_text())
+    assert data["hardware"]["id"] == "h100-sxm"
+    assert data["prediction"]["changes"] == {"shape-only": ""}
+    assert data["timing"]["median_s"] == pytest.approx(data["totals"]["sol_time_s"])
