@@ -11,10 +11,12 @@ profiles the change made with PyTorch itself (`with_batch_size`, `torch.autocast
 workloads take turns within a round, so the machine's drift between minutes lands on
 all alike, and each figure is the median over rounds of predicted / measured. Two naive
 baselines the model must beat: the identity (nothing changes) and, for the batch size,
-linear scaling (time ∝ FLOPs, so ∝ batch). One thread, so the other core keeps the
-machine's own work off the measurement. The model's rules and its one threshold
-(`predict.carry`'s fit of the marginal cost: 3 ops, a 2× spread of sizes) were fixed
-before these runs; no constant is fitted to them.
+linear scaling (time ∝ FLOPs, so ∝ batch). "model" is what `lightspeed predict` does on
+the machine the profile was measured on (the kernels a change alters timed one by one);
+"roofline only" what it does for a profile measured elsewhere (the roofline's rules).
+One thread, so the other core keeps the machine's own work off the measurement. The
+model's rules and its one threshold (`predict.carry`'s fit of the marginal cost: 3 ops,
+a 2× spread of sizes) were fixed before these runs; no constant is fitted to them.
 """
 
 from __future__ import annotations
@@ -82,16 +84,25 @@ def one_round(change: str, name: str, budget_s: float) -> dict[str, float]:
     if change == "batch":
         kwargs["batch_size"] = workload.batch_size * BATCH_FACTOR
     predicted = lightspeed.predict(measured, workload=workload, **kwargs)  # type: ignore[arg-type]
+    roofline = lightspeed.predict(
+        measured,
+        workload=workload,
+        time_kernels=False,
+        **kwargs,  # type: ignore[arg-type]
+    )
     actual = lightspeed.profile(made(workload), budget_s=budget_s)
-    return ratios(measured, predicted, actual, change)
+    return ratios(measured, predicted, roofline, actual, change)
 
 
-def ratios(measured: Profile, predicted: Profile, actual: Profile, change: str) -> dict[str, float]:
+def ratios(
+    measured: Profile, predicted: Profile, roofline: Profile, actual: Profile, change: str
+) -> dict[str, float]:
     step = actual.step_time_s
-    assert step and measured.step_time_s and predicted.step_time_s
+    assert step and measured.step_time_s and predicted.step_time_s and roofline.step_time_s
     assert actual.memory and predicted.memory and measured.memory
     found = {
         "model": predicted.step_time_s / step,
+        "roofline only": roofline.step_time_s / step,
         "identity": measured.step_time_s / step,
         "memory": predicted.memory.peak_bytes / actual.memory.peak_bytes,
         "memory identity": measured.memory.peak_bytes / actual.memory.peak_bytes,

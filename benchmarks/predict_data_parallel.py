@@ -24,6 +24,7 @@ without the slowdown (1.0, a device each) is shown beside.
 from __future__ import annotations
 
 import argparse
+import logging
 import platform
 import statistics
 import subprocess
@@ -126,8 +127,13 @@ def main() -> None:
     parser.add_argument(
         "--quiet-wait", type=float, default=120.0, help="Most seconds to wait for a quiet machine."
     )
+    parser.add_argument("--log", help="write torchrun's output to this file")
     parser.add_argument("workloads", nargs="*", default=list(WORKLOADS))
     args = parser.parse_args()
+    if args.log:  # torchrun's own output, to see why a launch failed
+        handler = logging.FileHandler(args.log)
+        logging.getLogger("lightspeed.measure.torchrun").addHandler(handler)
+        logging.getLogger("lightspeed.measure.torchrun").setLevel(logging.DEBUG)
     torch.set_num_threads(1)
     hw = resolve_hardware("local", Device.CPU)
     config = TimerConfig(budget_s=args.budget)
@@ -150,11 +156,14 @@ def main() -> None:
             )
             wl, settings, _ = run_setup(name, Device.CPU, "fp32", batch, hw)
             loud += not wait_quiet(args.quiet_wait)
-            try:
-                run = time_data_parallel(name, wl, settings, 2, config=config, threads=1)
-            except LightspeedError as exc:  # a launch that failed is tried once more
-                print(f"round {r + 1}: {name}: {exc}; again", flush=True)
-                run = time_data_parallel(name, wl, settings, 2, config=config, threads=1)
+            for attempt in range(3):  # a launch that failed is tried again
+                try:
+                    run = time_data_parallel(name, wl, settings, 2, config=config, threads=1)
+                    break
+                except LightspeedError as exc:
+                    print(f"round {r + 1}: {name}: {exc}; again", flush=True)
+                    if attempt == 2:
+                        raise
             measured[name].append(run.timing.measurement.median_s)
             print(
                 f"round {r + 1}: {name}: 1 process {profiles[name][-1].step_time_s * 1e3:.2f} ms,"

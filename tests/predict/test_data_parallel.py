@@ -290,3 +290,17 @@ def test_an_unknown_link_suggests_the_closest() -> None:
     with pytest.raises(UnknownNameError) as info:
         catalog_link("nvlnk4")
     assert "'nvlink4'" in str(info.value) and "hw list --links" in str(info.value)
+
+
+def test_the_corun_slowdown_weighs_each_bound_by_its_time() -> None:
+    from lightspeed.facts.link import CoRun
+    from lightspeed.predict.data_parallel import corun_slowdown
+    from predict.test_hardware import HAND_BUILT
+
+    corun = CoRun(processes=2, compute=2.0, memory=3.0, overhead=1.5)
+    # compute-bound 40 ms ×2, memory-bound 20 ms ×3; the overhead-bound op, the view and
+    # the 5 ms outside ops ×1.5; the untimed op adds nothing.
+    rest = 10e-6 + 5e-6 + 0.005
+    expected = (0.040 * 2 + 0.020 * 3 + rest * 1.5) / (0.040 + 0.020 + rest)
+    assert corun_slowdown(HAND_BUILT, corun) == pytest.approx(expected)
+    assert corun_slowdown(HAND_BUILT, CoRun(processes=2)) == 1.0

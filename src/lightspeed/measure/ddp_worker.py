@@ -42,6 +42,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     except LightspeedError as exc:
         error_path(out, rank).write_text(" ".join(str(exc).split()))
         raise SystemExit(1) from exc
+    except Exception as exc:  # a collective or torch itself failed: say which, in one line
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        error_path(out, rank).write_text(
+            f"rank {rank} of the processes under torchrun raised {type(exc).__name__}: {text}"
+        )
+        raise
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

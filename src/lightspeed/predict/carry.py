@@ -21,9 +21,11 @@ the same hardware:
   of them.
 
 The per-op overhead `c` is the profile's own: the median time of its ops that compute
-and move nothing (views), which is what the host spends to dispatch an op. The step
-time scales like `predict.hardware`'s: the measured step × (Σ t' + time outside ops) /
-(Σ t + time outside ops).
+and move nothing (views), which is what the host spends to dispatch an op. The time
+outside ops (Python, the autograd engine) grows with the number of ops: a checkpointed
+module's forward runs its Python code again. The step time moves by the change:
+the measured step + (Σ t' + time outside ops') − (Σ t + time outside ops), never below
+the changed step's speed of light (`shifted_step`).
 """
 
 from __future__ import annotations
@@ -48,8 +50,16 @@ RULES = (
     " per-op overhead, and the rest of its time scales with its speed of light",
     "an op the change adds: the per-op overhead plus its speed of light at the median"
     " efficiency of the measured ops of its name",
-    "step time: the measured step scaled by the profiled ops' time plus the time outside"
-    " them, predicted over measured",
+    "the time outside ops (Python, the autograd engine) grows with the number of ops (a"
+    " checkpointed module's forward runs its Python again)",
+    "step time: the measured step plus the change in the profiled ops' time and the time"
+    " outside them (the profiler's own cost is in both and cancels)",
+)
+
+TIMED_RULE = (
+    "a matrix product or convolution whose kernel the change alters, timed one by one on"
+    " this device before and after: its measured time × the kernel's time after over"
+    " before"
 )
 
 _Signature = tuple[str, str, tuple[tuple[int, ...], ...], tuple[str, ...]]
@@ -84,8 +94,8 @@ def carry_over(
 
     `kernel_times`: (before, after), seconds per call of kernel configurations timed one
     by one on the device (`measure.op_bench`), of the measured step and of the changed
-    one. An op whose configuration changed then scales by their ratio, and an added op
-    takes its own, in place of the roofline's rules."""
+    one. A matrix product or convolution whose configuration changed then scales by
+    their ratio, and an added op takes its own, in place of the roofline's rules."""
     hardware = measured.hardware
     overhead = per_op_overhead_s(measured.ops)
     same = _by_signature(measured.ops)
@@ -116,39 +126,70 @@ def carry_over(
         else:
             time = _added(op, measured.ops, hardware, overhead)
         ops.append(dataclasses.replace(op, time_s=time))
-    timing, profiled = scaled_step(measured, ops)
+    outside = measured.unattributed_s
+    if outside is not None and measured.ops:
+        outside *= len(ops) / len(measured.ops)
+    floor = sum(analyse_op(op, hardware).sol_time_s for op in ops)
+    timing, profiled = shifted_step(measured, ops, outside, floor)
+    rules = RULES if kernel_times is None else (*RULES[:2], TIMED_RULE, *RULES[2:])
     return dataclasses.replace(
         changed,
         ops=tuple(ops),
         timing=timing,
         op_time_source=measured.op_time_source,
         profiled_step_s=profiled,
-        unattributed_s=measured.unattributed_s,
+        unattributed_s=outside,
         prediction=Prediction(
             changes=dict(changes),
             source_hardware=hardware.id,
             measured_step_time_s=measured.step_time_s,
-            rules=RULES,
+            rules=rules,
             assumptions=tuple(assumptions),
         ),
     )
 
 
 def scaled_step(
-    measured: Profile, ops: Sequence[OpRecord]
+    measured: Profile, ops: Sequence[OpRecord], outside_s: float | None = None
 ) -> tuple[Measurement | None, float | None]:
     """The timing and profiled step time of `measured` with its ops' times replaced by
-    those of `ops`: every step time scaled by (Σ t' + outside) / (Σ t + outside)."""
+    those of `ops`, and its time outside ops by `outside_s` (None: kept): every step time
+    scaled by (Σ t' + outside') / (Σ t + outside)."""
     outside = measured.unattributed_s or 0.0
-    before = sum(op.time_s or 0.0 for op in measured.ops)
-    after = sum(op.time_s or 0.0 for op in ops)
-    scale = (after + outside) / (before + outside) if before + outside > 0 else 1.0
+    outside_after = outside if outside_s is None else outside_s
+    before = sum(op.time_s or 0.0 for op in measured.ops) + outside
+    after = sum(op.time_s or 0.0 for op in ops) + outside_after
+    scale = after / before if before > 0 else 1.0
     timing = measured.timing
     if timing is not None:
         timing = dataclasses.replace(timing, times_s=tuple(t * scale for t in timing.times_s))
     profiled = measured.profiled_step_s
     if profiled is not None:
         profiled = profiled - before + after
+    return timing, profiled
+
+
+def shifted_step(
+    measured: Profile, ops: Sequence[OpRecord], outside_s: float | None, floor_s: float
+) -> tuple[Measurement | None, float | None]:
+    """The timing and profiled step time of `measured` with its ops' times replaced by
+    those of `ops` and its time outside ops by `outside_s` (None: kept): every step time
+    moved by (Σ t' + outside') − (Σ t + outside), never below `floor_s`. The change is
+    added, not scaled: the profiled run's own cost (the profiler's, per op, and in the
+    time outside ops) is in both sums and cancels, where a ratio would dilute the change
+    by it."""
+    outside = measured.unattributed_s or 0.0
+    outside_after = outside if outside_s is None else outside_s
+    change = sum(op.time_s or 0.0 for op in ops) + outside_after
+    change -= sum(op.time_s or 0.0 for op in measured.ops) + outside
+    timing = measured.timing
+    if timing is not None:
+        timing = dataclasses.replace(
+            timing, times_s=tuple(max(t + change, floor_s) for t in timing.times_s)
+        )
+    profiled = measured.profiled_step_s
+    if profiled is not None:
+        profiled = max(profiled + change, floor_s)
     return timing, profiled
 
 
@@ -173,7 +214,10 @@ def _by_place(ops: Iterable[OpRecord]) -> dict[tuple[str, str, str], list[OpReco
 
 def _ratio(kernel_times: KernelTimes | None, before: OpRecord, after: OpRecord) -> float | None:
     """How much longer `after`'s kernel took than `before`'s, timed one by one."""
-    if kernel_times is None:
+    # Only a matrix product's or convolution's speed is its kernel's own (its blocking for
+    # the shape, its bf16 path); other ops follow their bytes on the roofline, which a
+    # kernel timed alone, its inputs hot in cache, does not see.
+    if kernel_times is None or after.macs is None:
         return None
     was, now = kernel_times[0].get(op_key(before)), kernel_times[1].get(op_key(after))
     return now / was if was and now is not None else None

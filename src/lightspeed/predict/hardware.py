@@ -29,6 +29,7 @@ from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import DeviceKind, Hardware
 from lightspeed.facts.profile import Prediction, Profile
 from lightspeed.facts.records import OpRecord
+from lightspeed.predict.carry import scaled_step
 from lightspeed.rules import Bound
 
 RULES = (
@@ -60,20 +61,7 @@ def on_hardware(profile: Profile, target: Hardware) -> Profile:
         else:
             predicted = measured
         ops.append(dataclasses.replace(op, time_s=predicted))
-    outside = profile.unattributed_s or 0.0
-    measured_total = sum(op.time_s or 0.0 for op in profile.ops)
-    predicted_total = sum(op.time_s or 0.0 for op in ops)
-    scale = (
-        (predicted_total + outside) / (measured_total + outside)
-        if measured_total + outside > 0
-        else 1.0
-    )
-    timing = profile.timing
-    if timing is not None:
-        timing = dataclasses.replace(timing, times_s=tuple(t * scale for t in timing.times_s))
-    profiled = profile.profiled_step_s
-    if profiled is not None:
-        profiled = profiled - measured_total + predicted_total
+    timing, profiled = scaled_step(profile, ops)
     device = Device.CUDA if target.kind is DeviceKind.GPU else Device.CPU
     return dataclasses.replace(
         profile,

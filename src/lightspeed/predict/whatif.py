@@ -32,6 +32,7 @@ def predict(
     link: Link | None = None,
     corun: CoRun | None = None,
     fits: bool = False,
+    time_kernels: bool = True,
 ) -> Profile:
     """`profile` as it is predicted to run with the changes given (none: `profile`
     itself).
@@ -45,14 +46,18 @@ def predict(
     gradients over `link`; `corun`: how much slower processes sharing one machine
     compute (None: not at all, a device each).
     `fits`: also find the largest batch size whose step fits the (target) hardware's
-    memory.
+    memory. `time_kernels`: on the device the profile was measured on, time the kernels
+    a change alters one by one (False: the roofline's rules alone, as for a profile
+    measured elsewhere).
     """
     predicted = profile
     if batch_size is not None or dtype is not None or checkpoint is not None or fits:
         workload = (workload or _workload_of(profile)).with_batch_size(profile.workload.batch_size)
         changed, changes = _changed(workload, batch_size, dtype, checkpoint)
         if changes:
-            predicted = _then(predicted, _carried(profile, workload, changed, changes, dtype))
+            predicted = _then(
+                predicted, _carried(profile, workload, changed, changes, dtype, time_kernels)
+            )
     if hardware is not None:
         predicted = _then(predicted, on_hardware(predicted, hardware))
     if data_parallel is not None:
@@ -104,27 +109,31 @@ def _carried(
     changed: Workload,
     changes: dict[str, str],
     dtype: str | None,
+    time_kernels: bool,
 ) -> Profile:
-    """The changed step's shapes, timed from `profile` (`predict.carry`). A precision
-    change on the device at hand times the kernels it swaps one by one there: their
-    speed in another precision is the kernels' own, which no ceiling says."""
+    """The changed step's shapes, timed from `profile` (`predict.carry`). On the device
+    at hand (`time_kernels`), the matrix products and convolutions the change alters,
+    and the ops it adds, are timed one by one there, before and after: such a kernel's
+    speed at another size or precision is its own, which a ceiling does not say (a bf16
+    GEMM on a CPU without native bf16; small convolutions whose efficiency grows with the
+    batch)."""
     from lightspeed.measure.op_bench import time_ops
     from lightspeed.measure.shape_only import profile_shape_only
     from lightspeed.predict.precision import precision_assumptions
 
     settings = settings_of(profile)
     shapes = profile_shape_only(changed, profile.hardware, settings)
-    if not dtype:
-        return carry_over(profile, shapes, changes)
     kernel_times = None
-    if _kernels_here(profile):
+    if time_kernels and _kernels_here(profile):
         measured = {op_key(op) for op in profile.ops}
         new = {op_key(op) for op in shapes.ops} - measured
         names = {name for name, _, _ in new}
-        after = time_ops(changed, settings, lambda key: key in new)
-        before = time_ops(workload, settings, lambda key: key in measured and key[0] in names)
-        kernel_times = (before, after)
-    assumptions = precision_assumptions(profile.hardware, dtype, timed=kernel_times is not None)
+        if new:  # every new configuration: an added op takes its own time
+            after = time_ops(changed, settings, lambda key: key in new)
+            before = time_ops(workload, settings, lambda key: key in measured and key[0] in names)
+            kernel_times = (before, after)
+    timed = kernel_times is not None
+    assumptions = precision_assumptions(profile.hardware, dtype, timed=timed) if dtype else ()
     return carry_over(profile, shapes, changes, assumptions, kernel_times)
 
 
