@@ -55,6 +55,8 @@ def test_an_op_at_another_size_keeps_its_overhead_and_scales_the_rest() -> None:
     # memory-bound add: 20 ms measured, SoL 10 ms → 20 ms; 1 ms overhead kept, 19 ms × 2.
     assert carried.ops[1].time_s == pytest.approx(0.001 + 0.019 * 2)
     assert carried.ops[0].time_s == measured.ops[0].time_s  # unchanged shapes: its own time
+    # The step grows by the change (19 ms), not by a ratio: the median of 70 and 77 ms.
+    assert carried.step_time_s == pytest.approx(0.0735 + 0.019)
     assert carried.prediction is not None
     assert carried.prediction.changes == {"batch-size": "16"}
 

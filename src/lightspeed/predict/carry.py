@@ -23,9 +23,9 @@ the same hardware:
 The per-op overhead `c` is the profile's own: the median time of its ops that compute
 and move nothing (views), which is what the host spends to dispatch an op. The time
 outside ops (Python, the autograd engine) grows with the number of ops: a checkpointed
-module's forward runs its Python code again. The step time moves by the change:
-the measured step + (Σ t' + time outside ops') − (Σ t + time outside ops), never below
-the changed step's speed of light (`shifted_step`).
+module's forward runs its Python code again. The step time moves by the change: the
+measured step + (Σ t' + time outside ops') − (Σ t + time outside ops), or scaled by
+their ratio where that would not be positive (`shifted_step`).
 """
 
 from __future__ import annotations
@@ -129,8 +129,7 @@ def carry_over(
     outside = measured.unattributed_s
     if outside is not None and measured.ops:
         outside *= len(ops) / len(measured.ops)
-    floor = sum(analyse_op(op, hardware).sol_time_s for op in ops)
-    timing, profiled = shifted_step(measured, ops, outside, floor)
+    timing, profiled = shifted_step(measured, ops, outside)
     rules = RULES if kernel_times is None else (*RULES[:2], TIMED_RULE, *RULES[2:])
     return dataclasses.replace(
         changed,
@@ -170,27 +169,29 @@ def scaled_step(
 
 
 def shifted_step(
-    measured: Profile, ops: Sequence[OpRecord], outside_s: float | None, floor_s: float
+    measured: Profile, ops: Sequence[OpRecord], outside_s: float | None
 ) -> tuple[Measurement | None, float | None]:
     """The timing and profiled step time of `measured` with its ops' times replaced by
     those of `ops` and its time outside ops by `outside_s` (None: kept): every step time
-    moved by (Σ t' + outside') − (Σ t + outside), never below `floor_s`. The change is
-    added, not scaled: the profiled run's own cost (the profiler's, per op, and in the
-    time outside ops) is in both sums and cancels, where a ratio would dilute the change
-    by it."""
+    t becomes t + (after − before), where before and after are Σ op times + time outside
+    ops, or t · after / before where that would not be positive. The change is added,
+    not scaled: the profiled run's own cost (the profiler's, per op) is in both sums and
+    cancels, where a ratio would dilute the change by it."""
     outside = measured.unattributed_s or 0.0
     outside_after = outside if outside_s is None else outside_s
-    change = sum(op.time_s or 0.0 for op in ops) + outside_after
-    change -= sum(op.time_s or 0.0 for op in measured.ops) + outside
+    before = sum(op.time_s or 0.0 for op in measured.ops) + outside
+    after = sum(op.time_s or 0.0 for op in ops) + outside_after
+    ratio = after / before if before > 0 else 1.0
+
+    def moved(t: float) -> float:
+        shifted = t + after - before
+        return shifted if shifted > 0 else t * ratio
+
     timing = measured.timing
     if timing is not None:
-        timing = dataclasses.replace(
-            timing, times_s=tuple(max(t + change, floor_s) for t in timing.times_s)
-        )
+        timing = dataclasses.replace(timing, times_s=tuple(moved(t) for t in timing.times_s))
     profiled = measured.profiled_step_s
-    if profiled is not None:
-        profiled = max(profiled + change, floor_s)
-    return timing, profiled
+    return timing, None if profiled is None else moved(profiled)
 
 
 def _signature(op: OpRecord) -> _Signature:
