@@ -140,10 +140,23 @@ def test_sol_of_every_shape_only_op_is_known() -> None:
 
 def test_cli_predicts_several_batch_sizes(run_cli: RunCli, tmp_path: Path) -> None:
     out = tmp_path / "p.json"
+    html = tmp_path / "p.html"
     code, _, stderr = run_cli(
-        "predict", "mlp-tiny", "--batch-size", "32,64", "--budget", "0.1", "--json", str(out)
+        "predict",
+        "mlp-tiny",
+        "--batch-size",
+        "32,64",
+        "--budget",
+        "0.1",
+        "--json",
+        str(out),
+        "--html",
+        str(html),
     )
     assert code == 0, stderr
+    page = html.read_text()
+    assert 'id="batches"' in page and 'data-chart="batch-sizes"' in page
+    assert 'data-table="batch-sizes"' in page and 'id="prediction"' in page
     data = json.loads(out.read_text())
     rows = data["batch_sizes"]
     assert [r["batch_size"] for r in rows] == [32, 64]
