@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -88,12 +89,27 @@ def opened(path: Path, *, create: bool = True) -> Iterator[sqlite3.Connection]:
         _check(path)
     connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     try:
-        connection.execute("PRAGMA journal_mode=WAL")
+        _set_wal(connection)
         connection.execute("PRAGMA foreign_keys=ON")
         _create_or_migrate(connection)
         yield connection
     finally:
         connection.close()
+
+
+def _set_wal(connection: sqlite3.Connection) -> None:
+    """Put the store in WAL mode. Two processes opening a new store at once both ask for
+    it, and SQLite answers the second "database is locked" at once, without waiting as
+    it does for writes: wait and ask again, for up to the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def check(path: Path) -> None:
