@@ -37,6 +37,7 @@ from lightspeed import units
 from lightspeed.analysis.step_roofline import analyse_ops
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
+from lightspeed.facts.device import Device
 from lightspeed.facts.link import CoRun, Link
 from lightspeed.facts.profile import Prediction, Profile
 from lightspeed.facts.records import Phase
@@ -217,7 +218,9 @@ def on_data_parallel(
             source_hardware=profile.hardware.id,
             measured_step_time_s=step,
             rules=RULES,
-            assumptions=_assumptions(profile, comm, link, bucket_bytes, compute_slowdown),
+            assumptions=_assumptions(
+                profile, processes, comm, link, bucket_bytes, compute_slowdown
+            ),
         ),
     )
 
@@ -330,6 +333,7 @@ def _check_slowdown(compute_slowdown: float) -> None:
 
 def _assumptions(
     profile: Profile,
+    processes: int,
     comm: Communication,
     link: Link,
     bucket_bytes: int,
@@ -354,4 +358,11 @@ def _assumptions(
         said.append("ops were not timed: no overlap with backward, all communication exposed")
     if profile.memory is None:
         said.append("no memory breakdown: gradients taken as the parameters' bytes")
+    if profile.workload.device is Device.CPU and processes > 1:
+        said.append(
+            "on a CPU, gloo's all-reduce inside a DDP step has measured several times what"
+            " the ring over the ping-pong link gives, its threads competing with the step's"
+            " for the cores (docs/benchmarks.md: 2 processes predicted 33 % short): expect"
+            " a longer step"
+        )
     return tuple(said)
