@@ -182,3 +182,20 @@ def test_cli_profiles_shapes_only(run_cli: RunCli, tmp_path: Path) -> None:
     assert data["hardware"]["id"] == "h100-sxm"
     assert data["prediction"]["changes"] == {"shape-only": ""}
     assert data["timing"]["median_s"] == pytest.approx(data["totals"]["sol_time_s"])
+
+
+def test_an_added_op_runs_at_the_efficiency_of_ops_that_do_work() -> None:
+    # A tiny cast was measured (5 µs for 8 bytes: thousands of times its speed of light,
+    # bound by its per-op cost); a 2 MB cast the change adds must not inherit that.
+    tiny_cast = dataclasses.replace(op(5, 0, 8, 5e-6), name="aten::_to_copy")
+    measured = dataclasses.replace(HAND_BUILT, ops=(*HAND_BUILT.ops, tiny_cast))
+    added = dataclasses.replace(
+        op(6, 0, 1_000_000, None), name="aten::_to_copy", module="new", bytes_written=1_000_000
+    )
+    changed = dataclasses.replace(measured, ops=(*measured.ops, added), timing=None)
+    carried = carry_over(measured, changed, {"dtype": "bf16"})
+    overhead = per_op_overhead_s(measured.ops)  # the view's 5 µs
+    # the compute- and memory-bound ops ran at (40 ms − c) / 20 ms and (20 ms − c) / 10 ms
+    # of their speed of light; the cast's is 2 MB / 20 GB/s = 100 µs.
+    slowdown = ((0.040 - overhead) / 0.020 + (0.020 - overhead) / 0.010) / 2
+    assert carried.ops[-1].time_s == pytest.approx(overhead + 100e-6 * slowdown)

@@ -40,6 +40,7 @@ from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import Prediction, Profile
 from lightspeed.facts.records import OpRecord
 from lightspeed.facts.timing import Measurement
+from lightspeed.rules import Bound
 
 RULES = (
     "the changed step's ops, FLOPs, bytes and memory: the step run on fake tensors with"
@@ -291,12 +292,14 @@ def _added(
 
 
 def _slowdowns(ops: Iterable[OpRecord], hardware: Hardware, overhead: float) -> list[float]:
-    """Each timed op's time beyond the per-op overhead over its speed of light."""
+    """Each timed op's time beyond the per-op overhead over its speed of light, for the
+    ops bound by compute or memory: an op bound by its per-op cost took thousands of
+    times its speed of light, which says nothing of how fast a larger one runs."""
     found = []
     for op in ops:
         if op.time_s is None:
             continue
-        sol = analyse_op(op, hardware).sol_time_s
-        if sol > 0:
-            found.append(max(op.time_s - overhead, 0.0) / sol)
+        placed = analyse_op(op, hardware)
+        if placed.sol_time_s > 0 and placed.bound in (Bound.COMPUTE, Bound.MEMORY):
+            found.append(max(op.time_s - overhead, 0.0) / placed.sol_time_s)
     return found
