@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +86,7 @@ def predict_command(
     from lightspeed.hardware.resolve import resolve_hardware
     from lightspeed.predict.whatif import predict
     from lightspeed.report.profile_json import load_profile
-    from lightspeed.report.profile_report import profile_document
+    from lightspeed.report.profile_report import profile_document, with_batch_sizes
     from lightspeed.targets import load_target
 
     use_threads(threads)
@@ -108,7 +107,7 @@ def predict_command(
     ]
     doc = profile_document(analyse(predictions[-1]))
     if len(predictions) > 1:
-        doc = _with_batch_table(doc, predictions)
+        doc = with_batch_sizes(doc, predictions)
     report(doc, json_path, wide=wide, html_path=html_path, png_path=png_path)
 
 
@@ -117,20 +116,17 @@ def _data_parallel(
 ) -> dict[str, Any]:
     """The keywords of `predict` for `--dp N --link ID`: the link (measured here, or
     from the catalog) and, on a CPU, how much slower N processes compute side by side."""
-    import os
-
     from lightspeed.errors import ConfigError
     from lightspeed.hardware.links import catalog_link
     from lightspeed.measure.link_bench import measure_corun, measure_link
 
     if processes < 1:
         raise ConfigError(f"--dp {processes} must be at least 1.")
-    per_process = threads or max(1, (os.cpu_count() or 1) // processes)
     if link_id == "measured":
-        link = measure_link(max(processes, 2), device=device, threads=per_process).link
+        link = measure_link(max(processes, 2), device=device, threads=threads).link
     else:
         link = catalog_link(link_id)
-    corun = measure_corun(processes, device=device, threads=per_process)
+    corun = measure_corun(processes, device=device, threads=threads)
     return {"data_parallel": processes, "link": link, "corun": corun}
 
 
@@ -151,48 +147,3 @@ def _batch_sizes(text: str | None) -> list[int | None]:
     if min(sizes) < 1:
         raise ConfigError(f"--batch-size {text!r}: every batch size must be at least 1.")
     return list(dict.fromkeys(sizes))
-
-
-def _with_batch_table(doc: Any, predictions: list[Any]) -> Any:
-    """`doc` (the last prediction's) with a table of every batch size's figures first."""
-    from lightspeed.document import Column, Table, Unit, Value
-
-    rows, data = [], []
-    for p in predictions:
-        step = p.step_time_s
-        batch = p.workload.batch_size
-        peak = None if p.memory is None else p.memory.peak_bytes
-        memory = p.hardware.memory_bytes
-        fits = None if peak is None or not memory else peak <= memory
-        data.append(
-            {
-                "batch_size": batch,
-                "step_time_s": step,
-                "samples_per_s": batch / step if step else None,
-                "peak_bytes": peak,
-                "fits": fits,
-            }
-        )
-        rows.append(
-            (
-                Value(batch, Unit.INTEGER),
-                Value(step, Unit.SECONDS),
-                Value(batch / step if step else None, Unit.COUNT),
-                Value(peak, Unit.BYTES),
-                "—" if fits is None else ("yes" if fits else "no"),
-            )
-        )
-    table = Table(
-        title="Predicted by batch size (the details below: the last)",
-        columns=(
-            Column("batch_size", "batch", numeric=True),
-            Column("step_time_s", "step", numeric=True),
-            Column("samples_per_s", "samples/s", numeric=True),
-            Column("peak_bytes", "peak memory", numeric=True),
-            Column("fits", "fits"),
-        ),
-        rows=tuple(rows),
-    )
-    return dataclasses.replace(
-        doc, data={**doc.data, "batch_sizes": data}, sections=(table, *doc.sections)
-    )

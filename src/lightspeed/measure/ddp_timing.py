@@ -12,7 +12,6 @@ slowest rank's time. Rank 0 reports the replicates.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 from lightspeed import progress
@@ -20,7 +19,7 @@ from lightspeed.errors import ConfigError
 from lightspeed.facts.timing import Measurement, NoiseCheck, StepTiming
 from lightspeed.measure.step import StepSettings
 from lightspeed.measure.timer import TimerConfig
-from lightspeed.measure.torchrun import run_workers
+from lightspeed.measure.torchrun import default_threads, run_workers
 from lightspeed.measure.workload_timing import workload_info
 from lightspeed.workload import Workload
 
@@ -40,11 +39,6 @@ class DataParallelTiming:
     per_device_batch: int
     threads: int
     backend: str
-
-
-def default_threads(processes: int) -> int:
-    """Threads per process when --threads is not given: the cores shared evenly."""
-    return max(1, (os.cpu_count() or 1) // processes)
 
 
 def time_data_parallel(

@@ -9,7 +9,6 @@ largest the bandwidth (the slope of time over size, where the latency is a small
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections.abc import Mapping, Sequence
 
@@ -17,7 +16,7 @@ from lightspeed import progress
 from lightspeed.errors import ConfigError
 from lightspeed.facts.device import Device
 from lightspeed.facts.link import CoRun, Link, LinkMeasurement
-from lightspeed.measure.torchrun import run_workers
+from lightspeed.measure.torchrun import default_threads, run_workers
 
 # Message sizes from 4 B to 64 MiB, ×4 apart.
 DEFAULT_SIZES = tuple(4 * 4**i for i in range(13))
@@ -47,7 +46,7 @@ def measure_link(
     if threads is not None and threads < 1:
         raise ConfigError(f"--threads {threads} must be at least 1.")
     ordered = sorted(set(sizes))
-    threads = threads or max(1, (os.cpu_count() or 1) // nproc)
+    threads = threads or default_threads(nproc)
     with progress.stage(f"ping-pong between 2 of {nproc} processes"):
         result = run_workers(
             WORKER,
@@ -145,8 +144,9 @@ def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
 CORUN_BLOCK_S = 0.05
 
 
-def measure_corun(nproc: int, *, device: Device = Device.CPU, threads: int = 1) -> CoRun:
-    """How much slower a process of `threads` threads computes beside `nproc − 1` others
+def measure_corun(nproc: int, *, device: Device = Device.CPU, threads: int | None = None) -> CoRun:
+    """How much slower a process of `threads` threads (None: the cores shared evenly)
+    computes beside `nproc − 1` others
     on this machine than alone (`facts.link.CoRun`), from fixed kernels — a matrix
     product, a copy past the caches, tiny ops — timed under torchrun, alone and all at
     once. Processes on GPUs of their own share no device: all 1.0, unmeasured."""
@@ -154,6 +154,7 @@ def measure_corun(nproc: int, *, device: Device = Device.CPU, threads: int = 1) 
         raise ConfigError(f"--nproc {nproc} must be at least 1.")
     if nproc == 1 or device is Device.CUDA:
         return CoRun(processes=nproc)
+    threads = threads or default_threads(nproc)
     with progress.stage(f"timing kernels alone and in {nproc} processes at once"):
         result = run_workers(
             WORKER,

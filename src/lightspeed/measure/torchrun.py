@@ -30,6 +30,11 @@ logger = logging.getLogger(__name__)
 START_S = 120.0
 
 
+def default_threads(processes: int) -> int:
+    """Threads per process when --threads is not given: the cores shared evenly."""
+    return max(1, (os.cpu_count() or 1) // processes)
+
+
 def error_path(out: Path, rank: int) -> Path:
     """Where rank `rank` writes its one-line error message."""
     return out.with_name(f"{out.name}.rank{rank}.error")

@@ -101,6 +101,7 @@ def carry_over(
     overhead = per_op_overhead_s(measured.ops)
     same = _by_signature(measured.ops)
     marginal = marginal_cost(measured.ops, hardware)
+    slowdowns = _slowdowns(measured.ops, hardware, overhead)
     by_place = _by_place(measured.ops)
     seen: Counter[tuple[str, str, str]] = Counter()
     ops: list[OpRecord] = []
@@ -125,7 +126,7 @@ def carry_over(
         elif kernel_times is not None and op_key(op) in kernel_times[1]:
             time = kernel_times[1][op_key(op)]
         else:
-            time = _added(op, measured.ops, hardware, overhead)
+            time = _added(op, slowdowns, hardware, overhead)
         ops.append(dataclasses.replace(op, time_s=time))
     outside = measured.unattributed_s
     if outside is not None and measured.ops:
@@ -281,25 +282,27 @@ def marginal_cost(ops: Iterable[OpRecord], hardware: Hardware) -> dict[str, floa
 
 
 def _added(
-    op: OpRecord, measured: Sequence[OpRecord], hardware: Hardware, overhead: float
+    op: OpRecord, slowdowns: Mapping[str, list[float]], hardware: Hardware, overhead: float
 ) -> float:
     sol = analyse_op(op, hardware).sol_time_s
     if sol <= 0:
         return overhead
-    slowdowns = _slowdowns([m for m in measured if m.name == op.name], hardware, overhead)
-    slowdowns = slowdowns or _slowdowns(measured, hardware, overhead)
-    return overhead + sol * (statistics.median(slowdowns) if slowdowns else 1.0)
+    found = slowdowns.get(op.name) or [x for xs in slowdowns.values() for x in xs]
+    return overhead + sol * (statistics.median(found) if found else 1.0)
 
 
-def _slowdowns(ops: Iterable[OpRecord], hardware: Hardware, overhead: float) -> list[float]:
-    """Each timed op's time beyond the per-op overhead over its speed of light, for the
-    ops bound by compute or memory: an op bound by its per-op cost took thousands of
-    times its speed of light, which says nothing of how fast a larger one runs."""
-    found = []
+def _slowdowns(
+    ops: Iterable[OpRecord], hardware: Hardware, overhead: float
+) -> dict[str, list[float]]:
+    """Each timed op's time beyond the per-op overhead over its speed of light, by op
+    name, for the ops bound by compute or memory: an op bound by its per-op cost took
+    thousands of times its speed of light, which says nothing of how fast a larger one
+    runs."""
+    found: dict[str, list[float]] = defaultdict(list)
     for op in ops:
         if op.time_s is None:
             continue
         placed = analyse_op(op, hardware)
         if placed.sol_time_s > 0 and placed.bound in (Bound.COMPUTE, Bound.MEMORY):
-            found.append(max(op.time_s - overhead, 0.0) / placed.sol_time_s)
+            found[op.name].append(max(op.time_s - overhead, 0.0) / placed.sol_time_s)
     return found

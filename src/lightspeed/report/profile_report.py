@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightspeed.analysis.diagnosis import shape_text
@@ -139,6 +140,56 @@ def _prediction(analysis: ProfileAnalysis) -> Section:
     rows += [("rule", line(rule)) for rule in made.rules]
     rows += [("assumption", line(assumption)) for assumption in made.assumptions]
     return Section("Prediction", (Fields(tuple(rows)),))
+
+
+# The by-batch table's columns, as (JSON key, header, numeric), for every renderer.
+BATCH_COLUMNS = (
+    ("batch_size", "batch", True),
+    ("step_time_s", "step", True),
+    ("samples_per_s", "samples/s", True),
+    ("peak_bytes", "peak memory", True),
+    ("fits", "fits", False),
+)
+
+
+def with_batch_sizes(doc: Document, predictions: Sequence[Profile]) -> Document:
+    """`doc` (the report of the last of `predictions`) with a table of every predicted
+    batch size's step, throughput, peak memory and whether it fits, first; its JSON
+    under `batch_sizes`."""
+    data = [_batch_data(p) for p in predictions]
+    table = Table(
+        title="Predicted by batch size (the details below: the last)",
+        columns=tuple(Column(key, header, numeric=n) for key, header, n in BATCH_COLUMNS),
+        rows=tuple(batch_cells(row) for row in data),
+    )
+    return dataclasses.replace(
+        doc, data={**doc.data, "batch_sizes": data}, sections=(table, *doc.sections)
+    )
+
+
+def batch_cells(row: Mapping[str, Any]) -> tuple[Value | str, ...]:
+    """One row of the by-batch table, from its JSON object, in `BATCH_COLUMNS` order."""
+    fits = row["fits"]
+    return (
+        Value(row["batch_size"], Unit.INTEGER),
+        Value(row["step_time_s"], Unit.SECONDS),
+        Value(row["samples_per_s"], Unit.COUNT),
+        Value(row["peak_bytes"], Unit.BYTES),
+        "—" if fits is None else ("yes" if fits else "no"),
+    )
+
+
+def _batch_data(p: Profile) -> dict[str, Any]:
+    step, batch = p.step_time_s, p.workload.batch_size
+    peak = None if p.memory is None else p.memory.peak_bytes
+    memory = p.hardware.memory_bytes
+    return {
+        "batch_size": batch,
+        "step_time_s": step,
+        "samples_per_s": batch / step if step else None,
+        "peak_bytes": peak,
+        "fits": None if peak is None or not memory else peak <= memory,
+    }
 
 
 def _largest_batch(samples: int, profile: Profile) -> Line:

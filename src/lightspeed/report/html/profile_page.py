@@ -14,6 +14,7 @@ from lightspeed.report.html import roofline
 from lightspeed.report.html.markup import Column, Markup, Page, fields, findings, label, notes, text
 from lightspeed.report.html.memory_charts import memory_charts
 from lightspeed.report.html.op_table import op_label, op_table
+from lightspeed.report.profile_report import BATCH_COLUMNS, batch_cells
 
 
 def profile_page(doc: Mapping[str, Any]) -> Page:
@@ -107,23 +108,8 @@ def _prediction(page: Page, doc: Mapping[str, Any], made: Mapping[str, Any]) -> 
 
 def _batch_sizes(page: Page, rows: list[Mapping[str, Any]]) -> list[Markup]:
     """Each predicted batch size's step, throughput, peak memory and whether it fits."""
-    columns = (
-        Column("batch_size", "batch", numeric=True),
-        Column("step_time_s", "step", numeric=True),
-        Column("samples_per_s", "samples/s", numeric=True),
-        Column("peak_bytes", "peak memory", numeric=True),
-        Column("fits", "fits"),
-    )
-    cells = [
-        (
-            Value(r["batch_size"], Unit.INTEGER),
-            Value(r["step_time_s"], Unit.SECONDS),
-            Value(r["samples_per_s"], Unit.COUNT),
-            Value(r["peak_bytes"], Unit.BYTES),
-            "—" if r["fits"] is None else ("yes" if r["fits"] else "no"),
-        )
-        for r in rows
-    ]
+    columns = [Column(key, header, numeric) for key, header, numeric in BATCH_COLUMNS]
+    cells = [batch_cells(r) for r in rows]
     batches = [label(r["batch_size"]) for r in rows]
     figure = {
         "data": [
