@@ -273,3 +273,28 @@ def test_checkpointing_twice_is_refused() -> None:
     checkpoint_model(model)
     with pytest.raises(ConfigError, match="checkpointed already"):
         checkpoint_model(model)
+
+
+@pytest.mark.parametrize("stack", ["sequential", "modulelist"])
+def test_an_observer_sees_every_region_and_can_run_it_as_checkpoint_would(stack: str) -> None:
+    seen: list[int] = []
+
+    def observe(
+        forward: Callable[..., Any],
+        checkpointed: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        seen.append(len(args))
+        return checkpointed(*args, **kwargs)
+
+    plain = stepped(convnet_workload(stack))
+    torch.manual_seed(0)
+    observed = prepare(
+        checkpoint(convnet_workload(stack), ["blocks.1", "blocks.3"]), StepSettings()
+    )
+    torch.manual_seed(1)
+    with checkpoint_module.observing_regions(observe):
+        observed.step()
+    assert len(seen) == 2  # blocks.1 and blocks.3, once each
+    assert_same_step(plain, observed)

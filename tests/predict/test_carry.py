@@ -199,3 +199,30 @@ def test_an_added_op_runs_at_the_efficiency_of_ops_that_do_work() -> None:
     # of their speed of light; the cast's is 2 MB / 20 GB/s = 100 µs.
     slowdown = ((0.040 - overhead) / 0.020 + (0.020 - overhead) / 0.010) / 2
     assert carried.ops[-1].time_s == pytest.approx(overhead + 100e-6 * slowdown)
+
+
+def test_checkpoints_own_work_is_added_to_the_step_as_timed(
+    gpt2: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lightspeed.measure import checkpoint_cost
+    from lightspeed.predict.whatif import CHECKPOINT_RULE
+
+    def costing(seconds: float) -> object:
+        return lambda workload, settings: checkpoint_cost.RegionCosts(2, seconds)
+
+    steps = []
+    for seconds in (0.0, 0.25):
+        monkeypatch.setattr(checkpoint_cost, "checkpoint_costs", costing(seconds))
+        predicted = predict(gpt2, workload=get("gpt2-tiny"), checkpoint="auto")  # type: ignore[arg-type]
+        assert predicted.prediction is not None
+        assert CHECKPOINT_RULE in predicted.prediction.rules
+        assert any(
+            f"{seconds * 1e3:.2f} ms a step over its 2 regions" in a
+            for a in predicted.prediction.assumptions
+        )
+        steps.append(predicted.step_time_s)
+    assert steps[1] - steps[0] == pytest.approx(0.25, rel=1e-3)  # type: ignore[operator]
+    elsewhere = predict(gpt2, workload=get("gpt2-tiny"), checkpoint="auto", time_kernels=False)  # type: ignore[arg-type]
+    assert elsewhere.prediction is not None
+    assert CHECKPOINT_RULE not in elsewhere.prediction.rules
+    assert any("is not counted" in a for a in elsewhere.prediction.assumptions)

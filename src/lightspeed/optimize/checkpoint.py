@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -26,7 +26,37 @@ from lightspeed.optimize.checkpoint_plan import (
 )
 from lightspeed.workload import Workload
 
-__all__ = ["CheckpointPlan", "checkpoint", "checkpoint_model", "checkpoint_plan"]
+__all__ = [
+    "CheckpointPlan",
+    "RegionObserver",
+    "checkpoint",
+    "checkpoint_model",
+    "checkpoint_plan",
+    "observing_regions",
+]
+
+# Called for each checkpointed region entered, in place of running it:
+# (forward, checkpointed, args, kwargs) → the region's output, where `forward(*a, **k)`
+# runs the region plainly and `checkpointed(*a, **k)` as checkpoint would.
+RegionObserver = Callable[
+    [Callable[..., Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any
+]
+_OBSERVER: contextvars.ContextVar[RegionObserver | None] = contextvars.ContextVar(
+    "lightspeed_region_observer", default=None
+)
+
+
+@contextlib.contextmanager
+def observing_regions(observer: RegionObserver) -> Iterator[None]:
+    """Within the block, every checkpointed region entered calls
+    `observer(forward, checkpointed, args, kwargs)` and returns what it returns, for a
+    measurement of what checkpoint itself costs (`measure.checkpoint_cost`)."""
+    token = _OBSERVER.set(observer)
+    try:
+        yield
+    finally:
+        _OBSERVER.reset(token)
+
 
 # Ids of the Sequential stacks now running one of their segments under checkpoint: the
 # blocks inside it then run plainly. A context variable, so that threads and the
@@ -144,13 +174,20 @@ def _recomputed(
     copies of the running statistics of the norm layers in `owners`."""
     norms = [m for owner in owners for m in owner.modules() if _tracks_running_stats(m)]
     recompute = _ThrowawayRunningStats(norms) if norms else None
-    return torch_checkpoint.checkpoint(
-        function,
-        *args,
-        use_reentrant=False,
-        context_fn=lambda: (contextlib.nullcontext(), recompute or contextlib.nullcontext()),
-        **kwargs,
-    )
+
+    def checkpointed(*args: Any, **kwargs: Any) -> Any:
+        return torch_checkpoint.checkpoint(
+            function,
+            *args,
+            use_reentrant=False,
+            context_fn=lambda: (contextlib.nullcontext(), recompute or contextlib.nullcontext()),
+            **kwargs,
+        )
+
+    observer = _OBSERVER.get()
+    if observer is not None:
+        return observer(function, checkpointed, args, kwargs)
+    return checkpointed(*args, **kwargs)
 
 
 def _tracks_running_stats(module: nn.Module) -> bool:

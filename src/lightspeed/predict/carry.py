@@ -88,6 +88,8 @@ def carry_over(
     changes: Mapping[str, str],
     assumptions: Sequence[str] = (),
     kernel_times: KernelTimes | None = None,
+    added_outside_s: float = 0.0,
+    added_rules: Sequence[str] = (),
 ) -> Profile:
     """`changed` (a shape-only profile of the changed step, on `measured`'s hardware) with
     each op's time carried over from `measured` (see the module's docstring), its step
@@ -96,7 +98,9 @@ def carry_over(
     `kernel_times`: (before, after), seconds per call of kernel configurations timed one
     by one on the device (`measure.op_bench`), of the measured step and of the changed
     one. A matrix product or convolution whose configuration changed then scales by
-    their ratio, and an added op takes its own, in place of the roofline's rules."""
+    their ratio, and an added op takes its own, in place of the roofline's rules.
+    `added_outside_s`: seconds the change adds outside any op (checkpoint's own hooks),
+    by the rules `added_rules` name."""
     hardware = measured.hardware
     overhead = per_op_overhead_s(measured.ops)
     same = _by_signature(measured.ops)
@@ -131,8 +135,11 @@ def carry_over(
     outside = measured.unattributed_s
     if outside is not None and measured.ops:
         outside *= len(ops) / len(measured.ops)
+    if added_outside_s:
+        outside = (outside or 0.0) + added_outside_s
     timing, profiled = shifted_step(measured, ops, outside)
     rules = RULES if kernel_times is None else (*RULES[:2], TIMED_RULE, *RULES[2:])
+    rules = (*rules, *added_rules)
     return dataclasses.replace(
         changed,
         ops=tuple(ops),

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from lightspeed.errors import ConfigError, LightspeedError
+from lightspeed.errors import ConfigError, LightspeedError, OutOfMemoryError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.link import CoRun, Link
 from lightspeed.facts.profile import Prediction, Profile
+from lightspeed.measure.step import StepSettings
 from lightspeed.predict.carry import carry_over, op_key
 from lightspeed.predict.data_parallel import corun_slowdown, on_data_parallel
 from lightspeed.predict.hardware import on_hardware
@@ -134,7 +135,56 @@ def _carried(
             kernel_times = (before, after)
     timed = kernel_times is not None
     assumptions = precision_assumptions(profile.hardware, dtype, timed=timed) if dtype else ()
-    return carry_over(profile, shapes, changes, assumptions, kernel_times)
+    hooks_s, hooks_rules, hooks_assumptions = (
+        _checkpoint_hooks(profile, changed, settings, time_kernels)
+        if "checkpoint" in changes
+        else (0.0, (), ())
+    )
+    return carry_over(
+        profile,
+        shapes,
+        changes,
+        (*assumptions, *hooks_assumptions),
+        kernel_times,
+        added_outside_s=hooks_s,
+        added_rules=hooks_rules,
+    )
+
+
+CHECKPOINT_RULE = (
+    "checkpoint's own work (its hooks for each region and each tensor saved in one):"
+    " every region of one real step timed alone on this device, on its own inputs —"
+    " checkpointed, minus plain, minus its recompute"
+)
+
+
+def _checkpoint_hooks(
+    profile: Profile, changed: Workload, settings: StepSettings, time_kernels: bool
+) -> tuple[float, tuple[str, ...], tuple[str, ...]]:
+    """Seconds `torch.utils.checkpoint`'s own work adds to the changed step, the rule
+    that says how, and the assumption that states its figure (or that it is left out:
+    for a profile measured elsewhere, or a changed step that does not run here)."""
+    from lightspeed.measure.checkpoint_cost import checkpoint_costs
+
+    if not (time_kernels and _kernels_here(profile)):
+        return 0.0, (), (f"{_HOOKS_LEFT_OUT}: it is timed only where the profile was measured",)
+    try:
+        costs = checkpoint_costs(changed, settings)
+    except OutOfMemoryError as exc:
+        return 0.0, (), (f"{_HOOKS_LEFT_OUT}: the changed step does not fit here ({exc})",)
+    return (
+        costs.seconds,
+        (CHECKPOINT_RULE,),
+        (
+            f"checkpoint's own work: {costs.seconds * 1e3:.2f} ms a step over its"
+            f" {costs.regions} regions",
+        ),
+    )
+
+
+_HOOKS_LEFT_OUT = (
+    "checkpoint's own work (its hooks for each region and saved tensor) is not counted"
+)
 
 
 def _kernels_here(profile: Profile) -> bool:

@@ -1,0 +1,115 @@
+"""What activation checkpointing itself costs, beyond the recompute, region by region.
+
+`torch.utils.checkpoint` (non-reentrant) does work of its own for every region it
+enters (saving the RNG state, setting up the recompute) and for every tensor an op
+inside saves for backward: packed in forward, packed again in the recompute, unpacked
+in backward, with Python in each, some of it inside the ops that save. On a CPU that
+is about as much again as the region's forward — work none of the plain step's ops
+show. Like a kernel whose time a ceiling cannot tell (`measure.op_bench`), it is timed
+on the device: one step of the checkpointed workload runs with every region it enters
+timed alone on the region's own inputs — forward and backward plainly, the same under
+checkpoint, and forward alone (the recompute, which a prediction already counts) — and
+the region's cost is checkpointed − plain − forward (medians over interleaved rounds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from lightspeed import progress
+from lightspeed.measure.device import synchronizer
+from lightspeed.measure.step import StepSettings, prepare
+from lightspeed.optimize.checkpoint import observing_regions
+from lightspeed.workload import Workload
+
+# Rounds of (plain, checkpointed, forward) a region is timed in, after one warm-up.
+ROUNDS = 9
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionCosts:
+    """Seconds checkpoint's own work adds to one training step: `seconds`, summed over
+    the `regions` it entered."""
+
+    regions: int
+    seconds: float
+
+
+def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCosts:
+    """Checkpoint's own cost in one step of `checkpointed` on `settings`' device (see the
+    module's docstring): the step runs for real, once to warm up and once observed."""
+    sync = synchronizer(settings.device)
+    costs: list[float] = []
+
+    def observe(
+        forward: Callable[..., Any],
+        run_checkpointed: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        costs.append(_region_cost(forward, run_checkpointed, args, kwargs, sync))
+        return run_checkpointed(*args, **kwargs)
+
+    with progress.stage("timing checkpoint's own work, region by region"):
+        prepared = prepare(checkpointed, settings)
+        prepared.step()
+        with observing_regions(observe):
+            prepared.step()
+    return RegionCosts(regions=len(costs), seconds=sum(costs))
+
+
+def _region_cost(
+    forward: Callable[..., Any],
+    run_checkpointed: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    sync: Callable[[], None],
+) -> float:
+    """Seconds one region's checkpoint adds beyond its plain step and its recompute, on
+    inputs detached from the step (their gradients go nowhere)."""
+    args, kwargs = pytree.tree_map_only(torch.Tensor, _detached, (args, kwargs))
+
+    def plain() -> None:
+        _backward(forward(*args, **kwargs))
+
+    def checkpointed() -> None:
+        _backward(run_checkpointed(*args, **kwargs))
+
+    def recompute() -> None:
+        forward(*args, **kwargs)
+
+    runs = (plain, checkpointed, recompute)
+    times: dict[Callable[[], None], list[float]] = {run: [] for run in runs}
+    for run in runs:
+        run()
+    for _ in range(ROUNDS):
+        for run in runs:
+            sync()
+            start = time.perf_counter()
+            run()
+            sync()
+            times[run].append(time.perf_counter() - start)
+    medians = {run: statistics.median(found) for run, found in times.items()}
+    return max(medians[checkpointed] - medians[plain] - medians[recompute], 0.0)
+
+
+def _detached(tensor: torch.Tensor) -> torch.Tensor:
+    leaf = tensor.detach()
+    return leaf.requires_grad_() if tensor.requires_grad else leaf
+
+
+def _backward(output: Any) -> None:
+    """Backward from every floating output that needs a gradient, as if each were summed
+    into the loss."""
+    outputs = [
+        t for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor) and t.requires_grad
+    ]
+    if outputs:
+        torch.autograd.backward([t.sum() for t in outputs])
