@@ -28,8 +28,12 @@ from lightspeed.measure.torch_internals import real_arguments
 from lightspeed.predict.carry import OpKey
 from lightspeed.workload import Workload
 
-# Calls of each op kept for its median, after one untimed call.
-REPEATS = 3
+# Calls of each op kept for its median, after one untimed call: at least MIN_CALLS, and
+# more, up to MAX_CALLS, until the timed calls add up to MIN_TOTAL_S — a kernel of a few
+# microseconds timed three times is at the mercy of one interruption.
+MIN_CALLS = 3
+MAX_CALLS = 50
+MIN_TOTAL_S = 2e-3
 
 
 def time_ops(
@@ -87,8 +91,8 @@ class _OpTimer(TorchDispatchMode):
                 func(*real_args, **real_kwargs)
             except RuntimeError:
                 return None
-            times = []
-            for _ in range(REPEATS):
+            times: list[float] = []
+            while len(times) < MIN_CALLS or (len(times) < MAX_CALLS and sum(times) < MIN_TOTAL_S):
                 self._sync()
                 start = time.perf_counter()
                 func(*real_args, **real_kwargs)
