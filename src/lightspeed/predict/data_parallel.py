@@ -360,9 +360,10 @@ def _assumptions(
         said.append("no memory breakdown: gradients taken as the parameters' bytes")
     if profile.workload.device is Device.CPU and processes > 1:
         said.append(
-            "on a CPU, gloo's all-reduce inside a DDP step has measured several times what"
-            " the ring over the ping-pong link gives, its threads competing with the step's"
-            " for the cores (docs/benchmarks.md: 2 processes predicted 33 % short): expect"
-            " a longer step"
+            "on a CPU, gloo's threads burn CPU time of their own in every all-reduce (0.7 to"
+            " 4.7 ms a step measured for 0.1 to 2.7 MiB of gradients), which the ring over"
+            " the link does not count: where the processes' threads outnumber the cores,"
+            " they share the step's cores, and the step is longer than predicted"
+            " (docs/benchmarks.md: 2 processes of 1 thread on 2 cores, 33 % short)"
         )
     return tuple(said)
