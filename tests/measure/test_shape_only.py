@@ -122,3 +122,31 @@ def test_the_llama_7b_forward_matrix_products_match_the_analytic_count() -> None
         op.flops for op in shapes.ops if op.phase is Phase.FORWARD and op.macs is not None
     )
     assert abs(counted / expected - 1) < 1e-3
+
+
+@pytest.mark.parametrize("name", ["gpt2-tiny", "transformer-encoder-tiny"])
+def test_an_autocast_step_on_fake_tensors_equals_the_executed_one(name: str) -> None:
+    # Under bf16 autocast a layer norm takes bf16 input and fp32 weights, and the CPU
+    # kernel keeps its mean and rstd in fp32 where the fake kernel says bf16.
+    from lightspeed.optimize.precision import autocast
+
+    workload = autocast(get(name), "bf16")
+    ops, memory = _executed(workload)
+    shapes = profile_shape_only(workload, FAKE_CPU)
+    norms = [op for op in shapes.ops if op.name == "aten::native_layer_norm"]
+    assert norms and all(op.output_dtypes[1:] == ("float32", "float32") for op in norms)
+    assert [_facts(op) for op in shapes.ops] == [_facts(op) for op in ops]
+    assert shapes.memory is not None
+    assert shapes.memory.categories() == memory.categories()  # type: ignore[attr-defined]
+
+
+def test_a_layer_norm_of_a_batch_too_large_here_allocates_nothing() -> None:
+    import resource
+
+    # [40000, 128, 128] fp32 is 2.6 GB a layer norm input: a real kernel on zeros of
+    # that shape would show in the peak resident memory.
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    shapes = profile_shape_only(get("gpt2-tiny").with_batch_size(40_000), FAKE_CPU)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert shapes.memory is not None and shapes.memory.peak_bytes > 20 * 2**30
+    assert after - before < 2**30

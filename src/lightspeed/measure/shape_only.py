@@ -43,15 +43,20 @@ from lightspeed.measure.torch_internals import (
     DATA_DEPENDENT_ERRORS,
     adopt_fake_tensors,
     fake_tensors,
+    real_arguments,
     run_real_kernel,
 )
 from lightspeed.measure.workload_timing import prepared_info
 from lightspeed.workload import Workload
 
 # Ops whose fake kernel returns other shapes or dtypes than the CPU kernel does: the
-# oneDNN LSTM's workspace; a layer norm of bf16 input with fp32 weights (autocast), whose
-# mean and rstd the CPU kernel keeps in fp32.
-_FAKE_RESULTS_DIFFER = frozenset({"aten::mkldnn_rnn_layer", "aten::native_layer_norm"})
+# oneDNN LSTM's workspace (its real kernel runs, on zeros).
+_FAKE_RESULTS_DIFFER = frozenset({"aten::mkldnn_rnn_layer"})
+# Ops whose fake kernel returns the right shapes but other dtypes: a layer norm of bf16
+# input with fp32 weights (autocast), whose mean and rstd the CPU kernel keeps in fp32.
+# The real kernel runs on one row (each leading dimension 1) to learn the dtypes, so a
+# batch too large for this machine costs nothing.
+_FAKE_DTYPES_DIFFER = frozenset({"aten::native_layer_norm"})
 
 
 def profile_shape_only(
@@ -152,6 +157,8 @@ class _RealKernelsWhereNeeded(TorchDispatchMode):
         kwargs: Mapping[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        if func._schema.name in _FAKE_DTYPES_DIFFER:
+            return _layer_norm_with_real_dtypes(func, args, kwargs)
         if func._schema.name not in _FAKE_RESULTS_DIFFER:
             try:
                 return func(*args, **kwargs)
@@ -166,6 +173,29 @@ class _RealKernelsWhereNeeded(TorchDispatchMode):
             id(t) in self._values or t.is_floating_point() or t.is_complex()
             for t in tensors_in((args, dict(kwargs)))
         )
+
+
+def _layer_norm_with_real_dtypes(
+    func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> Any:
+    """`native_layer_norm`'s fake results, each in the dtype the real kernel gives it,
+    learnt from the real kernel on one row of zeros."""
+    fake = func(*args, **kwargs)
+    x, normalized = args[0], tuple(args[1])
+    one_row = (1,) * (x.dim() - len(normalized)) + normalized
+
+    def row(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return value
+        shape = one_row if value is x else tuple(value.shape)
+        return torch.zeros(shape, dtype=value.dtype, device=value.device)
+
+    with real_arguments((), {}):  # every mode set aside: a real kernel on real zeros
+        real = func(*(row(a) for a in args), **{k: row(v) for k, v in kwargs.items()})
+    return tuple(
+        out if out.dtype == like.dtype else out.to(like.dtype)
+        for out, like in zip(fake, real, strict=True)
+    )
 
 
 @contextlib.contextmanager
