@@ -29,16 +29,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
 from lightspeed.suite import get
+from predict_data_parallel import WORKLOADS  # the same workloads, at the same batch sizes
 
-# The workloads of benchmarks/predict_data_parallel.py, at its batch sizes.
-WORKLOADS = {
-    "mlp-tiny": 1024,
-    "gpt2-tiny": 4,
-    "resnet18-tiny": 8,
-    "transformer-encoder-tiny": 16,
-    "bert-base-tiny": 8,
-    "ncf-tiny": 2048,
-}
 LOOPS = ("plain", "ddp", "no_sync")
 
 

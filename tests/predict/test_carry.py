@@ -226,3 +226,12 @@ def test_checkpoints_own_work_is_added_to_the_step_as_timed(
     assert elsewhere.prediction is not None
     assert CHECKPOINT_RULE not in elsewhere.prediction.rules
     assert any("is not counted" in a for a in elsewhere.prediction.assumptions)
+    # A changed step too large for this device is not run to time it.
+    small = dataclasses.replace(
+        gpt2,  # type: ignore[type-var]
+        hardware=dataclasses.replace(gpt2.hardware, memory_bytes=2**20),  # type: ignore[attr-defined]
+    )
+    unrun = predict(small, workload=get("gpt2-tiny"), checkpoint="auto")
+    assert unrun.prediction is not None
+    assert CHECKPOINT_RULE not in unrun.prediction.rules
+    assert any("of this device's memory" in a for a in unrun.prediction.assumptions)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from lightspeed import units
 from lightspeed.errors import ConfigError, LightspeedError, OutOfMemoryError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.link import CoRun, Link
@@ -136,7 +137,7 @@ def _carried(
     timed = kernel_times is not None
     assumptions = precision_assumptions(profile.hardware, dtype, timed=timed) if dtype else ()
     hooks_s, hooks_rules, hooks_assumptions = (
-        _checkpoint_hooks(profile, changed, settings, time_kernels)
+        _checkpoint_hooks(profile, changed, shapes, settings, time_kernels)
         if "checkpoint" in changes
         else (0.0, (), ())
     )
@@ -159,15 +160,31 @@ CHECKPOINT_RULE = (
 
 
 def _checkpoint_hooks(
-    profile: Profile, changed: Workload, settings: StepSettings, time_kernels: bool
+    profile: Profile,
+    changed: Workload,
+    shapes: Profile,
+    settings: StepSettings,
+    time_kernels: bool,
 ) -> tuple[float, tuple[str, ...], tuple[str, ...]]:
-    """Seconds `torch.utils.checkpoint`'s own work adds to the changed step, the rule
-    that says how, and the assumption that states its figure (or that it is left out:
-    for a profile measured elsewhere, or a changed step that does not run here)."""
+    """Seconds `torch.utils.checkpoint`'s own work adds to the changed step (`shapes`, on
+    fake tensors), the rule that says how, and the assumption that states its figure (or
+    that it is left out: for a profile measured elsewhere, or a changed step that does
+    not fit here)."""
     from lightspeed.measure.checkpoint_cost import checkpoint_costs
 
     if not (time_kernels and _kernels_here(profile)):
         return 0.0, (), (f"{_HOOKS_LEFT_OUT}: it is timed only where the profile was measured",)
+    limit = profile.hardware.memory_bytes
+    peak = shapes.memory.peak_bytes if shapes.memory is not None else 0
+    if limit is not None and peak > _RUNNABLE_SHARE * limit:
+        return (
+            0.0,
+            (),
+            (
+                f"{_HOOKS_LEFT_OUT}: the changed step's {units.size(peak)} peak is"
+                f" more than {_RUNNABLE_SHARE:.0%} of this device's memory",
+            ),
+        )
     try:
         costs = checkpoint_costs(changed, settings)
     except OutOfMemoryError as exc:
@@ -182,6 +199,9 @@ def _checkpoint_hooks(
     )
 
 
+# The most of the device's memory the changed step may need for one real step of it to be
+# run to time checkpoint's own work.
+_RUNNABLE_SHARE = 0.5
 _HOOKS_LEFT_OUT = (
     "checkpoint's own work (its hooks for each region and saved tensor) is not counted"
 )
