@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "hardware.cache",
         "hardware.resolve",
     ),
-    ("predict.shapes", "predict.whatif"),  # predictions that run the step's shapes
+    ("predict.shapes", "predict.whatif", "predict.encodings"),  # predictions that run shapes
     ("api", "observation", "bench"),
     ("cli", "__main__"),
     ("",),  # the package root: its lazy facade names everything
