@@ -9,6 +9,7 @@ inputs compound, within 4u in relative norm.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +22,7 @@ from lightspeed import suite
 from lightspeed.errors import ConfigError
 from lightspeed.facts.records import Phase
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
-from lightspeed.optimize.precision import autocast
+from lightspeed.optimize.precision import LossScaling, autocast, loss_scaler
 from lightspeed.workload import PhaseHook, Workload
 
 BF16_ROUNDOFF = 2.0**-8
@@ -141,3 +142,60 @@ def test_a_gan_step_runs_its_convolutions_in_bf16() -> None:
 def test_a_dtype_autocast_cannot_use_is_refused(dtype: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         autocast(suite.get("gpt2-tiny"), dtype)
+
+
+def linear_workload() -> Workload:
+    return Workload(
+        name="linear",
+        model=lambda: nn.Linear(4, 2),
+        batch=lambda n: torch.ones(n, 4),
+        loss=lambda m, b: m(b).float().square().mean(),
+        optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
+        batch_size=3,
+    )
+
+
+def test_the_fp16_loss_scaler_grows_backs_off_and_skips_step_by_step() -> None:
+    scaling = LossScaling(init_scale=8.0, growth_interval=2)
+    prepared = prepare(autocast(linear_workload(), "fp16", loss_scaling=scaling), StepSettings())
+    assert isinstance(prepared.optimizer, torch.optim.Optimizer)
+    finite, infinite = prepared.batch, torch.full((3, 4), float("inf"))
+    # (batch, the scale after the step, whether the parameters moved)
+    script = [
+        (finite, 8.0, True),  # one finite step: not yet the interval
+        (finite, 16.0, True),  # two in a row: × growth 2
+        (infinite, 8.0, False),  # an inf gradient: skipped, × back-off 0.5
+        (finite, 8.0, True),  # the count starts again
+        (finite, 16.0, True),
+    ]
+    for batch, scale, moves in script:
+        before = [p.detach().clone() for p in prepared.model.parameters()]
+        prepared.batch = batch
+        prepared.step()
+        scaler = loss_scaler(prepared.optimizer)
+        assert scaler is not None and scaler.get_scale() == scale
+        after = list(prepared.model.parameters())
+        assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True)) is not moves
+
+
+def test_the_scaled_update_equals_the_unscaled_one() -> None:
+    # Scaling by a power of two and unscaling is exact: the fp16 step's update is the
+    # one an fp16 step without a scaler makes, where its gradients do not underflow.
+    def one_step(scaling: LossScaling | None) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        workload = autocast(linear_workload(), "fp16", loss_scaling=scaling)
+        if scaling is None:
+            workload = dataclasses.replace(workload, step=None)
+        prepared = prepare(workload, StepSettings())
+        prepared.step()
+        return [p.detach() for p in prepared.model.parameters()]
+
+    scaled, plain = one_step(LossScaling(init_scale=2.0**10)), one_step(None)
+    assert all(torch.equal(a, b) for a, b in zip(scaled, plain, strict=True))
+
+
+def test_bf16_has_no_loss_scaler() -> None:
+    prepared = prepare(autocast(linear_workload(), "bf16"), StepSettings())
+    prepared.step()
+    assert isinstance(prepared.optimizer, torch.optim.Optimizer)
+    assert loss_scaler(prepared.optimizer) is None
