@@ -16,6 +16,8 @@ def test_every_region_of_a_step_is_timed() -> None:
     # The √2 plan checkpoints each of gpt2-tiny's two blocks; one named block is one.
     both = checkpoint_costs(checkpoint(get("gpt2-tiny"), "auto"), StepSettings())
     assert both.regions == 2
+    assert set(both.by_module) == {"blocks.0", "blocks.1"}
+    assert sum(both.by_module.values()) == both.seconds
     assert math.isfinite(both.seconds) and both.seconds >= 0
     one = checkpoint_costs(checkpoint(get("gpt2-tiny"), ["blocks.0"]), StepSettings())
     assert one.regions == 1

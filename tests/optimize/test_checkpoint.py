@@ -280,12 +280,13 @@ def test_an_observer_sees_every_region_and_can_run_it_as_checkpoint_would(stack:
     seen: list[int] = []
 
     def observe(
+        modules: Any,
         forward: Callable[..., Any],
         checkpointed: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        seen.append(len(args))
+        seen.append(len(modules))
         return checkpointed(*args, **kwargs)
 
     plain = stepped(convnet_workload(stack))
@@ -296,5 +297,30 @@ def test_an_observer_sees_every_region_and_can_run_it_as_checkpoint_would(stack:
     torch.manual_seed(1)
     with checkpoint_module.observing_regions(observe):
         observed.step()
-    assert len(seen) == 2  # blocks.1 and blocks.3, once each
+    assert seen == [1, 1]  # blocks.1 and blocks.3, once each
     assert_same_step(plain, observed)
+
+
+@pytest.mark.parametrize("segments", [["blocks.0:2", "blocks.2:4"], ["blocks.1:3"], ["blocks.3:4"]])
+def test_named_segments_recompute_to_the_plain_step(segments: list[str]) -> None:
+    workload = convnet_workload("sequential")
+    checkpointed = checkpoint(workload, segments)
+    plan = checkpoint_plan(ConvNet("sequential"), segments)
+    assert plan.stacks == ("blocks",)
+    assert all(
+        len(segment) == int(s[-1]) - int(s[-3])
+        for segment, s in zip(plan.segments, segments, strict=True)
+    )
+    assert_same_step(stepped(workload), stepped(checkpointed))
+    # Each block runs once in forward and once more if a segment covers it.
+    covered = sum(len(segment) for segment in plan.segments)
+    assert bn_calls_in_a_step(checkpointed) == 4 + covered
+
+
+def test_a_segment_of_a_modulelist_or_out_of_range_is_refused() -> None:
+    with pytest.raises(ConfigError, match="nn.Sequential"):
+        checkpoint_plan(ConvNet("modulelist"), ["blocks.0:2"])
+    with pytest.raises(ConfigError, match="outside 'blocks'"):
+        checkpoint_plan(ConvNet("sequential"), ["blocks.2:5"])
+    with pytest.raises(ConfigError, match="overlap"):
+        checkpoint_plan(ConvNet("sequential"), ["blocks.0:2", "blocks.1:3"])

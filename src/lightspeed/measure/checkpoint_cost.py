@@ -17,10 +17,11 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch import nn
 from torch.utils import _pytree as pytree
 
 from lightspeed import progress
@@ -36,33 +37,44 @@ ROUNDS = 9
 @dataclasses.dataclass(frozen=True)
 class RegionCosts:
     """Seconds checkpoint's own work adds to one training step: `seconds`, summed over
-    the `regions` it entered."""
+    the `regions` it entered; `by_module`, each region's, by the name of the (first)
+    module it runs."""
 
     regions: int
     seconds: float
+    by_module: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCosts:
     """Checkpoint's own cost in one step of `checkpointed` on `settings`' device (see the
     module's docstring): the step runs for real, once to warm up and once observed."""
     sync = synchronizer(settings.device)
-    costs: list[float] = []
+    costs: list[tuple[str, float]] = []
+    names: dict[int, str] = {}
 
     def observe(
+        modules: Sequence[nn.Module],
         forward: Callable[..., Any],
         run_checkpointed: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        costs.append(_region_cost(forward, run_checkpointed, args, kwargs, sync))
+        cost = _region_cost(forward, run_checkpointed, args, kwargs, sync)
+        costs.append((names.get(id(modules[0]), "") if modules else "", cost))
         return run_checkpointed(*args, **kwargs)
 
     with progress.stage("timing checkpoint's own work, region by region"):
         prepared = prepare(checkpointed, settings)
+        names.update((id(module), name) for name, module in prepared.model.named_modules())
         prepared.step()
         with observing_regions(observe):
             prepared.step()
-    return RegionCosts(regions=len(costs), seconds=sum(costs))
+    by_module: dict[str, float] = {}
+    for name, cost in costs:
+        by_module[name] = by_module.get(name, 0.0) + cost
+    return RegionCosts(
+        regions=len(costs), seconds=sum(cost for _, cost in costs), by_module=by_module
+    )
 
 
 def _region_cost(

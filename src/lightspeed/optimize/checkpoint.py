@@ -36,10 +36,12 @@ __all__ = [
 ]
 
 # Called for each checkpointed region entered, in place of running it:
-# (forward, checkpointed, args, kwargs) → the region's output, where `forward(*a, **k)`
-# runs the region plainly and `checkpointed(*a, **k)` as checkpoint would.
+# (modules, forward, checkpointed, args, kwargs) → the region's output, where `modules`
+# are the modules the region runs (one, or a segment's blocks), `forward(*a, **k)` runs
+# the region plainly and `checkpointed(*a, **k)` as checkpoint would.
 RegionObserver = Callable[
-    [Callable[..., Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any
+    [Sequence[nn.Module], Callable[..., Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]],
+    Any,
 ]
 _OBSERVER: contextvars.ContextVar[RegionObserver | None] = contextvars.ContextVar(
     "lightspeed_region_observer", default=None
@@ -49,8 +51,9 @@ _OBSERVER: contextvars.ContextVar[RegionObserver | None] = contextvars.ContextVa
 @contextlib.contextmanager
 def observing_regions(observer: RegionObserver) -> Iterator[None]:
     """Within the block, every checkpointed region entered calls
-    `observer(forward, checkpointed, args, kwargs)` and returns what it returns, for a
-    measurement of what checkpoint itself costs (`measure.checkpoint_cost`)."""
+    `observer(modules, forward, checkpointed, args, kwargs)` and returns what it
+    returns, for a measurement of what checkpoint itself costs
+    (`measure.checkpoint_cost`)."""
     token = _OBSERVER.set(observer)
     try:
         yield
@@ -143,18 +146,28 @@ class _CheckpointedModule(_Checkpointed):
 
 
 class _SegmentedStack(_Checkpointed):
-    """`nn.Sequential.forward` with each run of consecutive blocks checkpointed as one."""
+    """`nn.Sequential.forward` with each segment of consecutive blocks checkpointed as one;
+    blocks outside every segment run plainly."""
 
     def __init__(self, stack: nn.Module, segments: list[list[nn.Module]]) -> None:
         self.stack = stack
         self.original: Callable[..., Any] = stack.forward
         self.segments = segments
+        # The stack's blocks in order, as runs: a segment, or one block outside any.
+        first = {id(segment[0]): segment for segment in segments}
+        inside = {id(block) for segment in segments for block in segment}
+        self.runs: list[tuple[bool, list[nn.Module]]] = []
+        for block in stack.children():
+            if id(block) in first:
+                self.runs.append((True, first[id(block)]))
+            elif id(block) not in inside:
+                self.runs.append((False, [block]))
 
     def __call__(self, x: Any) -> Any:
         if not (self.stack.training and torch.is_grad_enabled()):
             return self.original(x)
-        for segment in self.segments:
-            x = _recomputed(self._run_segment, segment, segment, x)
+        for checkpointed, blocks in self.runs:
+            x = _recomputed(self._run_segment, blocks, blocks, x) if checkpointed else blocks[0](x)
         return x
 
     def _run_segment(self, segment: list[nn.Module], x: Any) -> Any:
@@ -186,7 +199,7 @@ def _recomputed(
 
     observer = _OBSERVER.get()
     if observer is not None:
-        return observer(function, checkpointed, args, kwargs)
+        return observer(owners, function, checkpointed, args, kwargs)
     return checkpointed(*args, **kwargs)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import math
+import re
 from collections.abc import Sequence
 
 from torch import nn
@@ -51,8 +52,10 @@ def checkpoint_plan(model: nn.Module, modules: Sequence[str] | str = AUTO) -> Ch
 
     A pattern is matched (`fnmatch`) against every submodule's fully-qualified name; a
     module inside another selected one is covered by that ancestor, so `blocks.*` selects
-    the direct children of `blocks`. Raises ConfigError for a pattern that matches no
-    module, and for `auto` on a model with no container of two or more blocks of one class.
+    the direct children of `blocks`. `STACK.I:J` names a segment: blocks I to J − 1 of
+    the `nn.Sequential` STACK, recomputed as one. Raises ConfigError for a pattern that
+    matches no module, a segment of anything but a Sequential's blocks, and `auto` on a
+    model with no container of two or more blocks of one class.
     """
     if isinstance(modules, str) and modules == AUTO:
         return _auto_plan(model)
@@ -134,6 +137,9 @@ def _auto_plan(model: nn.Module) -> CheckpointPlan:
 def _named_plan(model: nn.Module, patterns: list[str]) -> CheckpointPlan:
     if not patterns:
         raise ConfigError("checkpoint: name at least one module, or pass 'auto'.")
+    segments = [_segment(model, p) for p in patterns if _SEGMENT.fullmatch(p)]
+    if segments:
+        return _segmented_plan(model, segments, [p for p in patterns if not _SEGMENT.fullmatch(p)])
     # The root is the whole model: recomputing all of it keeps nothing less.
     names = [name for name, _ in model.named_modules() if name]
     selected = []
@@ -153,6 +159,49 @@ def _named_plan(model: nn.Module, patterns: list[str]) -> CheckpointPlan:
     ]
     reason = f"{len(outermost)} named modules, each checkpointed on its own"
     return _plan([(name,) for name in outermost], (), len(outermost), reason)
+
+
+# STACK.I:J — blocks I to J − 1 of the Sequential STACK as one segment.
+_SEGMENT = re.compile(r"(?P<stack>.+)\.(?P<start>\d+):(?P<stop>\d+)")
+
+
+def _segment(model: nn.Module, pattern: str) -> tuple[str, tuple[str, ...]]:
+    """(stack, the segment's block names) that `STACK.I:J` names."""
+    found = _SEGMENT.fullmatch(pattern)
+    assert found is not None
+    stack_name, start, stop = found["stack"], int(found["start"]), int(found["stop"])
+    stack = dict(model.named_modules()).get(stack_name)
+    if stack is None or not merges_segments(stack):
+        raise ConfigError(
+            f"checkpoint: {pattern!r} names a segment, which needs {stack_name!r} to be an"
+            " nn.Sequential whose own forward calls its blocks; name its blocks one by one."
+        )
+    children = [name for name, _ in stack.named_children()]
+    if not 0 <= start < stop <= len(children):
+        raise ConfigError(
+            f"checkpoint: {pattern!r} is outside {stack_name!r}'s blocks 0 to {len(children)}."
+        )
+    return stack_name, tuple(_child_name(stack_name, c) for c in children[start:stop])
+
+
+def _segmented_plan(
+    model: nn.Module, segments: list[tuple[str, tuple[str, ...]]], others: list[str]
+) -> CheckpointPlan:
+    """Named segments (and any other named modules, each on its own), in model order."""
+    order = {name: i for i, (name, _) in enumerate(model.named_modules())}
+    covered = {block for _, blocks in segments for block in blocks}
+    if len(covered) < sum(len(blocks) for _, blocks in segments):
+        raise ConfigError("checkpoint: the named segments overlap; give each block once.")
+    singles = _named_plan(model, others).segments if others else ()
+    units = [blocks for _, blocks in segments] + [
+        s for s in singles if not any(s[0] == b or s[0].startswith(f"{b}.") for b in covered)
+    ]
+    units.sort(key=lambda unit: order[unit[0]])
+    stacks = tuple(dict.fromkeys(stack for stack, _ in segments))
+    reason = f"{len(segments)} named segments" + (
+        f" and {len(units) - len(segments)} named modules" if len(units) > len(segments) else ""
+    )
+    return _plan(units, stacks, len(units), reason)
 
 
 def _plan(
