@@ -43,7 +43,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "hardware.cache",
         "hardware.resolve",
     ),
-    ("predict.shapes", "predict.whatif", "predict.encodings"),  # predictions that run shapes
+    (
+        "predict.shapes",
+        "predict.whatif",
+        "predict.encodings",
+        "predict.checkpointing",
+    ),  # predictions that run the step's shapes
     ("api", "observation", "bench"),
     ("cli", "__main__"),
     ("",),  # the package root: its lazy facade names everything

@@ -318,7 +318,7 @@ def test_named_segments_recompute_to_the_plain_step(segments: list[str]) -> None
 
 
 def test_a_segment_of_a_modulelist_or_out_of_range_is_refused() -> None:
-    with pytest.raises(ConfigError, match="nn.Sequential"):
+    with pytest.raises(ConfigError, match=r"nn\.Sequential"):
         checkpoint_plan(ConvNet("modulelist"), ["blocks.0:2"])
     with pytest.raises(ConfigError, match="outside 'blocks'"):
         checkpoint_plan(ConvNet("sequential"), ["blocks.2:5"])

@@ -126,7 +126,7 @@ def _carried(
     settings = settings_of(profile)
     shapes = profile_shape_only(changed, profile.hardware, settings)
     kernel_times = None
-    if time_kernels and _kernels_here(profile):
+    if time_kernels and kernels_here(profile):
         measured = {op_key(op) for op in profile.ops}
         new = {op_key(op) for op in shapes.ops} - measured
         names = {name for name, _, _ in new}
@@ -172,7 +172,7 @@ def _checkpoint_hooks(
     not fit here)."""
     from lightspeed.measure.checkpoint_cost import checkpoint_costs
 
-    if not (time_kernels and _kernels_here(profile)):
+    if not (time_kernels and kernels_here(profile)):
         return 0.0, (), (f"{_HOOKS_LEFT_OUT}: it is timed only where the profile was measured",)
     limit = profile.hardware.memory_bytes
     peak = shapes.memory.peak_bytes if shapes.memory is not None else 0
@@ -207,7 +207,7 @@ _HOOKS_LEFT_OUT = (
 )
 
 
-def _kernels_here(profile: Profile) -> bool:
+def kernels_here(profile: Profile) -> bool:
     """Whether the profile's hardware is this machine's: a calibrated CPU profile, or a
     CUDA profile where CUDA is present."""
     import torch
