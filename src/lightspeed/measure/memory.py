@@ -31,6 +31,7 @@ step counters stay on the CPU). It resets the device's peak-memory statistics.
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import threading
 import weakref
@@ -62,6 +63,10 @@ def measure_memory(prepared: PreparedStep, watch: PhaseHook | None = None) -> Me
     `watch`, a phase hook of another observer (the op capture), watches the same step.
     """
     on_cuda = prepared.settings.device is Device.CUDA
+    # Python's collector frees what reference cycles hold (checkpoint's recompute keeps
+    # its tensors in one) when its allocation counts say so; starting from a collection,
+    # it runs at the same points of every run of the step, so the peak is repeatable.
+    gc.collect()
     if on_cuda:
         prepared.sync()
         torch.cuda.reset_peak_memory_stats()
