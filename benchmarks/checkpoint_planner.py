@@ -5,8 +5,9 @@ memory, activations kept and step time.
 
 For each workload (the suite's deepest tiny models, at a batch where activations
 matter): the plain step is profiled, and `predict.checkpointing.plan_checkpoint` plans
-for two budgets — the √N plan's own peak (equal memory: the planner must not be slower),
-and halfway between the lowest peak any option reaches and the plain step's. Each plan,
+for three budgets — the √N plan's own peak (equal memory: the planner must not be
+slower), halfway between the lowest peak any option reaches and the plain step's, and
+half the plain step's activations kept for backward. Each plan,
 √N and the plain step are then profiled as they are, taking turns in each round; the
 figures are medians over rounds. 1 thread.
 """
@@ -43,11 +44,15 @@ def main() -> None:
         equal = plan_checkpoint(plain, workload, at_sqrt_n.sqrt_n.peak_bytes)
         lowest = min(o.peak_bytes for o in equal.options)
         halfway = plan_checkpoint(plain, workload, (lowest + equal.plain.peak_bytes) // 2)
+        half_kept = plan_checkpoint(
+            plain, workload, equal.plain.activations_bytes // 2, "activations"
+        )
         plans = {
             "plain": ((), equal.plain),
             "√N": (("auto",), equal.sqrt_n),
             "plan at √N's peak": (equal.chosen.modules, equal.chosen),
             "plan at halfway": (halfway.chosen.modules, halfway.chosen),
+            "half the activations": (half_kept.chosen.modules, half_kept.chosen),
         }
         measured: dict[str, list[tuple[float, int, int]]] = {label: [] for label in plans}
         for _ in range(args.rounds):

@@ -36,6 +36,17 @@ def test_the_plan_is_the_cheapest_option_that_fits(measured: object) -> None:
 
 
 def test_a_budget_below_every_option_says_the_lowest(measured: object) -> None:
-    with pytest.raises(ConfigError, match="no plan fits a 1 KiB peak: the lowest is") as raised:
+    with pytest.raises(ConfigError, match="no plan fits 1 KiB of peak: the lowest is") as raised:
         plan_checkpoint(measured, convnet_workload("sequential"), 1024)  # type: ignore[arg-type]
     assert "\n" not in str(raised.value)
+
+
+def test_a_budget_of_activations_takes_the_cheapest_option_under_it(measured: object) -> None:
+    workload = convnet_workload("sequential")
+    half = plan_checkpoint(measured, workload, 2**40).plain.activations_bytes // 2  # type: ignore[arg-type]
+    choice = plan_checkpoint(measured, workload, half, "activations")  # type: ignore[arg-type]
+    assert choice.bounds == "activations" and choice.chosen.activations_bytes <= half
+    fitting = [o for o in choice.options if o.activations_bytes <= half]
+    assert choice.chosen.recompute_s == min(o.recompute_s for o in fitting)
+    with pytest.raises(ConfigError, match="bounds the peak or the activations"):
+        plan_checkpoint(measured, workload, half, "weights")  # type: ignore[arg-type]

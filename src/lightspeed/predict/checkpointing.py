@@ -61,12 +61,17 @@ class CheckpointOption:
     recompute_s: float
 
 
+# What a memory budget bounds: the step's peak, or the activations it keeps for backward.
+BOUNDS = ("peak", "activations")
+
+
 @dataclasses.dataclass(frozen=True)
 class CheckpointChoice:
-    """The option chosen for the step to peak within `budget_bytes` (`chosen`), the plain
-    step's (`plain`, nothing checkpointed), Chen et al.'s √N plan's (`sqrt_n`, None when
-    the model has none), and every option weighed."""
+    """The option chosen for the step's `bounds` ("peak" or "activations") to fit
+    `budget_bytes` (`chosen`), the plain step's (`plain`, nothing checkpointed), Chen et
+    al.'s √N plan's (`sqrt_n`, None when the model has none), and every option weighed."""
 
+    bounds: str
     budget_bytes: int
     chosen: CheckpointOption
     plain: CheckpointOption
@@ -74,11 +79,18 @@ class CheckpointChoice:
     options: tuple[CheckpointOption, ...]
 
 
-def plan_checkpoint(profile: Profile, workload: Workload, budget_bytes: int) -> CheckpointChoice:
-    """The modules to checkpoint for `workload`'s step to peak within `budget_bytes`, at
-    the least recompute time (see the module's docstring). `profile` is the plain
-    step's, measured; `workload` the one it measured. Raises ConfigError when the model
-    has no stack of repeated blocks, or no option fits the budget."""
+def plan_checkpoint(
+    profile: Profile, workload: Workload, budget_bytes: int, bounds: str = "peak"
+) -> CheckpointChoice:
+    """The modules to checkpoint for `workload`'s step to keep its peak (`bounds`
+    "peak"), or the activations it keeps for backward ("activations"), within
+    `budget_bytes`, at the least recompute time (see the module's docstring). `profile`
+    is the plain step's, measured; `workload` the one it measured. Raises ConfigError
+    when the model has no stack of repeated blocks, or no option fits the budget."""
+    if bounds not in BOUNDS:
+        raise ConfigError(
+            f"checkpoint: a budget bounds the {' or the '.join(BOUNDS)}, not {bounds!r}."
+        )
     model = workload.model()
     if not isinstance(model, nn.Module):
         raise ConfigError(f"checkpoint: {workload.name!r} builds no nn.Module to checkpoint.")
@@ -107,19 +119,24 @@ def plan_checkpoint(profile: Profile, workload: Workload, budget_bytes: int) -> 
                 recompute_s=sum(block_s[b] for b in covered),
             )
         )
-    fitting = [o for o in options if o.peak_bytes <= budget_bytes]
+
+    def figure(option: CheckpointOption) -> int:
+        return option.peak_bytes if bounds == "peak" else option.activations_bytes
+
+    fitting = [o for o in options if figure(o) <= budget_bytes]
     if not fitting:
-        least = min(options, key=lambda o: o.peak_bytes)
+        least = min(options, key=figure)
         what = ", ".join(least.modules) or "nothing"
         raise ConfigError(
-            f"checkpoint: no plan fits a {units.size(budget_bytes)} peak: the lowest is"
-            f" {units.size(least.peak_bytes)} (checkpointing {what});"
+            f"checkpoint: no plan fits {units.size(budget_bytes)} of {bounds}: the lowest is"
+            f" {units.size(figure(least))} (checkpointing {what});"
             " checkpointing cannot lower what the weights, gradients and optimizer state take."
         )
-    chosen = min(fitting, key=lambda o: (o.recompute_s, o.peak_bytes))
+    chosen = min(fitting, key=lambda o: (o.recompute_s, figure(o)))
     plain = next(o for o in options if not o.modules)
     sqrt_n = _sqrt_n(workload, memory, block_s, model)
     return CheckpointChoice(
+        bounds=bounds,
         budget_bytes=budget_bytes,
         chosen=chosen,
         plain=plain,
