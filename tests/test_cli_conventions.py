@@ -35,6 +35,7 @@ RUNS: dict[str, tuple[str, ...]] = {
     "history": (),
     "compare": BENCHES,
     "predict": (str(DATA / "profiles" / "mlp-tiny-schema1.json"), "--hardware", "h100-sxm"),
+    "tune": ("mlp-tiny", "--only", "gist", "--hardware", "local", "--budget", "0.05"),
     "report": (
         BENCHES[0],
         "--html",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 _SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
@@ -51,6 +52,32 @@ def size(n_bytes: float | None) -> str:
             return f"{value:.4g} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+_SIZE = re.compile(
+    r"\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B|[KMGT]|B)?\s*", re.IGNORECASE
+)
+_SIZE_FACTORS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """Bytes that `text` names: "1048576", "512 KiB", "40MiB", "1.5 GiB" (binary), "40 MB"
+    or "2 GB" (decimal), "40M" (binary). Raises ConfigError for anything else."""
+    from lightspeed.errors import ConfigError
+
+    found = _SIZE.fullmatch(text)
+    if found is None:
+        raise ConfigError(
+            f"{text!r} is not a size: give bytes, or a number with KiB, MiB, GiB (or KB, MB,"
+            " GB), as in 40MiB."
+        )
+    unit = (found["unit"] or "").upper()
+    prefix = unit[:1] if unit not in ("", "B") else ""
+    if unit.endswith("B") and not unit.endswith("IB") and prefix:
+        factor = 1000 ** ("KMGT".index(prefix) + 1)
+    else:
+        factor = _SIZE_FACTORS[prefix]
+    return int(float(found["number"]) * factor)
 
 
 def percent(fraction: float) -> str:

@@ -33,6 +33,7 @@ from lightspeed.cli import (
     suite,
     time_cmd,
     trace_cmd,
+    tune_cmd,
 )
 from lightspeed.cli.common import CONTEXT_SETTINGS, collecting_warnings
 from lightspeed.errors import LightspeedError
@@ -57,6 +58,7 @@ app.command("history")(history_cmd.history_command)
 app.command("compare")(history_cmd.compare_command)
 app.command("report")(report_cmd.report_command)
 app.command("predict")(predict_cmd.predict_command)
+app.command("tune")(tune_cmd.tune_command)
 
 EXIT_USER_ERROR = 2
 

@@ -15,32 +15,18 @@ optimization must pass before its gain counts.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import torch
 
 from lightspeed.errors import ConfigError
+from lightspeed.facts.tuning import Equivalence
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
 from lightspeed.workload import Workload
 
 # Steps and seeds of a loss-curve check.
 CURVE_STEPS = 20
 CURVE_SEEDS = (0, 1, 2)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Equivalence:
-    """The outcome of one check: `check` names what was compared, `passed` whether
-    `error` (the largest difference found: relative for gradients, in loss units for a
-    loss curve) is within `tolerance`, and `worst` where that difference is (a parameter
-    name, or a step)."""
-
-    check: str
-    passed: bool
-    error: float
-    tolerance: float
-    worst: str
 
 
 def gradients_match(

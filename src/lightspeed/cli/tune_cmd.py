@@ -1,0 +1,90 @@
+"""`lightspeed tune TARGET [--memory-budget SIZE] [--only amp,checkpoint,gist]`: each
+optimization predicted, applied, checked for equivalence and measured; the best kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from lightspeed.cli.common import (
+    BatchSizeOption,
+    BudgetOption,
+    DeviceOption,
+    HardwareOption,
+    HtmlOption,
+    JsonOption,
+    ThreadsOption,
+    WideOption,
+    report,
+    use_threads,
+)
+
+
+def tune_command(
+    target: str = typer.Argument(
+        ...,
+        metavar="TARGET",
+        help="The workload: a suite name, file.py:NAME or hf:MODEL_TYPE.",
+        show_default=False,
+    ),
+    memory_budget: str | None = typer.Option(
+        None,
+        "--memory-budget",
+        metavar="SIZE",
+        help="The peak memory the step must fit (bytes, or 40MiB, 2GiB…); the fastest"
+        " equivalent candidate within it is kept.",
+    ),
+    only: str | None = typer.Option(
+        None,
+        "--only",
+        metavar="NAMES",
+        help="The candidates to try, comma-separated: amp, checkpoint, gist (all by default).",
+    ),
+    profile_path: Path | None = typer.Option(
+        None,
+        "--profile",
+        metavar="PATH",
+        help="Write the kept candidate's measured profile there (JSON, as profile --json).",
+    ),
+    device: str = DeviceOption,
+    hardware: str | None = HardwareOption,
+    batch_size: int | None = BatchSizeOption,
+    budget: float = BudgetOption,
+    threads: int | None = ThreadsOption,
+    json_path: Path | None = JsonOption,
+    html_path: Path | None = HtmlOption,
+    wide: bool = WideOption,
+) -> None:
+    """Try each optimization — mixed precision, activation checkpointing, Gist's
+    encodings — on a training step: its predicted gain, the transform applied, an
+    equivalence check, and its measured gain, side by side; the best is kept."""
+    from lightspeed.errors import ConfigError
+    from lightspeed.report.profile_json import save_profile
+    from lightspeed.report.tune_report import tune_document
+    from lightspeed.targets import load_target
+    from lightspeed.tune import tune
+    from lightspeed.units import parse_size
+
+    use_threads(threads)
+    if html_path is not None:
+        raise ConfigError(
+            "--html: a tuning run has no HTML report yet; write --json, or --profile for"
+            " the kept candidate's profile and its report."
+        )
+    workload = load_target(target)
+    if batch_size is not None:
+        workload = workload.with_batch_size(batch_size)
+    tuning = tune(
+        workload,
+        memory_budget_bytes=None if memory_budget is None else parse_size(memory_budget),
+        only=None if only is None else [name.strip() for name in only.split(",")],
+        device=device,
+        hardware=hardware,
+        budget_s=budget,
+    )
+    report(tune_document(tuning), json_path, wide=wide)
+    if profile_path is not None:
+        if tuning.chosen is None or tuning.chosen.profile is None:
+            raise ConfigError(f"--profile {profile_path}: no candidate was kept, so none written.")
+        save_profile(tuning.chosen.profile, profile_path)

@@ -1,0 +1,244 @@
+"""`tune(workload, …)`: each optimization of `lightspeed.optimize` predicted, applied,
+checked for equivalence and measured, side by side; the best kept.
+
+For each candidate the plain step's profile gives a prediction first (`predict`), then
+the transform is applied, its equivalence checked (`measure.equivalence`: gradients bit
+for bit for checkpointing and Gist's encodings, which promise it; the loss curve within
+the seed-to-seed spread for mixed precision, which changes every rounding), and the
+changed step measured through the same timing path as every workload
+(`lightspeed.profile`). A candidate that fails its check is reported as failed, never as
+a gain. The one kept: with a memory budget, the fastest whose measured peak fits it;
+without, the fastest that beats the plain step by more than `MIN_GAIN`.
+
+The candidates:
+- `amp`: autocast bf16 (and fp16, with its loss scaler, on a GPU, where fp16 has tensor
+  cores; on a CPU it only emulates them);
+- `checkpoint`: the planner's plan (`predict.checkpointing`) for the memory budget, or,
+  without one, for half the activations the step keeps for backward;
+- `gist`: the encodings that free memory in this model (`predict.encodings`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from lightspeed.api import profile
+from lightspeed.errors import ConfigError, LightspeedError
+from lightspeed.facts.device import Device
+from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.profile import Profile
+from lightspeed.facts.tuning import Candidate, Equivalence, Tuning
+from lightspeed.measure.equivalence import gradients_match, loss_curves_match
+from lightspeed.measure.shape_only import profile_shape_only
+from lightspeed.optimize.checkpoint import checkpoint
+from lightspeed.optimize.gist import gist
+from lightspeed.optimize.precision import autocast
+from lightspeed.predict.checkpointing import plan_checkpoint
+from lightspeed.predict.encodings import gist_savings
+from lightspeed.predict.shapes import settings_of
+from lightspeed.predict.whatif import predict
+from lightspeed.workload import Workload
+
+__all__ = ["CANDIDATES", "MIN_GAIN", "tune"]
+
+CANDIDATES = ("amp", "checkpoint", "gist")
+# The least speed-up a candidate must show to be kept without a memory budget: less is
+# within what this kind of machine drifts between measurements.
+MIN_GAIN = 1.03
+
+
+def tune(
+    workload: Workload,
+    *,
+    memory_budget_bytes: int | None = None,
+    only: Sequence[str] | None = None,
+    device: str | Device = Device.CPU,
+    hardware: Hardware | str | None = None,
+    budget_s: float = 0.5,
+) -> Tuning:
+    """Every candidate (`only`: those named, from `CANDIDATES`) for `workload`'s step on
+    `device`, placed on `hardware` (as `lightspeed.profile` takes it), each profiled with
+    `budget_s` seconds of timing (see the module's docstring). A candidate that cannot
+    run says why in its row; the others go on."""
+    names = list(CANDIDATES if only is None else only)
+    unknown = [n for n in names if n not in CANDIDATES]
+    if unknown:
+        raise ConfigError(
+            f"--only {','.join(unknown)}: not a candidate; choose from {', '.join(CANDIDATES)}."
+        )
+    if memory_budget_bytes is not None and memory_budget_bytes < 1:
+        raise ConfigError(f"--memory-budget {memory_budget_bytes} must be at least 1 byte.")
+    baseline = profile(workload, device=device, hardware=hardware, budget_s=budget_s)
+    makers: dict[str, Callable[[Workload, Profile, int | None], list[_Trial]]] = {
+        "amp": _amp,
+        "checkpoint": _checkpoint,
+        "gist": _gist,
+    }
+    candidates: list[Candidate] = []
+    for name in names:
+        try:
+            trials = makers[name](workload, baseline, memory_budget_bytes)
+        except LightspeedError as exc:
+            candidates.append(Candidate(name=name, verdict="skipped", reason=str(exc)))
+            continue
+        candidates.extend(_run(t, baseline, device, budget_s) for t in trials)
+    return _judged(baseline, memory_budget_bytes, candidates)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Trial:
+    """A candidate ready to run: its changed workload, its prediction, and its check."""
+
+    name: str
+    transform: str
+    changed: Workload
+    predicted_step_s: float | None
+    predicted_peak_bytes: int | None
+    check: Callable[[], Equivalence]
+
+
+def _amp(workload: Workload, baseline: Profile, budget: int | None) -> list[_Trial]:
+    settings = settings_of(baseline)
+    dtypes = ["bf16", "fp16"] if settings.device is Device.CUDA else ["bf16"]
+    trials = []
+    for dtype in dtypes:
+        changed = autocast(workload, dtype)
+        predicted = predict(baseline, workload=workload, dtype=dtype)
+
+        def check(changed: Workload = changed) -> Equivalence:
+            return loss_curves_match(workload, changed, settings)
+
+        trials.append(
+            _Trial(
+                name=f"amp-{dtype}",
+                transform=f"autocast({dtype!r})",
+                changed=changed,
+                predicted_step_s=predicted.step_time_s,
+                predicted_peak_bytes=_peak(predicted),
+                check=check,
+            )
+        )
+    return trials
+
+
+def _checkpoint(workload: Workload, baseline: Profile, budget: int | None) -> list[_Trial]:
+    assert baseline.memory is not None
+    if budget is None:
+        choice = plan_checkpoint(
+            baseline, workload, baseline.memory.activations_bytes // 2, "activations"
+        )
+    else:
+        choice = plan_checkpoint(baseline, workload, budget)
+    modules = list(choice.chosen.modules)
+    if not modules:
+        raise ConfigError("the step fits the budget as it is: nothing to checkpoint.")
+    changed = checkpoint(workload, modules)
+    predicted = predict(baseline, workload=workload, checkpoint=",".join(modules))
+    return [
+        _Trial(
+            name="checkpoint",
+            transform=f"checkpoint({modules!r})",
+            changed=changed,
+            predicted_step_s=predicted.step_time_s,
+            predicted_peak_bytes=_peak(predicted),
+            check=lambda: gradients_match(workload, changed, settings_of(baseline)),
+        )
+    ]
+
+
+def _gist(workload: Workload, baseline: Profile, budget: int | None) -> list[_Trial]:
+    savings = gist_savings(workload, baseline.hardware, settings_of(baseline))
+    if not savings.helpful:
+        raise ConfigError(
+            "no ReLU, ReLU6, LeakyReLU or max-pool encoding frees memory here: the layers"
+            " after them keep their outputs for their own backward."
+        )
+    changed = gist(workload, savings.helpful)
+    shapes = profile_shape_only(changed, baseline.hardware, settings_of(baseline))
+    return [
+        _Trial(
+            name="gist",
+            transform=f"gist({list(savings.helpful)!r})",
+            changed=changed,
+            predicted_step_s=None,  # its cost is its own kernels', which nothing predicts
+            predicted_peak_bytes=_peak(shapes),
+            check=lambda: gradients_match(workload, changed, settings_of(baseline)),
+        )
+    ]
+
+
+def _run(trial: _Trial, baseline: Profile, device: str | Device, budget_s: float) -> Candidate:
+    """`trial` checked, then measured; a failure of either says so in its row."""
+    found = Candidate(
+        name=trial.name,
+        transform=trial.transform,
+        predicted_step_s=trial.predicted_step_s,
+        predicted_peak_bytes=trial.predicted_peak_bytes,
+    )
+    try:
+        equivalence = trial.check()
+        measured = profile(
+            trial.changed, device=device, hardware=baseline.hardware, budget_s=budget_s
+        )
+    except LightspeedError as exc:
+        return dataclasses.replace(found, verdict="error", reason=str(exc))
+    return dataclasses.replace(
+        found,
+        equivalence=equivalence,
+        measured_step_s=measured.step_time_s,
+        measured_peak_bytes=_peak(measured),
+        profile=measured,
+        verdict="measured",
+    )
+
+
+def _judged(baseline: Profile, budget: int | None, candidates: list[Candidate]) -> Tuning:
+    """Each measured candidate's verdict, and the one kept."""
+    step = baseline.step_time_s or 0.0
+    judged: list[Candidate] = []
+    for c in candidates:
+        if c.verdict != "measured":
+            judged.append(c)
+            continue
+        if c.equivalence is not None and not c.equivalence.passed:
+            verdict, reason = "failed check", _failure(c.equivalence)
+        elif budget is not None and (c.measured_peak_bytes or 0) > budget:
+            verdict, reason = "over budget", ""
+        elif c.measured_step_s is not None and c.measured_step_s * MIN_GAIN < step:
+            verdict, reason = "faster", ""
+        else:
+            verdict, reason = "slower", ""
+        judged.append(dataclasses.replace(c, verdict=verdict, reason=reason))
+    eligible = [
+        c
+        for c in judged
+        if c.verdict == "faster"
+        or (budget is not None and c.verdict == "slower" and (baseline_peak(baseline) > budget))
+    ]
+    chosen = min(eligible, key=lambda c: c.measured_step_s or float("inf"), default=None)
+    if chosen is not None:
+        judged = [dataclasses.replace(c, verdict="kept") if c is chosen else c for c in judged]
+        chosen = next(c for c in judged if c.verdict == "kept")
+    return Tuning(
+        baseline=baseline,
+        memory_budget_bytes=budget,
+        candidates=tuple(judged),
+        chosen=chosen,
+    )
+
+
+def baseline_peak(baseline: Profile) -> int:
+    """The plain step's peak bytes (0 when it has no memory breakdown)."""
+    return baseline.memory.peak_bytes if baseline.memory is not None else 0
+
+
+def _failure(check: Equivalence) -> str:
+    return (
+        f"{check.check}: {check.error:.3g} at {check.worst}, over the tolerance"
+        f" {check.tolerance:.3g}"
+    )
+
+
+def _peak(found: Profile) -> int | None:
+    return found.memory.peak_bytes if found.memory is not None else None

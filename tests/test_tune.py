@@ -1,0 +1,99 @@
+"""lightspeed tune: every candidate predicted, checked and measured, side by side; a
+candidate that fails its check is reported failed and never kept."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import RunCli
+from lightspeed import glossary
+from lightspeed import tune as tune_module
+from lightspeed.errors import ConfigError
+from lightspeed.facts.hardware import Hardware
+from lightspeed.measure.equivalence import gradients_match
+from lightspeed.report.tune_report import tune_document
+from lightspeed.tune import tune
+from optimize.test_gist import vgg_workload
+from test_nproc import printed_labels
+
+
+@pytest.fixture(scope="module")
+def tuned() -> object:
+    return tune(vgg_workload(), only=["checkpoint", "gist"], hardware=None, budget_s=0.05)
+
+
+@pytest.mark.usefixtures("calibrated_cpu")
+def test_each_candidate_is_predicted_checked_and_measured(tuned: object) -> None:
+    found = {c.name: c for c in tuned.candidates}  # type: ignore[attr-defined]
+    assert set(found) == {"gist"} | ({"checkpoint"} & set(found))
+    gist = found["gist"]
+    assert gist.transform.startswith("gist([") and "features.4" in gist.transform
+    assert gist.equivalence is not None and gist.equivalence.passed
+    assert gist.equivalence.error == 0.0  # bit for bit
+    assert gist.predicted_peak_bytes is not None and gist.measured_peak_bytes is not None
+    assert gist.measured_step_s is not None and gist.predicted_step_s is None
+    assert gist.verdict in {"kept", "faster", "slower"}
+    doc = tune_document(tuned)  # type: ignore[arg-type]
+    assert doc.kind == "tune" and doc.data["candidates"][0]["name"]
+    missing = {label for label in printed_labels(doc) if glossary.lookup(label) is None}
+    assert missing == set()
+
+
+@pytest.mark.usefixtures("calibrated_cpu")
+def test_a_candidate_that_changes_the_gradients_is_failed_not_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(workload, baseline, budget):  # type: ignore[no-untyped-def]
+        inner = workload.loss
+        changed = dataclasses.replace(workload, loss=lambda m, b: inner(m, b) * 0.5)
+        return [
+            tune_module._Trial(
+                name="gist",
+                transform="halved loss",
+                changed=changed,
+                predicted_step_s=None,
+                predicted_peak_bytes=None,
+                check=lambda: gradients_match(workload, changed),
+            )
+        ]
+
+    monkeypatch.setattr(tune_module, "_gist", broken)
+    found = tune(vgg_workload(), only=["gist"], budget_s=0.05)
+    (candidate,) = found.candidates
+    assert candidate.verdict == "failed check" and found.chosen is None
+    assert (
+        "gradients after one step" in candidate.reason
+        and "over the tolerance 0" in candidate.reason
+    )
+
+
+def test_an_unknown_candidate_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--only compile: not a candidate"):
+        tune(vgg_workload(), only=["compile"])
+
+
+@pytest.mark.usefixtures("calibrated_cpu")
+def test_cli_writes_the_tuning_as_json(
+    run_cli: RunCli, tmp_path: Path, calibrated_cpu: Hardware
+) -> None:
+    path = tmp_path / "tune.json"
+    code, out, err = run_cli(
+        "tune", "mlp-tiny", "--only", "gist", "--hardware", "local", "--budget", "0.05",
+        "--json", str(path),
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(path.read_text())
+    assert doc["document"] == "tune" and doc["kept"] is None
+    (gist,) = doc["candidates"]
+    assert gist["verdict"] == "skipped" and "frees memory" in gist["reason"]
+    assert "Why not" in out
+
+
+@pytest.mark.usefixtures("calibrated_cpu")
+def test_cli_refuses_a_bad_memory_budget(run_cli: RunCli) -> None:
+    code, _, err = run_cli("tune", "mlp-tiny", "--memory-budget", "lots")
+    assert code == 2 and err.count("\n") == 1 and "is not a size" in err
