@@ -3,6 +3,7 @@ peak memory side by side, its equivalence check and its verdict; the one kept.""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from lightspeed.document import (
@@ -18,7 +19,7 @@ from lightspeed.document import (
     Value,
     line,
 )
-from lightspeed.facts.tuning import Candidate, Equivalence, Tuning
+from lightspeed.facts.tuning import Candidate, Tuning
 from lightspeed.report.timing_report import workload_data
 
 DOCUMENT = "tune"
@@ -110,19 +111,9 @@ def _candidate_data(c: Candidate) -> dict[str, Any]:
         "predicted_peak_bytes": c.predicted_peak_bytes,
         "measured_step_time_s": c.measured_step_s,
         "measured_peak_bytes": c.measured_peak_bytes,
-        "equivalence": None if c.equivalence is None else _equivalence_data(c.equivalence),
+        "equivalence": None if c.equivalence is None else dataclasses.asdict(c.equivalence),
         "verdict": c.verdict,
         "reason": c.reason,
-    }
-
-
-def _equivalence_data(check: Equivalence) -> dict[str, Any]:
-    return {
-        "check": check.check,
-        "passed": check.passed,
-        "error": check.error,
-        "tolerance": check.tolerance,
-        "worst": check.worst,
     }
 
 
