@@ -214,7 +214,7 @@ def _judged(baseline: Profile, budget: int | None, candidates: list[Candidate]) 
         c
         for c in judged
         if c.verdict == "faster"
-        or (budget is not None and c.verdict == "slower" and (baseline_peak(baseline) > budget))
+        or (budget is not None and c.verdict == "slower" and (_baseline_peak(baseline) > budget))
     ]
     chosen = min(eligible, key=lambda c: c.measured_step_s or float("inf"), default=None)
     if chosen is not None:
@@ -228,7 +228,7 @@ def _judged(baseline: Profile, budget: int | None, candidates: list[Candidate]) 
     )
 
 
-def baseline_peak(baseline: Profile) -> int:
+def _baseline_peak(baseline: Profile) -> int:
     """The plain step's peak bytes (0 when it has no memory breakdown)."""
     return baseline.memory.peak_bytes if baseline.memory is not None else 0
 
