@@ -8,16 +8,19 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import RunCli
 from lightspeed import glossary
 from lightspeed import tune as tune_module
 from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.tuning import Candidate
 from lightspeed.measure.equivalence import gradients_match
+from lightspeed.optimize.gist import GistMaxPool2d, GistReLU
 from lightspeed.report.tune_report import tune_document
-from lightspeed.tune import tune
-from optimize.test_gist import vgg_workload
+from lightspeed.tune import plan_code, tune
+from optimize.test_gist import VGGStyle, vgg_workload
 from test_nproc import printed_labels
 
 
@@ -80,12 +83,13 @@ def test_an_unknown_candidate_is_refused() -> None:
 def test_cli_writes_the_tuning_as_json(
     run_cli: RunCli, tmp_path: Path, calibrated_cpu: Hardware
 ) -> None:
-    path = tmp_path / "tune.json"
+    path, plan = tmp_path / "tune.json", tmp_path / "plan.py"
     code, out, err = run_cli(
         "tune", "mlp-tiny", "--only", "gist", "--hardware", "local", "--budget", "0.05",
-        "--json", str(path),
+        "--json", str(path), "--emit", str(plan),
     )  # fmt: skip
     assert code == 0, err
+    assert plan.read_text().startswith("# lightspeed tune mlp-tiny: no candidate was")
     doc = json.loads(path.read_text())
     assert doc["document"] == "tune" and doc["kept"] is None
     (gist,) = doc["candidates"]
@@ -97,3 +101,45 @@ def test_cli_writes_the_tuning_as_json(
 def test_cli_refuses_a_bad_memory_budget(run_cli: RunCli) -> None:
     code, _, err = run_cli("tune", "mlp-tiny", "--memory-budget", "lots")
     assert code == 2 and err.count("\n") == 1 and "is not a size" in err
+
+
+def tuning_keeping(name: str, transform: str, tuned: object) -> object:
+    kept = Candidate(name=name, transform=transform, measured_step_s=0.01, verdict="kept")
+    return dataclasses.replace(tuned, candidates=(kept,), chosen=kept)  # type: ignore[type-var]
+
+
+@pytest.mark.usefixtures("calibrated_cpu")
+def test_the_kept_checkpoint_runs_as_plain_pytorch_in_a_users_script(tuned: object) -> None:
+    code = plan_code(
+        tuning_keeping("checkpoint", "checkpoint(['features.0', 'features.5'])", tuned)
+    )  # type: ignore[arg-type]
+    assert "kept checkpoint" in code and "lightspeed" not in code.split("\n", 1)[1]
+    torch.manual_seed(0)
+    plain, ours = VGGStyle(), VGGStyle()
+    ours.load_state_dict(plain.state_dict())
+    exec(compile(code, "plan.py", "exec"), {"model": ours})
+    x = torch.randn(2, 3, 32, 32)
+    for model in (plain, ours):
+        model(x).square().sum().backward()
+    for (name, a), b in zip(plain.named_parameters(), ours.parameters(), strict=True):
+        assert a.grad is not None and b.grad is not None and torch.equal(a.grad, b.grad), name
+
+
+@pytest.mark.usefixtures("calibrated_cpu")
+def test_segments_gist_and_amp_emit_code_that_compiles(tuned: object) -> None:
+    for name, transform in (
+        ("checkpoint", "checkpoint(['features.0:2'])"),
+        ("gist", "gist(['features.3', 'features.4'])"),
+        ("amp-bf16", "autocast('bf16')"),
+        ("amp-fp16", "autocast('fp16')"),
+    ):
+        code = plan_code(tuning_keeping(name, transform, tuned))  # type: ignore[arg-type]
+        compile(code, "plan.py", "exec")
+        assert f"kept {name}" in code
+    gist_code = plan_code(tuning_keeping("gist", "gist(['features.3', 'features.4'])", tuned))  # type: ignore[arg-type]
+    model = VGGStyle()
+    exec(compile(gist_code, "plan.py", "exec"), {"model": model})
+    assert isinstance(model.features[3], GistReLU) and isinstance(model.features[4], GistMaxPool2d)
+    assert "GradScaler" in plan_code(tuning_keeping("amp-fp16", "autocast('fp16')", tuned))  # type: ignore[arg-type]
+    nothing = dataclasses.replace(tuned, chosen=None)  # type: ignore[type-var]
+    assert "no candidate was" in plan_code(nothing)  # type: ignore[arg-type]

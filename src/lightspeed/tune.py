@@ -20,6 +20,7 @@ The candidates:
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from collections.abc import Callable, Sequence
 
@@ -40,7 +41,7 @@ from lightspeed.predict.shapes import settings_of
 from lightspeed.predict.whatif import predict
 from lightspeed.workload import Workload
 
-__all__ = ["CANDIDATES", "MIN_GAIN", "tune"]
+__all__ = ["CANDIDATES", "MIN_GAIN", "plan_code", "tune"]
 
 CANDIDATES = ("amp", "checkpoint", "gist")
 # The least speed-up a candidate must show to be kept without a memory budget: less is
@@ -242,3 +243,77 @@ def _failure(check: Equivalence) -> str:
 
 def _peak(found: Profile) -> int | None:
     return found.memory.peak_bytes if found.memory is not None else None
+
+
+def plan_code(tuning: Tuning) -> str:
+    """The kept candidate as Python a training script can run on its own model (named
+    `model`) and around its own loss: plain PyTorch where PyTorch has it (autocast, its
+    loss scaler, checkpoint of whole modules), lightspeed's own modules where it does not
+    (segments of blocks, Gist's encodings). A comment when nothing was kept."""
+    base = tuning.baseline
+    head = f"# lightspeed tune {base.workload.name}"
+    chosen = tuning.chosen
+    if chosen is None:
+        return f"{head}: no candidate was equivalent and faster (or fit the budget).\n"
+    speedup = (
+        f", {base.step_time_s / chosen.measured_step_s:.2f}× the plain step's speed"
+        if base.step_time_s and chosen.measured_step_s
+        else ""
+    )
+    lines = [f"{head}: kept {chosen.name}{speedup}.", *_code(chosen)]
+    return "\n".join(lines) + "\n"
+
+
+def _code(chosen: Candidate) -> list[str]:
+    if chosen.name.startswith("amp-"):
+        dtype = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}[chosen.name]
+        lines = [
+            "import torch",
+            "",
+            "# The forward and the loss under autocast; backward and the optimizer outside it.",
+            f"with torch.autocast(device_type='cpu', dtype=torch.{dtype}):  # or 'cuda'",
+            "    loss = loss_fn(model(inputs), targets)",
+        ]
+        if dtype == "float16":
+            lines += [
+                "# fp16: a dynamic loss scaler (growth 2, back-off 0.5, interval 2000).",
+                "scaler = torch.amp.GradScaler()  # once, before the loop",
+                "scaler.scale(loss).backward()",
+                "scaler.step(optimizer)",
+                "scaler.update()",
+            ]
+        return lines
+    modules = _transform_arguments(chosen.transform)
+    if chosen.name == "checkpoint" and not any(":" in m for m in modules):
+        return [
+            "import torch.utils.checkpoint",
+            "",
+            "# Each module's forward recomputed in backward instead of keeping its activations.",
+            f"for name in {modules!r}:",
+            "    module = model.get_submodule(name)",
+            "    module.forward = lambda *args, _forward=module.forward, **kwargs: (",
+            "        torch.utils.checkpoint.checkpoint(",
+            "            _forward, *args, use_reentrant=False, **kwargs",
+            "        )",
+            "    )",
+        ]
+    if chosen.name == "checkpoint":
+        return [
+            "from lightspeed.optimize.checkpoint import checkpoint_model",
+            "",
+            "# Segments of consecutive blocks (STACK.I:J), each recomputed as one in backward.",
+            f"checkpoint_model(model, {modules!r})",
+        ]
+    return [
+        "from lightspeed.optimize.gist import gist_model",
+        "",
+        "# ReLU and max-pool modules that keep a bit (a byte) an element for backward.",
+        f"gist_model(model, lambda name: name in {set(modules)!r})",
+    ]
+
+
+def _transform_arguments(transform: str) -> list[str]:
+    """The module names a candidate's transform ("checkpoint([...])") was applied with."""
+    inside = transform[transform.index("(") + 1 : transform.rindex(")")]
+    found = ast.literal_eval(inside)
+    return [str(name) for name in found]

@@ -1,8 +1,10 @@
-"""`lightspeed tune TARGET [--memory-budget SIZE] [--only amp,checkpoint,gist]`: each
+"""`lightspeed tune TARGET [--memory-budget SIZE] [--only amp,checkpoint,gist] [--emit
+PATH]`: each
 optimization predicted, applied, checked for equivalence and measured; the best kept."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -47,6 +49,12 @@ def tune_command(
         metavar="PATH",
         help="Write the kept candidate's measured profile there (JSON, as profile --json).",
     ),
+    emit_path: Path | None = typer.Option(
+        None,
+        "--emit",
+        metavar="PATH",
+        help="Write the kept candidate as Python to run in your own script (plan.py).",
+    ),
     device: str = DeviceOption,
     hardware: str | None = HardwareOption,
     batch_size: int | None = BatchSizeOption,
@@ -61,9 +69,10 @@ def tune_command(
     equivalence check, and its measured gain, side by side; the best is kept."""
     from lightspeed.errors import ConfigError
     from lightspeed.report.profile_json import save_profile
+    from lightspeed.report.render_json import write_text
     from lightspeed.report.tune_report import tune_document
     from lightspeed.targets import load_target
-    from lightspeed.tune import tune
+    from lightspeed.tune import plan_code, tune
     from lightspeed.units import parse_size
 
     use_threads(threads)
@@ -84,6 +93,9 @@ def tune_command(
         budget_s=budget,
     )
     report(tune_document(tuning), json_path, wide=wide)
+    if emit_path is not None:
+        write_text(emit_path, plan_code(tuning))
+        print(f"wrote {emit_path}", file=sys.stderr)
     if profile_path is not None:
         if tuning.chosen is None or tuning.chosen.profile is None:
             raise ConfigError(f"--profile {profile_path}: no candidate was kept, so none written.")
