@@ -86,9 +86,11 @@ def test_cli_writes_the_tuning_as_json(
     path, plan = tmp_path / "tune.json", tmp_path / "plan.py"
     code, out, err = run_cli(
         "tune", "mlp-tiny", "--only", "gist", "--hardware", "local", "--budget", "0.05",
-        "--json", str(path), "--emit", str(plan),
+        "--json", str(path), "--emit", str(plan), "--html", str(tmp_path / "tune.html"),
     )  # fmt: skip
     assert code == 0, err
+    page = (tmp_path / "tune.html").read_text()
+    assert "Tune: mlp-tiny" in page and "Why not" in page
     assert plan.read_text().startswith("# lightspeed tune mlp-tiny: no candidate was")
     doc = json.loads(path.read_text())
     assert doc["document"] == "tune" and doc["kept"] is None

@@ -1,7 +1,7 @@
 """The HTML reports as a reader's browser shows them: each page opened in headless
 Chromium (tests/report/browser.py), and what it drew read back from the page — never
 from the renderer's input. A tiny profile, a bench run, a one-rank trace with matrix
-products and a two-rank trace.
+products, a two-rank trace and a tuning run.
 
 Without Chromium these tests skip with one line saying how to install it; in CI (`CI`
 set) they fail instead."""
@@ -22,6 +22,7 @@ from html_results import (
     predicted_profile,
     tiny_profile,
     trace_result,
+    tune_result,
 )
 
 from lightspeed.report.html import write_html
@@ -38,6 +39,7 @@ def results() -> dict[str, dict[str, Any]]:
         "bench": bench_run(profile),
         "trace": trace_result(ONE_WITH_MATMULS),
         "ranks": trace_result(*TWO_RANKS),
+        "tune": tune_result(),
     }
 
 
@@ -57,7 +59,7 @@ def pages(
             page.close()
 
 
-KINDS = ("profile", "predicted", "bench", "trace", "ranks")
+KINDS = ("profile", "predicted", "bench", "trace", "ranks", "tune")
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -76,11 +76,6 @@ def tune_command(
     from lightspeed.units import parse_size
 
     use_threads(threads)
-    if html_path is not None:
-        raise ConfigError(
-            "--html: a tuning run has no HTML report yet; write --json, or --profile for"
-            " the kept candidate's profile and its report."
-        )
     workload = load_target(target)
     if batch_size is not None:
         workload = workload.with_batch_size(batch_size)
@@ -92,7 +87,7 @@ def tune_command(
         hardware=hardware,
         budget_s=budget,
     )
-    report(tune_document(tuning), json_path, wide=wide)
+    report(tune_document(tuning), json_path, wide=wide, html_path=html_path)
     if emit_path is not None:
         write_text(emit_path, plan_code(tuning))
         print(f"wrote {emit_path}", file=sys.stderr)

@@ -1,5 +1,5 @@
 """The interactive HTML report: one self-contained file per result (a profile, a trace
-analysis, a bench run), drawn from the result's JSON document alone, so a saved result
+analysis, a bench run, a tuning run), drawn from the result's JSON document alone, so a saved result
 renders the same as a fresh one.
 
 `render_html(doc)` draws a result's JSON object; `write_html` writes it atomically;
@@ -20,7 +20,7 @@ from lightspeed.report.html.markup import Markup, text
 from lightspeed.report.render_json import SCHEMA_VERSION, Clock, utc_now, write_text
 
 # The results a report draws, by their `document`.
-KINDS = ("profile", "trace-analysis", "bench")
+KINDS = ("profile", "trace-analysis", "bench", "tune")
 
 
 def render_html(doc: Mapping[str, Any], *, clock: Clock = utc_now) -> str:
@@ -47,6 +47,11 @@ def _render(doc: Mapping[str, Any], clock: Clock) -> str:
 
         page = trace_page(doc)
         subtitle = _subtitle(f"trace analysis of {len(doc['ranks'])} rank(s)", doc)
+    elif kind == "tune":
+        from lightspeed.report.html.tune_page import tune_page
+
+        page = tune_page(doc)
+        subtitle = _subtitle(f"tuning of {doc['workload']['name']}", doc)
     else:
         from lightspeed.report.html.bench_page import bench_page
 
@@ -83,7 +88,7 @@ def check_result(doc: object, where: str) -> None:
         known = ", ".join(KINDS)
         raise ConfigError(
             f"{where}: a result of kind {kind!r} has no HTML report; it draws {known}"
-            " (the JSON of lightspeed profile, trace or bench)."
+            " (the JSON of lightspeed profile, trace, bench or tune)."
         )
     if not isinstance(version, int) or isinstance(version, bool):
         raise ConfigError(f"{where}: no schema_version, so not a result lightspeed wrote.")
