@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -106,7 +107,10 @@ def test_cli_refuses_a_bad_memory_budget(run_cli: RunCli) -> None:
 
 
 def tuning_keeping(name: str, transform: str, tuned: object) -> object:
-    kept = Candidate(name=name, transform=transform, measured_step_s=0.01, verdict="kept")
+    arguments = tuple(re.findall(r"'([^']+)'", transform))
+    kept = Candidate(
+        name=name, transform=transform, arguments=arguments, measured_step_s=0.01, verdict="kept"
+    )
     return dataclasses.replace(tuned, candidates=(kept,), chosen=kept)  # type: ignore[type-var]
 
 
@@ -134,6 +138,7 @@ def test_segments_gist_and_amp_emit_code_that_compiles(tuned: object) -> None:
         ("gist", "gist(['features.3', 'features.4'])"),
         ("amp-bf16", "autocast('bf16')"),
         ("amp-fp16", "autocast('fp16')"),
+        ("amp-bf16+checkpoint", "checkpoint(autocast(workload, 'bf16'), ['features.0'])"),
     ):
         code = plan_code(tuning_keeping(name, transform, tuned))  # type: ignore[arg-type]
         compile(code, "plan.py", "exec")
@@ -145,3 +150,24 @@ def test_segments_gist_and_amp_emit_code_that_compiles(tuned: object) -> None:
     assert "GradScaler" in plan_code(tuning_keeping("amp-fp16", "autocast('fp16')", tuned))  # type: ignore[arg-type]
     nothing = dataclasses.replace(tuned, chosen=None)  # type: ignore[type-var]
     assert "no candidate was" in plan_code(nothing)  # type: ignore[arg-type]
+
+
+@pytest.mark.usefixtures("calibrated_cpu")
+def test_amp_and_checkpoint_that_each_passed_are_tried_together(tuned: object) -> None:
+    from conftest import FAKE_CPU
+    from lightspeed.api import profile
+    from lightspeed.suite import get
+
+    workload = get("gpt2-tiny")
+    baseline = profile(workload, hardware=FAKE_CPU, budget_s=0.05, steps=1)
+    assert tune_module._combined(workload, baseline, {"amp-bf16": ("bf16",)}) is None
+    both = tune_module._combined(
+        workload, baseline, {"amp-bf16": ("bf16",), "checkpoint": ("blocks.0",)}
+    )
+    assert both is not None and both.name == "amp-bf16+checkpoint"
+    assert both.arguments == ("bf16", "blocks.0")
+    assert both.changed.name == "gpt2-tiny+amp-bf16+checkpoint"
+    assert both.predicted_step_s is not None and both.predicted_peak_bytes is not None
+    kept = tuning_keeping("amp-bf16+checkpoint", "x(['bf16', 'blocks.0'])", tuned)
+    code = plan_code(kept)  # type: ignore[arg-type]
+    assert "torch.utils.checkpoint" in code and "torch.autocast" in code

@@ -15,14 +15,15 @@ The candidates:
   cores; on a CPU it only emulates them);
 - `checkpoint`: the planner's plan (`predict.checkpointing`) for the memory budget, or,
   without one, for half the activations the step keeps for backward;
-- `gist`: the encodings that free memory in this model (`predict.encodings`).
+- `gist`: the encodings that free memory in this model (`predict.encodings`);
+- and, when mixed precision and checkpointing each passed their check alone, the two
+  together (`amp-bf16+checkpoint`), checked by its loss curve.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from lightspeed.api import profile
 from lightspeed.errors import ConfigError, LightspeedError
@@ -77,14 +78,45 @@ def tune(
         "gist": _gist,
     }
     candidates: list[Candidate] = []
+    passed: dict[str, tuple[str, ...]] = {}  # equivalent candidates: their dtype or modules
     for name in names:
         try:
             trials = makers[name](workload, baseline, memory_budget_bytes)
         except LightspeedError as exc:
             candidates.append(Candidate(name=name, verdict="skipped", reason=str(exc)))
             continue
-        candidates.extend(_run(t, baseline, device, budget_s) for t in trials)
+        for trial in trials:
+            found = _run(trial, baseline, device, budget_s)
+            candidates.append(found)
+            if found.equivalence is not None and found.equivalence.passed:
+                passed[trial.name] = trial.arguments
+    combined = _combined(workload, baseline, passed)
+    if combined is not None:
+        candidates.append(_run(combined, baseline, device, budget_s))
     return _judged(baseline, memory_budget_bytes, candidates)
+
+
+def _combined(
+    workload: Workload, baseline: Profile, passed: Mapping[str, tuple[str, ...]]
+) -> _Trial | None:
+    """Mixed precision with the checkpoint plan, when each passed its check alone: the
+    memory checkpointing frees at the speed autocast gains. None when either did not."""
+    amp = next((name for name in passed if name.startswith("amp-")), None)
+    if amp is None or "checkpoint" not in passed:
+        return None
+    (dtype,), modules = passed[amp], list(passed["checkpoint"])
+    changed = checkpoint(autocast(workload, dtype), modules)
+    predicted = predict(baseline, workload=workload, dtype=dtype, checkpoint=",".join(modules))
+    settings = settings_of(baseline)
+    return _Trial(
+        name=f"{amp}+checkpoint",
+        transform=f"checkpoint(autocast(workload, {dtype!r}), {modules!r})",
+        changed=changed,
+        predicted_step_s=predicted.step_time_s,
+        predicted_peak_bytes=_peak(predicted),
+        check=lambda: loss_curves_match(workload, changed, settings),
+        arguments=(dtype, *modules),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +129,8 @@ class _Trial:
     predicted_step_s: float | None
     predicted_peak_bytes: int | None
     check: Callable[[], Equivalence]
+    # What it was applied with: the dtype, or the modules.
+    arguments: tuple[str, ...] = ()
 
 
 def _amp(workload: Workload, baseline: Profile, budget: int | None) -> list[_Trial]:
@@ -118,6 +152,7 @@ def _amp(workload: Workload, baseline: Profile, budget: int | None) -> list[_Tri
                 predicted_step_s=predicted.step_time_s,
                 predicted_peak_bytes=_peak(predicted),
                 check=check,
+                arguments=(dtype,),
             )
         )
     return trials
@@ -144,6 +179,7 @@ def _checkpoint(workload: Workload, baseline: Profile, budget: int | None) -> li
             predicted_step_s=predicted.step_time_s,
             predicted_peak_bytes=_peak(predicted),
             check=lambda: gradients_match(workload, changed, settings_of(baseline)),
+            arguments=tuple(modules),
         )
     ]
 
@@ -174,6 +210,7 @@ def _run(trial: _Trial, baseline: Profile, device: str | Device, budget_s: float
     found = Candidate(
         name=trial.name,
         transform=trial.transform,
+        arguments=trial.arguments,
         predicted_step_s=trial.predicted_step_s,
         predicted_peak_bytes=trial.predicted_peak_bytes,
     )
@@ -265,39 +302,46 @@ def plan_code(tuning: Tuning) -> str:
 
 
 def _code(chosen: Candidate) -> list[str]:
-    if chosen.name.startswith("amp-"):
-        dtype = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}[chosen.name]
-        lines = [
-            "import torch",
+    """The lines that apply `chosen` (each part of a combination, checkpointing first)."""
+    parts = chosen.name.split("+")
+    amp = next((part for part in parts if part.startswith("amp-")), None)
+    modules = list(chosen.arguments[1:] if amp else chosen.arguments)
+    lines: list[str] = []
+    if "checkpoint" in parts:
+        lines += _checkpoint_code(modules)
+    if "gist" in parts:
+        lines += [
+            "from lightspeed.optimize.gist import gist_model",
             "",
-            "# The forward and the loss under autocast; backward and the optimizer outside it.",
-            f"with torch.autocast(device_type='cpu', dtype=torch.{dtype}):  # or 'cuda'",
-            "    loss = loss_fn(model(inputs), targets)",
+            "# ReLU and max-pool modules that keep a bit (a byte) an element for backward.",
+            f"gist_model(model, lambda name: name in {set(modules)!r})",
         ]
-        if dtype == "float16":
-            lines += [
-                "# fp16: a dynamic loss scaler (growth 2, back-off 0.5, interval 2000).",
-                "scaler = torch.amp.GradScaler()  # once, before the loop",
-                "scaler.scale(loss).backward()",
-                "scaler.step(optimizer)",
-                "scaler.update()",
-            ]
-        return lines
-    modules = _transform_arguments(chosen.transform)
-    if chosen.name == "checkpoint" and not any(":" in m for m in modules):
-        return [
-            "import torch.utils.checkpoint",
-            "",
-            "# Each module's forward recomputed in backward instead of keeping its activations.",
-            f"for name in {modules!r}:",
-            "    module = model.get_submodule(name)",
-            "    module.forward = lambda *args, _forward=module.forward, **kwargs: (",
-            "        torch.utils.checkpoint.checkpoint(",
-            "            _forward, *args, use_reentrant=False, **kwargs",
-            "        )",
-            "    )",
+    if amp is not None:
+        lines += _amp_code({"amp-bf16": "bfloat16", "amp-fp16": "float16"}[amp])
+    return lines
+
+
+def _amp_code(dtype: str) -> list[str]:
+    lines = [
+        "import torch",
+        "",
+        "# The forward and the loss under autocast; backward and the optimizer outside it.",
+        f"with torch.autocast(device_type='cpu', dtype=torch.{dtype}):  # or 'cuda'",
+        "    loss = loss_fn(model(inputs), targets)",
+    ]
+    if dtype == "float16":
+        lines += [
+            "# fp16: a dynamic loss scaler (growth 2, back-off 0.5, interval 2000).",
+            "scaler = torch.amp.GradScaler()  # once, before the loop",
+            "scaler.scale(loss).backward()",
+            "scaler.step(optimizer)",
+            "scaler.update()",
         ]
-    if chosen.name == "checkpoint":
+    return lines
+
+
+def _checkpoint_code(modules: list[str]) -> list[str]:
+    if any(":" in m for m in modules):
         return [
             "from lightspeed.optimize.checkpoint import checkpoint_model",
             "",
@@ -305,15 +349,14 @@ def _code(chosen: Candidate) -> list[str]:
             f"checkpoint_model(model, {modules!r})",
         ]
     return [
-        "from lightspeed.optimize.gist import gist_model",
+        "import torch.utils.checkpoint",
         "",
-        "# ReLU and max-pool modules that keep a bit (a byte) an element for backward.",
-        f"gist_model(model, lambda name: name in {set(modules)!r})",
+        "# Each module's forward recomputed in backward instead of keeping its activations.",
+        f"for name in {modules!r}:",
+        "    module = model.get_submodule(name)",
+        "    module.forward = lambda *args, _forward=module.forward, **kwargs: (",
+        "        torch.utils.checkpoint.checkpoint(",
+        "            _forward, *args, use_reentrant=False, **kwargs",
+        "        )",
+        "    )",
     ]
-
-
-def _transform_arguments(transform: str) -> list[str]:
-    """The module names a candidate's transform ("checkpoint([...])") was applied with."""
-    inside = transform[transform.index("(") + 1 : transform.rindex(")")]
-    found = ast.literal_eval(inside)
-    return [str(name) for name in found]

@@ -28,10 +28,12 @@ class Candidate:
     peak memory in bytes predicted before it ran and measured after, its equivalence
     check, and `verdict`: "kept", "faster", "slower", "over budget", "failed check",
     "skipped", or "error". `reason` says why, for the last three.
-    `profile`: the measured profile (None when it did not run)."""
+    `arguments`: what the transform took (the dtype, then module names). `profile`: the
+    measured profile (None when it did not run)."""
 
     name: str
     transform: str = ""
+    arguments: tuple[str, ...] = ()
     predicted_step_s: float | None = None
     predicted_peak_bytes: int | None = None
     measured_step_s: float | None = None
