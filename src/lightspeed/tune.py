@@ -40,6 +40,7 @@ from lightspeed.predict.checkpointing import plan_checkpoint
 from lightspeed.predict.encodings import gist_savings
 from lightspeed.predict.shapes import settings_of
 from lightspeed.predict.whatif import predict
+from lightspeed.report.tune_report import speedup
 from lightspeed.workload import Workload
 
 __all__ = ["CANDIDATES", "MIN_GAIN", "plan_code", "tune"]
@@ -252,7 +253,7 @@ def _judged(baseline: Profile, budget: int | None, candidates: list[Candidate]) 
         c
         for c in judged
         if c.verdict == "faster"
-        or (budget is not None and c.verdict == "slower" and (_baseline_peak(baseline) > budget))
+        or (budget is not None and c.verdict == "slower" and (_peak(baseline) or 0) > budget)
     ]
     chosen = min(eligible, key=lambda c: c.measured_step_s or float("inf"), default=None)
     if chosen is not None:
@@ -264,11 +265,6 @@ def _judged(baseline: Profile, budget: int | None, candidates: list[Candidate]) 
         candidates=tuple(judged),
         chosen=chosen,
     )
-
-
-def _baseline_peak(baseline: Profile) -> int:
-    """The plain step's peak bytes (0 when it has no memory breakdown)."""
-    return baseline.memory.peak_bytes if baseline.memory is not None else 0
 
 
 def _failure(check: Equivalence) -> str:
@@ -292,12 +288,9 @@ def plan_code(tuning: Tuning) -> str:
     chosen = tuning.chosen
     if chosen is None:
         return f"{head}: no candidate was equivalent and faster (or fit the budget).\n"
-    speedup = (
-        f", {base.step_time_s / chosen.measured_step_s:.2f}× the plain step's speed"
-        if base.step_time_s and chosen.measured_step_s
-        else ""
-    )
-    lines = [f"{head}: kept {chosen.name}{speedup}.", *_code(chosen)]
+    faster = speedup(base.step_time_s, chosen.measured_step_s)
+    speed = f", {faster:.2f}× the plain step's speed" if faster is not None else ""
+    lines = [f"{head}: kept {chosen.name}{speed}.", *_code(chosen)]
     return "\n".join(lines) + "\n"
 
 

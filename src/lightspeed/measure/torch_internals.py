@@ -196,10 +196,16 @@ def real_arguments(
             return made.zero_()
         return value
 
-    # Every Python dispatch mode is set aside, the fake tensors' and the observers',
-    # so the real kernel runs, and runs without their cost.
-    with _python_dispatch._disable_current_modes():
+    with without_dispatch_modes():
         yield pytree.tree_map(real, args), pytree.tree_map(real, dict(kwargs))
+
+
+@contextlib.contextmanager
+def without_dispatch_modes() -> Iterator[None]:
+    """Every Python dispatch mode set aside until exit, the fake tensors' and the
+    observers', so that a real kernel runs, and runs without their cost."""
+    with _python_dispatch._disable_current_modes():
+        yield
 
 
 # The errors a fake tensor raises for an op whose result depends on the data.

@@ -152,7 +152,6 @@ class _SegmentedStack(_Checkpointed):
     def __init__(self, stack: nn.Module, segments: list[list[nn.Module]]) -> None:
         self.stack = stack
         self.original: Callable[..., Any] = stack.forward
-        self.segments = segments
         # The stack's blocks in order, as runs: a segment, or one block outside any.
         first = {id(segment[0]): segment for segment in segments}
         inside = {id(block) for segment in segments for block in segment}

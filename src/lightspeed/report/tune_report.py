@@ -98,12 +98,12 @@ def tune_data(tuning: Tuning) -> dict[str, Any]:
             "peak_bytes": base.memory.peak_bytes if base.memory is not None else None,
         },
         "memory_budget_bytes": tuning.memory_budget_bytes,
-        "candidates": [_candidate_data(c) for c in tuning.candidates],
+        "candidates": [_candidate_data(c, base.step_time_s) for c in tuning.candidates],
         "kept": tuning.chosen.name if tuning.chosen is not None else None,
     }
 
 
-def _candidate_data(c: Candidate) -> dict[str, Any]:
+def _candidate_data(c: Candidate, plain_step: float | None) -> dict[str, Any]:
     return {
         "name": c.name,
         "transform": c.transform,
@@ -111,6 +111,7 @@ def _candidate_data(c: Candidate) -> dict[str, Any]:
         "predicted_peak_bytes": c.predicted_peak_bytes,
         "measured_step_time_s": c.measured_step_s,
         "measured_peak_bytes": c.measured_peak_bytes,
+        "speedup": speedup(plain_step, c.measured_step_s),
         "equivalence": None if c.equivalence is None else dataclasses.asdict(c.equivalence),
         "verdict": c.verdict,
         "reason": c.reason,
@@ -125,16 +126,18 @@ _VERDICT_STYLES = {
 }
 
 
+def speedup(plain_step: float | None, measured_step: float | None) -> float | None:
+    """The plain step's time over a candidate's measured one (None: either unknown)."""
+    return plain_step / measured_step if plain_step and measured_step else None
+
+
 def _row(c: Candidate, plain_step: float | None) -> tuple[Span, ...]:
-    speedup = (
-        plain_step / c.measured_step_s if plain_step is not None and c.measured_step_s else None
-    )
     check = c.equivalence
     return (
         c.name,
         Value(c.predicted_step_s, Unit.SECONDS),
         Value(c.measured_step_s, Unit.SECONDS),
-        Value(speedup, Unit.NUMBER, ".2f", "×"),
+        Value(speedup(plain_step, c.measured_step_s), Unit.NUMBER, ".2f", "×"),
         Value(c.predicted_peak_bytes, Unit.BYTES),
         Value(c.measured_peak_bytes, Unit.BYTES),
         "—"
