@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "predict.encodings",
         "predict.checkpointing",
     ),  # predictions that run the step's shapes
-    ("api", "observation", "bench", "tune"),
+    ("api", "observation", "bench", "tune", "loader_tuning"),
     ("cli", "__main__"),
     ("",),  # the package root: its lazy facade names everything
 )

@@ -16,7 +16,7 @@ from lightspeed import glossary
 from lightspeed import tune as tune_module
 from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
-from lightspeed.facts.tuning import Candidate
+from lightspeed.facts.tuning import Candidate, Equivalence
 from lightspeed.measure.equivalence import gradients_match
 from lightspeed.optimize.gist import GistMaxPool2d, GistReLU
 from lightspeed.report.tune_report import tune_document
@@ -73,6 +73,26 @@ def test_a_candidate_that_changes_the_gradients_is_failed_not_kept(
         "gradients after one step" in candidate.reason
         and "over the tolerance 0" in candidate.reason
     )
+
+
+@pytest.mark.usefixtures("calibrated_cpu")
+def test_mixed_precision_measured_slower_is_never_kept(tuned: object) -> None:
+    base = tuned.baseline  # type: ignore[attr-defined]
+    step = base.step_time_s
+    passed = Equivalence(check="loss curve", passed=True, error=0.1, tolerance=0.3, worst="3")
+    bf16 = Candidate(
+        name="amp-bf16",
+        predicted_step_s=step / 2,  # predicted twice as fast …
+        measured_step_s=step * 1.5,  # … measured slower
+        equivalence=passed,
+        verdict="measured",
+    )
+    found = tune_module._judged(base, None, [bf16])
+    assert found.chosen is None and found.candidates[0].verdict == "slower"
+    within_drift = dataclasses.replace(bf16, measured_step_s=step / 1.02)
+    assert tune_module._judged(base, None, [within_drift]).chosen is None
+    faster = dataclasses.replace(bf16, measured_step_s=step / 1.2)
+    assert tune_module._judged(base, None, [faster]).chosen.name == "amp-bf16"  # type: ignore[union-attr]
 
 
 def test_an_unknown_candidate_is_refused() -> None:

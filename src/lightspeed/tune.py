@@ -17,7 +17,10 @@ The candidates:
   without one, for half the activations the step keeps for backward;
 - `gist`: the encodings that free memory in this model (`predict.encodings`);
 - and, when mixed precision and checkpointing each passed their check alone, the two
-  together (`amp-bf16+checkpoint`), checked by its loss curve.
+  together (`amp-bf16+checkpoint`), checked by its loss curve;
+- `loader`: for a workload with a data loader (`Workload.loader`), its DataLoader
+  options tuned against the loop's measured wait for data (`loader_tuning`), reported
+  apart: they change the loop, not the step, and what the step computes stays the same.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from lightspeed.errors import ConfigError, LightspeedError
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import Profile
-from lightspeed.facts.tuning import Candidate, Equivalence, Tuning
+from lightspeed.facts.tuning import Candidate, Equivalence, LoaderTuning, Tuning
+from lightspeed.loader_tuning import tune_loader
 from lightspeed.measure.equivalence import gradients_match, loss_curves_match
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.optimize.checkpoint import checkpoint
@@ -45,7 +49,7 @@ from lightspeed.workload import Workload
 
 __all__ = ["CANDIDATES", "MIN_GAIN", "plan_code", "tune"]
 
-CANDIDATES = ("amp", "checkpoint", "gist")
+CANDIDATES = ("amp", "checkpoint", "gist", "loader")
 # The least speed-up a candidate must show to be kept without a memory budget: less is
 # within what this kind of machine drifts between measurements.
 MIN_GAIN = 1.03
@@ -72,7 +76,20 @@ def tune(
         )
     if memory_budget_bytes is not None and memory_budget_bytes < 1:
         raise ConfigError(f"--memory-budget {memory_budget_bytes} must be at least 1 byte.")
+    if only is not None and "loader" in names and workload.loader is None:
+        raise ConfigError(
+            f"--only loader: workload {workload.name!r} has no data loader; give its"
+            " Workload a loader (loader=lambda batch_size, **options: DataLoader(dataset,"
+            " batch_size, **options)), or leave loader out."
+        )
     baseline = profile(workload, device=device, hardware=hardware, budget_s=budget_s)
+    loading, loading_error = None, ""
+    if "loader" in names and workload.loader is not None:
+        try:
+            loading = tune_loader(workload, settings_of(baseline))
+        except LightspeedError as exc:
+            loading_error = str(exc)
+    names = [n for n in names if n != "loader"]
     makers: dict[str, Callable[[Workload, Profile, int | None], list[_Trial]]] = {
         "amp": _amp,
         "checkpoint": _checkpoint,
@@ -94,7 +111,8 @@ def tune(
     combined = _combined(workload, baseline, passed)
     if combined is not None:
         candidates.append(_run(combined, baseline, device, budget_s))
-    return _judged(baseline, memory_budget_bytes, candidates)
+    tuning = _judged(baseline, memory_budget_bytes, candidates)
+    return dataclasses.replace(tuning, loading=loading, loading_error=loading_error)
 
 
 def _combined(
@@ -286,12 +304,40 @@ def plan_code(tuning: Tuning) -> str:
     base = tuning.baseline
     head = f"# lightspeed tune {base.workload.name}"
     chosen = tuning.chosen
+    loading = _loader_code(tuning.loading) if tuning.loading is not None else []
     if chosen is None:
-        return f"{head}: no candidate was equivalent and faster (or fit the budget).\n"
-    faster = speedup(base.step_time_s, chosen.measured_step_s)
-    speed = f", {faster:.2f}× the plain step's speed" if faster is not None else ""
-    lines = [f"{head}: kept {chosen.name}{speed}.", *_code(chosen)]
+        lines = [f"{head}: no candidate was equivalent and faster (or fit the budget)."]
+    else:
+        faster = speedup(base.step_time_s, chosen.measured_step_s)
+        speed = f", {faster:.2f}× the plain step's speed" if faster is not None else ""
+        lines = [f"{head}: kept {chosen.name}{speed}.", *_code(chosen)]
+    if loading:
+        lines += ["", *loading]
     return "\n".join(lines) + "\n"
+
+
+def _loader_code(loading: LoaderTuning) -> list[str]:
+    """The kept DataLoader options as code (nothing when the first setting was kept)."""
+    if loading.chosen == 0:
+        return []
+    kept = loading.kept
+    options = ", ".join(f"{k}={v!r}" for k, v in kept.options.kwargs().items())
+    removed = loading.wait_removed
+    lines = [
+        "from torch.utils.data import DataLoader",
+        "",
+        "# The DataLoader options that waited least for data"
+        + (f" ({removed:.0%} of the wait removed, measured)." if removed is not None else "."),
+        f"loader = DataLoader(dataset, batch_size=batch_size, {options})",
+    ]
+    if kept.threads != loading.runs[0].threads:
+        lines += [
+            "import torch",
+            "",
+            "# The step's own threads, leaving the workers cores of their own.",
+            f"torch.set_num_threads({kept.threads})",
+        ]
+    return lines
 
 
 def _code(chosen: Candidate) -> list[str]:

@@ -26,6 +26,8 @@ PhaseHook = Callable[[Phase], contextlib.AbstractContextManager[object]]
 StepFn = Callable[[torch.nn.Module, Any, Any, PhaseHook], torch.Tensor]
 # Named optimizers built from the model, for a step that updates its parts apart.
 OptimizersFactory = Callable[[torch.nn.Module], Mapping[str, torch.optim.Optimizer]]
+# (batch_size, **DataLoader options) -> the batches of an epoch, as a DataLoader yields them.
+LoaderFactory = Callable[..., Iterable[Any]]
 
 
 def default_optimizer(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
@@ -51,6 +53,13 @@ class Workload:
     may update parts of the model with optimizers of their own: `optimizers(model)`
     returns them by name (`{"generator": Adam(...), "discriminator": SGD(...)}`) and
     the step receives that mapping in place of the one `optimizer`.
+
+    `loader(batch_size, **options)`, when given, builds the workload's real input
+    pipeline: an iterable of batches like the ones `batch` makes (a
+    `torch.utils.data.DataLoader`, usually), built with the DataLoader keyword options
+    it is called with (`num_workers`, `pin_memory`, `persistent_workers`,
+    `prefetch_factor`), so that `lightspeed tune` can measure the step's wait for data
+    under each. A step measured alone still uses `batch`.
     """
 
     name: str
@@ -62,6 +71,7 @@ class Workload:
     tokens_per_sample: int | None = None
     step: StepFn | None = None
     optimizers: OptimizersFactory | None = None
+    loader: LoaderFactory | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -69,7 +79,7 @@ class Workload:
         for field in ("model", "batch", "loss", "optimizer"):
             if not callable(getattr(self, field)):
                 raise ConfigError(f"Workload {self.name!r}: {field} must be callable.")
-        for field in ("step", "optimizers"):
+        for field in ("step", "optimizers", "loader"):
             if getattr(self, field) is not None and not callable(getattr(self, field)):
                 raise ConfigError(f"Workload {self.name!r}: {field} must be callable or None.")
         if self.optimizers is not None and self.step is None:

@@ -1,6 +1,6 @@
-"""`lightspeed tune TARGET [--memory-budget SIZE] [--only amp,checkpoint,gist] [--emit
-PATH]`: each
-optimization predicted, applied, checked for equivalence and measured; the best kept."""
+"""`lightspeed tune TARGET [--memory-budget SIZE] [--only amp,checkpoint,gist,loader]
+[--emit PATH]`: each optimization predicted, applied, checked for equivalence and
+measured; the best kept; the data loader's options tuned against the measured wait."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def tune_command(
         None,
         "--only",
         metavar="NAMES",
-        help="The candidates to try, comma-separated: amp, checkpoint, gist (all by default).",
+        help="The candidates to try, comma-separated: amp, checkpoint, gist, loader (all by"
+        " default; loader for a workload with a data loader).",
     ),
     profile_path: Path | None = typer.Option(
         None,

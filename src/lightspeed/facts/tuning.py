@@ -54,3 +54,95 @@ class Tuning:
     memory_budget_bytes: int | None
     candidates: tuple[Candidate, ...]
     chosen: Candidate | None
+    # The loader's options tuned (None: not tried, the workload has no loader, or the
+    # tuning failed, for the reason in `loading_error`).
+    loading: LoaderTuning | None = None
+    loading_error: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoaderOptions:
+    """The DataLoader options a loader is built with (torch.utils.data.DataLoader's
+    keywords of the same names; `prefetch_factor` only with workers)."""
+
+    num_workers: int = 0
+    pin_memory: bool = False
+    persistent_workers: bool = False
+    prefetch_factor: int | None = None
+
+    def kwargs(self) -> dict[str, int | bool | None]:
+        """These options as DataLoader keyword arguments."""
+        found: dict[str, int | bool | None] = {
+            "num_workers": self.num_workers,
+            "pin_memory": self.pin_memory,
+        }
+        if self.num_workers > 0:
+            found["persistent_workers"] = self.persistent_workers
+            found["prefetch_factor"] = self.prefetch_factor
+        return found
+
+    @property
+    def label(self) -> str:
+        """These options in a few words: "4 workers, prefetch 2, persistent, pinned"."""
+        if self.num_workers == 0:
+            words = ["in the step's process"]
+        else:
+            words = [f"{self.num_workers} worker{'s' if self.num_workers > 1 else ''}"]
+            if self.prefetch_factor is not None:
+                words.append(f"prefetch {self.prefetch_factor}")
+            if self.persistent_workers:
+                words.append("persistent")
+        if self.pin_memory:
+            words.append("pinned")
+        return ", ".join(words)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoaderRun:
+    """A training loop measured with its loader built with `options`: over `steps`
+    steps after the first batch, the mean time per step waiting for the next batch
+    (`wait_s`), in the step itself (`compute_s`) and in both (`loop_s`), in seconds;
+    `first_batch_s`: the wait for the first batch (workers starting); `samples_per_s`:
+    the loop's throughput; `predicted_loop_s`: the loop's time per step predicted from
+    the loader without workers (None for that one); `threads`: the step's own CPU
+    threads (torch.set_num_threads) during the run, which workers share the cores with."""
+
+    options: LoaderOptions
+    threads: int
+    steps: int
+    first_batch_s: float
+    wait_s: float
+    compute_s: float
+    loop_s: float
+    samples_per_s: float
+    predicted_loop_s: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoaderTuning:
+    """The loader's options tuned against the measured wait for data: every setting
+    measured (`runs`, the loader without workers first), the one kept (`chosen`, an
+    index into `runs`: the fastest loop), the loop's bound and findings' kinds as
+    `observe()` diagnoses them with the first setting (`bound_before`) and the kept
+    one (`bound_after`), and the CPU cores the workers and the step share."""
+
+    runs: tuple[LoaderRun, ...]
+    chosen: int
+    bound_before: str
+    bound_after: str
+    findings_before: tuple[str, ...] = ()
+    findings_after: tuple[str, ...] = ()
+    cpu_cores: int = 1
+    note: str = ""
+
+    @property
+    def kept(self) -> LoaderRun:
+        """The run of the kept setting."""
+        return self.runs[self.chosen]
+
+    @property
+    def wait_removed(self) -> float | None:
+        """The share of the first setting's wait for data the kept one removes (None
+        when the first did not wait)."""
+        before = self.runs[0].wait_s
+        return None if before <= 0 else 1 - self.kept.wait_s / before

@@ -84,8 +84,99 @@ def tune_document(tuning: Tuning) -> Document:
     return Document(
         kind=DOCUMENT,
         data=tune_data(tuning),
-        sections=(Section("Tune", tuple(blocks)),),
+        sections=(Section("Tune", tuple(blocks)), Section("Data loading", loading_blocks(tuning))),
     )
+
+
+LOADER_COLUMNS = (
+    Column("setting", "DataLoader"),
+    Column("threads", "step threads", numeric=True),
+    Column("wait_s", "wait", numeric=True),
+    Column("compute_s", "step", numeric=True),
+    Column("predicted_loop_s", "pred. loop", numeric=True),
+    Column("loop_s", "loop", numeric=True),
+    Column("samples_per_s", "samples/s", numeric=True),
+    Column("first_batch_s", "first batch", numeric=True),
+    Column("outcome", "outcome"),
+)
+
+
+def loading_blocks(tuning: Tuning) -> tuple[Any, ...]:
+    """The loader's settings as measured, the kept one, and the loop's diagnosis before
+    and after; one line saying why when it was not tuned."""
+    found = tuning.loading
+    if found is None:
+        why = tuning.loading_error or (
+            "not tuned: the workload has no data loader (Workload.loader); its step"
+            " reuses one batch"
+        )
+        return (Fields((("data loading", line(why)),)),)
+    kept = found.kept
+    removed = found.wait_removed
+    summary = Fields(
+        (
+            (
+                "kept",
+                line(Value(f"{kept.options.label}; {kept.threads} step threads", style=Style.BOLD)),
+            ),
+            (
+                "wait for data",
+                line(
+                    Value(found.runs[0].wait_s, Unit.SECONDS),
+                    " a step → ",
+                    Value(kept.wait_s, Unit.SECONDS),
+                    " (",
+                    Value(removed, Unit.FRACTION) if removed is not None else "—",
+                    " removed)",
+                ),
+            ),
+            (
+                "diagnosis",
+                line(
+                    f"{found.bound_before} bound",
+                    _findings(found.findings_before),
+                    f" → {found.bound_after} bound",
+                    _findings(found.findings_after),
+                ),
+            ),
+            (
+                "cores",
+                line(
+                    Value(found.cpu_cores, Unit.INTEGER),
+                    " CPU cores shared by workers and the step",
+                ),
+            ),
+        )
+    )
+    table = Table(
+        title="DataLoader settings, each measured in the training loop",
+        columns=LOADER_COLUMNS,
+        rows=tuple(
+            (
+                run.options.label,
+                Value(run.threads, Unit.INTEGER),
+                Value(run.wait_s, Unit.SECONDS),
+                Value(run.compute_s, Unit.SECONDS),
+                Value(run.predicted_loop_s, Unit.SECONDS),
+                Value(run.loop_s, Unit.SECONDS),
+                Value(run.samples_per_s, Unit.NUMBER, ".0f"),
+                Value(run.first_batch_s, Unit.SECONDS),
+                Value("kept", style=Style.BOLD) if i == found.chosen else "",
+            )
+            for i, run in enumerate(found.runs)
+        ),
+        caption="wait, step, loop: mean a step over the timed steps; pred. loop: max(step,"
+        " wait without workers ÷ workers), which assumes workers on cores of their own",
+        framed=True,
+    )
+    blocks: list[Any] = [summary, table]
+    if found.note:
+        blocks.append(Notes((found.note,), title="Note"))
+    return tuple(blocks)
+
+
+def _findings(kinds: tuple[str, ...]) -> str:
+    return f" ({', '.join(kinds)})" if kinds else ""
 
 
 def tune_data(tuning: Tuning) -> dict[str, Any]:
@@ -100,6 +191,31 @@ def tune_data(tuning: Tuning) -> dict[str, Any]:
         "memory_budget_bytes": tuning.memory_budget_bytes,
         "candidates": [_candidate_data(c, base.step_time_s) for c in tuning.candidates],
         "kept": tuning.chosen.name if tuning.chosen is not None else None,
+        "loading": _loading_data(tuning),
+    }
+
+
+def _loading_data(tuning: Tuning) -> dict[str, Any] | None:
+    found = tuning.loading
+    if found is None:
+        return {"error": tuning.loading_error} if tuning.loading_error else None
+    return {
+        "runs": [
+            {
+                **{k: v for k, v in dataclasses.asdict(run).items() if k != "options"},
+                "options": run.options.kwargs(),
+                "setting": run.options.label,
+            }
+            for run in found.runs
+        ],
+        "kept": found.chosen,
+        "wait_removed": found.wait_removed,
+        "bound_before": found.bound_before,
+        "bound_after": found.bound_after,
+        "findings_before": list(found.findings_before),
+        "findings_after": list(found.findings_after),
+        "cpu_cores": found.cpu_cores,
+        "note": found.note,
     }
 
 

@@ -77,7 +77,100 @@ def tune_page(doc: Mapping[str, Any]) -> Page:
         blocks.append(notes(applied, title="Applied as (lightspeed.optimize)"))
     if blocks:
         page.section("How", *blocks, anchor="how")
+    _loading_section(page, doc.get("loading"))
     return page
+
+
+_LOADER_COLUMNS = (
+    Column("setting", "DataLoader"),
+    Column("threads", "step threads", numeric=True),
+    Column("wait_s", "wait", numeric=True),
+    Column("compute_s", "step", numeric=True),
+    Column("predicted_loop_s", "pred. loop", numeric=True),
+    Column("loop_s", "loop", numeric=True),
+    Column("samples_per_s", "samples/s", numeric=True),
+    Column("first_batch_s", "first batch", numeric=True),
+    Column("outcome", "outcome"),
+)
+
+
+def _loading_section(page: Page, loading: Mapping[str, Any] | None) -> None:
+    """The loader's settings as measured and the loop's diagnosis before and after;
+    one line when it was not tuned."""
+    if loading is None or "runs" not in loading:
+        why = (loading or {}).get("error") or (
+            "not tuned: the workload has no data loader (Workload.loader)"
+        )
+        page.section("Data loading", fields([("data loading", str(why))]), anchor="loading")
+        return
+    runs = loading["runs"]
+    kept = runs[loading["kept"]]
+    summary = fields(
+        [
+            ("kept", f"{kept['setting']}; {kept['threads']} step threads"),
+            ("wait removed", Value(loading.get("wait_removed"), Unit.FRACTION)),
+            ("bound before", str(loading["bound_before"])),
+            ("bound after", str(loading["bound_after"])),
+            ("CPU cores", Value(loading.get("cpu_cores"), Unit.INTEGER)),
+        ]
+    )
+    rows: list[list[Cell]] = [
+        [
+            str(run["setting"]),
+            Value(run.get("threads"), Unit.INTEGER),
+            Value(run.get("wait_s"), Unit.SECONDS),
+            Value(run.get("compute_s"), Unit.SECONDS),
+            Value(run.get("predicted_loop_s"), Unit.SECONDS),
+            Value(run.get("loop_s"), Unit.SECONDS),
+            Value(run.get("samples_per_s"), Unit.NUMBER, ".0f"),
+            Value(run.get("first_batch_s"), Unit.SECONDS),
+            "kept" if i == loading["kept"] else "",
+        ]
+        for i, run in enumerate(runs)
+    ]
+    parts = [
+        summary,
+        page.table(
+            _LOADER_COLUMNS,
+            rows,
+            caption="wait, step, loop: mean a step over the timed steps; pred. loop:"
+            " max(step, wait without workers ÷ workers), which assumes workers on cores of"
+            " their own.",
+            kind="loading",
+        ),
+        page.chart(
+            "loading-loop",
+            _loading_figure(runs),
+            caption="Each setting's time a step, split into the wait for data and the step.",
+        ),
+    ]
+    if loading.get("note"):
+        parts.append(notes([str(loading["note"])], title="Note"))
+    page.section("Data loading", *parts, anchor="loading")
+
+
+def _loading_figure(runs: list[Mapping[str, Any]]) -> dict[str, Any]:
+    names = [label(f"{r['setting']} · {r.get('threads')} thr.") for r in runs]
+    parts = (("wait for data", "wait_s", "#d9822b"), ("step", "compute_s", "#2b59c3"))
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "name": name,
+                "x": names,
+                "y": [r.get(key) for r in runs],
+                "marker": {"color": colour},
+                "hovertemplate": "%{x}: %{y:.3s}s<extra>" + name + "</extra>",
+            }
+            for name, key, colour in parts
+        ],
+        "layout": {
+            "title": {"text": "Time a step by DataLoader setting"},
+            "barmode": "stack",
+            "yaxis": {"title": {"text": "seconds"}, "exponentformat": "SI"},
+            "height": 380,
+        },
+    }
 
 
 def _row(c: Mapping[str, Any]) -> list[Cell]:
