@@ -191,3 +191,39 @@ def test_amp_and_checkpoint_that_each_passed_are_tried_together(tuned: object) -
     kept = tuning_keeping("amp-bf16+checkpoint", "x(['bf16', 'blocks.0'])", tuned)
     code = plan_code(kept)  # type: ignore[arg-type]
     assert "torch.utils.checkpoint" in code and "torch.autocast" in code
+
+
+def test_mixed_precision_names_the_layer_sizes_to_pad(tuned: object) -> None:
+    def unaligned() -> torch.nn.Module:
+        return torch.nn.Sequential(
+            torch.nn.Linear(64, 100), torch.nn.ReLU(), torch.nn.Linear(100, 8)
+        )
+
+    workload = dataclasses.replace(vgg_workload(), model=unaligned)
+    pads = tune_module._padding(workload, "bf16")
+    assert pads == (
+        "pad 0.out_features 100 → 104 (+4.00 % work) for tensor cores",
+        "pad 2.in_features 100 → 104 (+4.00 % work) for tensor cores",
+    )
+
+    def needs_data() -> torch.nn.Module:
+        model = unaligned()
+        model[0].weight.data.fill_(float(torch.ones(1).item()))
+        return model
+
+    assert tune_module._padding(dataclasses.replace(workload, model=needs_data), "bf16") == ()
+    bf16 = Candidate(name="amp-bf16", verdict="slower", suggestions=pads)
+    doc = tune_document(dataclasses.replace(tuned, candidates=(bf16,)))  # type: ignore[type-var]
+    assert "Shapes to pad (by hand)" in printed_notes(doc)
+    assert doc.data["candidates"][0]["suggestions"] == list(pads)
+
+
+def printed_notes(doc: object) -> set[str]:
+    from lightspeed.document import Notes
+
+    return {
+        block.title or ""
+        for section in doc.sections  # type: ignore[attr-defined]
+        for block in section.blocks
+        if isinstance(block, Notes)
+    }

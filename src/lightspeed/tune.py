@@ -28,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
+import torch
+
 from lightspeed.api import profile
 from lightspeed.errors import ConfigError, LightspeedError
 from lightspeed.facts.device import Device
@@ -39,6 +41,7 @@ from lightspeed.measure.equivalence import gradients_match, loss_curves_match
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.optimize.checkpoint import checkpoint
 from lightspeed.optimize.gist import gist
+from lightspeed.optimize.padding import padding_suggestions
 from lightspeed.optimize.precision import autocast
 from lightspeed.predict.checkpointing import plan_checkpoint
 from lightspeed.predict.encodings import gist_savings
@@ -150,6 +153,7 @@ class _Trial:
     check: Callable[[], Equivalence]
     # What it was applied with: the dtype, or the modules.
     arguments: tuple[str, ...] = ()
+    suggestions: tuple[str, ...] = ()
 
 
 def _amp(workload: Workload, baseline: Profile, budget: int | None) -> list[_Trial]:
@@ -157,6 +161,7 @@ def _amp(workload: Workload, baseline: Profile, budget: int | None) -> list[_Tri
     dtypes = ["bf16", "fp16"] if settings.device is Device.CUDA else ["bf16"]
     trials = []
     for dtype in dtypes:
+        pads = _padding(workload, dtype)
         changed = autocast(workload, dtype)
         predicted = predict(baseline, workload=workload, dtype=dtype)
 
@@ -172,9 +177,22 @@ def _amp(workload: Workload, baseline: Profile, budget: int | None) -> list[_Tri
                 predicted_peak_bytes=_peak(predicted),
                 check=check,
                 arguments=(dtype,),
+                suggestions=pads,
             )
         )
     return trials
+
+
+def _padding(workload: Workload, dtype: str) -> tuple[str, ...]:
+    """The layer sizes of `workload`'s model that `dtype`'s tensor cores cannot fully use,
+    read from the model built on the meta device (sizes only, no memory); none when the
+    model cannot be built there."""
+    try:
+        with torch.device("meta"):
+            model = workload.model()
+    except Exception:  # a model that needs real data to build says nothing here
+        return ()
+    return tuple(f"pad {s.text} for tensor cores" for s in padding_suggestions(model, dtype))
 
 
 def _checkpoint(workload: Workload, baseline: Profile, budget: int | None) -> list[_Trial]:
@@ -232,6 +250,7 @@ def _run(trial: _Trial, baseline: Profile, device: str | Device, budget_s: float
         arguments=trial.arguments,
         predicted_step_s=trial.predicted_step_s,
         predicted_peak_bytes=trial.predicted_peak_bytes,
+        suggestions=trial.suggestions,
     )
     try:
         equivalence = trial.check()

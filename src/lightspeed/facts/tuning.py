@@ -29,7 +29,8 @@ class Candidate:
     check, and `verdict`: "kept", "faster", "slower", "over budget", "failed check",
     "skipped", or "error". `reason` says why, for the last three.
     `arguments`: what the transform took (the dtype, then module names). `profile`: the
-    measured profile (None when it did not run)."""
+    measured profile (None when it did not run). `suggestions`: what else would help it
+    that lightspeed cannot apply itself (layer sizes to pad for tensor cores)."""
 
     name: str
     transform: str = ""
@@ -42,6 +43,7 @@ class Candidate:
     verdict: str = "skipped"
     reason: str = ""
     profile: Profile | None = None
+    suggestions: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

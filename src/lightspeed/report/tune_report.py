@@ -78,6 +78,9 @@ def tune_document(tuning: Tuning) -> Document:
     reasons = tuple(f"{c.name}: {c.reason}" for c in tuning.candidates if c.reason)
     if reasons:
         blocks.append(Notes(reasons, title="Why not"))
+    pads = tuple(f"{c.name}: {text}" for c in tuning.candidates for text in c.suggestions)
+    if pads:
+        blocks.append(Notes(pads, title="Shapes to pad (by hand)"))
     applied = tuple(f"{c.name}: {c.transform}" for c in tuning.candidates if c.transform)
     if applied:
         blocks.append(Notes(applied, title="Applied as (lightspeed.optimize)"))
@@ -231,6 +234,7 @@ def _candidate_data(c: Candidate, plain_step: float | None) -> dict[str, Any]:
         "equivalence": None if c.equivalence is None else dataclasses.asdict(c.equivalence),
         "verdict": c.verdict,
         "reason": c.reason,
+        "suggestions": list(c.suggestions),
     }
 
 

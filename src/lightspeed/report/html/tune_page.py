@@ -70,9 +70,12 @@ def tune_page(doc: Mapping[str, Any]) -> Page:
     page.section("Candidates", *parts, anchor="candidates")
     reasons = [f"{c['name']}: {c['reason']}" for c in candidates if c.get("reason")]
     applied = [f"{c['name']}: {c['transform']}" for c in candidates if c.get("transform")]
+    pads = [f"{c['name']}: {text}" for c in candidates for text in c.get("suggestions") or ()]
     blocks = []
     if reasons:
         blocks.append(notes(reasons, title="Why not"))
+    if pads:
+        blocks.append(notes(pads, title="Shapes to pad (by hand)"))
     if applied:
         blocks.append(notes(applied, title="Applied as (lightspeed.optimize)"))
     if blocks:
