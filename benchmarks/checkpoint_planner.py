@@ -21,7 +21,7 @@ import statistics
 import torch
 
 import lightspeed
-from lightspeed.optimize.checkpoint import checkpoint
+from lightspeed.optimize.checkpointing import checkpoint
 from lightspeed.predict.checkpointing import plan_checkpoint
 from lightspeed.suite import get
 

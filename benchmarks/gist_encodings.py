@@ -28,7 +28,7 @@ from test_gist import stepped, vgg_workload  # noqa: E402
 
 from conftest import FAKE_CPU  # noqa: E402
 from lightspeed.measure.memory import measure_memory  # noqa: E402
-from lightspeed.optimize.gist import gist  # noqa: E402
+from lightspeed.optimize.encodings import gist  # noqa: E402
 from lightspeed.predict.encodings import gist_savings  # noqa: E402
 
 

@@ -7,7 +7,7 @@ size, autocast bf16, activation checkpointing — against the change made and me
 
 Each round profiles every workload as it is, predicts the change from that profile, and
 profiles the change made with PyTorch itself (`with_batch_size`, `torch.autocast` via
-`optimize.precision.autocast`, `torch.utils.checkpoint` via `optimize.checkpoint`); the
+`optimize.precision.autocast`, `torch.utils.checkpoint` via `optimize.checkpointing`); the
 workloads take turns within a round, so the machine's drift between minutes lands on
 all alike, and each figure is the median over rounds of predicted / measured. Two naive
 baselines the model must beat: the identity (nothing changes) and, for the batch size,
@@ -30,7 +30,7 @@ import torch
 
 import lightspeed
 from lightspeed.facts.profile import Profile
-from lightspeed.optimize.checkpoint import checkpoint
+from lightspeed.optimize.checkpointing import checkpoint
 from lightspeed.optimize.precision import autocast
 from lightspeed.suite import get
 from lightspeed.workload import Workload

@@ -259,3 +259,11 @@ def test_saved_profile_loads_and_analyses_without_torch() -> None:
 def test_torch_free_layer_imports_without_torch(layer: str) -> None:
     name = f"lightspeed.{layer}" if layer else "lightspeed"
     _run_without_torch(f"import {name}")
+
+
+def test_the_optimize_facade_names_what_its_modules_define() -> None:
+    import lightspeed.optimize as optimize
+
+    assert sorted(optimize._EXPORTS) == sorted(optimize.__all__)
+    for name in optimize.__all__:
+        assert getattr(optimize, name).__name__ == name

@@ -18,7 +18,7 @@ from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.tuning import Candidate, Equivalence
 from lightspeed.measure.equivalence import gradients_match
-from lightspeed.optimize.gist import GistMaxPool2d, GistReLU
+from lightspeed.optimize.encodings import GistMaxPool2d, GistReLU
 from lightspeed.report.tune_report import tune_document
 from lightspeed.tune import plan_code, tune
 from optimize.test_gist import VGGStyle, vgg_workload
@@ -227,3 +227,25 @@ def printed_notes(doc: object) -> set[str]:
         for block in section.blocks
         if isinstance(block, Notes)
     }
+
+
+@pytest.mark.usefixtures("calibrated_cpu")
+def test_the_optimize_package_names_each_transform_and_a_budget_plans_checkpointing() -> None:
+    import lightspeed.optimize as optimize
+    from lightspeed.suite import get
+    from lightspeed.tune import checkpoint_for_budget
+
+    assert optimize.autocast(get("mlp-tiny"), "bf16").name == "mlp-tiny+amp-bf16"
+    assert optimize.gist(vgg_workload()).name.endswith("+gist")
+    assert optimize.checkpoint.__module__ == "lightspeed.optimize.checkpointing"
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        optimize.nothing  # noqa: B018
+    workload = get("gpt2-tiny")
+    plain = tune_module.profile(workload, budget_s=0.05)
+    assert plain.memory is not None
+    budget = plain.memory.peak_bytes - plain.memory.activations_bytes // 2
+    changed = checkpoint_for_budget(workload, budget, budget_s=0.05)
+    assert changed.name == "gpt2-tiny+checkpoint"
+    assert checkpoint_for_budget(workload, plain.memory.peak_bytes * 2, budget_s=0.05) is workload
+    with pytest.raises(ConfigError, match="fits"):
+        checkpoint_for_budget(workload, 1024, budget_s=0.05)

@@ -112,16 +112,14 @@ def tune_loader(
         if r.predicted_loop_s is not None and r.loop_s > CONTENDED * r.predicted_loop_s
     ]
     if slow:
+        worst = max(r.loop_s / (r.predicted_loop_s or r.loop_s) for r in slow)
+        off = kept.loop_s / kept.predicted_loop_s if kept.predicted_loop_s else None
         note = (
-            "measured slower than predicted with cores to spare: "
-            + ", ".join(
-                f"{r.options.num_workers} workers on {r.threads} step threads"
-                f" {r.loop_s / r.predicted_loop_s:.1f}×"
-                for r in slow
-                if r.predicted_loop_s
-            )
-            + f"; the workers compete with the step for the CPU's {cores} cores (or pay to"
-            " pass their batches between processes), so the fastest loop measured is kept"
+            f"{len(slow)} of the settings with workers measured up to {worst:.1f}× slower"
+            " than predicted with cores to spare"
+            + (f" (the kept one {off:.1f}×)" if off is not None else "")
+            + f": the workers compete with the step for the CPU's {cores} cores (or pay to"
+            " pass their batches between processes); the fastest loop measured is kept"
         )
     before = _diagnosis(prepared, plain.options, plain.threads)
     after = before if chosen == 0 else _diagnosis(prepared, kept.options, kept.threads)

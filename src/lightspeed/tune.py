@@ -39,8 +39,8 @@ from lightspeed.facts.tuning import Candidate, Equivalence, LoaderTuning, Tuning
 from lightspeed.loader_tuning import tune_loader
 from lightspeed.measure.equivalence import gradients_match, loss_curves_match
 from lightspeed.measure.shape_only import profile_shape_only
-from lightspeed.optimize.checkpoint import checkpoint
-from lightspeed.optimize.gist import gist
+from lightspeed.optimize.checkpointing import checkpoint
+from lightspeed.optimize.encodings import gist
 from lightspeed.optimize.padding import padding_suggestions
 from lightspeed.optimize.precision import autocast
 from lightspeed.predict.checkpointing import plan_checkpoint
@@ -50,7 +50,7 @@ from lightspeed.predict.whatif import predict
 from lightspeed.report.tune_report import speedup
 from lightspeed.workload import Workload
 
-__all__ = ["CANDIDATES", "MIN_GAIN", "plan_code", "tune"]
+__all__ = ["CANDIDATES", "MIN_GAIN", "checkpoint_for_budget", "plan_code", "tune"]
 
 CANDIDATES = ("amp", "checkpoint", "gist", "loader")
 # The least speed-up a candidate must show to be kept without a memory budget: less is
@@ -116,6 +116,26 @@ def tune(
         candidates.append(_run(combined, baseline, device, budget_s))
     tuning = _judged(baseline, memory_budget_bytes, candidates)
     return dataclasses.replace(tuning, loading=loading, loading_error=loading_error)
+
+
+def checkpoint_for_budget(
+    workload: Workload,
+    budget_bytes: int,
+    *,
+    device: str | Device = Device.CPU,
+    hardware: Hardware | str | None = None,
+    budget_s: float = 0.5,
+) -> Workload:
+    """`workload` with the checkpoint plan whose step's peak memory fits `budget_bytes`
+    (bytes) at the least predicted time: the plain step profiled on `device`, the planner
+    (`predict.checkpointing.plan_checkpoint`) choosing among each stack's coverings on
+    fake tensors, and `optimize.checkpoint` applying it. `workload` itself when it fits
+    already; a ConfigError when no plan fits or the model has no stack of blocks."""
+    if budget_bytes < 1:
+        raise ConfigError(f"budget_bytes {budget_bytes} must be at least 1 byte.")
+    baseline = profile(workload, device=device, hardware=hardware, budget_s=budget_s)
+    modules = list(plan_checkpoint(baseline, workload, budget_bytes).chosen.modules)
+    return checkpoint(workload, modules) if modules else workload
 
 
 def _combined(
@@ -369,7 +389,7 @@ def _code(chosen: Candidate) -> list[str]:
         lines += _checkpoint_code(modules)
     if "gist" in parts:
         lines += [
-            "from lightspeed.optimize.gist import gist_model",
+            "from lightspeed.optimize.encodings import gist_model",
             "",
             "# ReLU and max-pool modules that keep a bit (a byte) an element for backward.",
             f"gist_model(model, lambda name: name in {set(modules)!r})",
@@ -401,7 +421,7 @@ def _amp_code(dtype: str) -> list[str]:
 def _checkpoint_code(modules: list[str]) -> list[str]:
     if any(":" in m for m in modules):
         return [
-            "from lightspeed.optimize.checkpoint import checkpoint_model",
+            "from lightspeed.optimize.checkpointing import checkpoint_model",
             "",
             "# Segments of consecutive blocks (STACK.I:J), each recomputed as one in backward.",
             f"checkpoint_model(model, {modules!r})",

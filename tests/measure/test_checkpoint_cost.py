@@ -8,7 +8,7 @@ import torch
 
 from lightspeed.measure.checkpoint_cost import _backward, checkpoint_costs
 from lightspeed.measure.step import StepSettings
-from lightspeed.optimize.checkpoint import checkpoint
+from lightspeed.optimize.checkpointing import checkpoint
 from lightspeed.suite import get
 
 

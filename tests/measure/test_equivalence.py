@@ -10,7 +10,7 @@ import torch
 
 from lightspeed.errors import ConfigError
 from lightspeed.measure.equivalence import gradients_match, loss_curves_match
-from lightspeed.optimize.checkpoint import checkpoint
+from lightspeed.optimize.checkpointing import checkpoint
 from lightspeed.optimize.precision import autocast
 from lightspeed.suite import get
 

@@ -24,9 +24,9 @@ from lightspeed import suite
 from lightspeed.errors import ConfigError
 from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
-from lightspeed.optimize import checkpoint as checkpoint_module
-from lightspeed.optimize.checkpoint import checkpoint, checkpoint_model, checkpoint_plan
+from lightspeed.optimize import checkpointing as checkpoint_module
 from lightspeed.optimize.checkpoint_plan import segment_sizes
+from lightspeed.optimize.checkpointing import checkpoint, checkpoint_model, checkpoint_plan
 from lightspeed.workload import Workload
 
 

@@ -15,7 +15,7 @@ from conftest import FAKE_CPU
 from lightspeed.errors import ConfigError
 from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
-from lightspeed.optimize.gist import (
+from lightspeed.optimize.encodings import (
     GistLeakyReLU,
     GistMaxPool2d,
     GistReLU,

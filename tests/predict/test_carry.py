@@ -16,7 +16,7 @@ from lightspeed.api import profile
 from lightspeed.facts.records import Phase
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.measure.step import StepSettings
-from lightspeed.optimize.checkpoint import checkpoint
+from lightspeed.optimize.checkpointing import checkpoint
 from lightspeed.predict.carry import carry_over, marginal_cost, op_key, per_op_overhead_s
 from lightspeed.predict.shapes import largest_batch
 from lightspeed.predict.whatif import predict

@@ -27,7 +27,7 @@ from torch.utils import _pytree as pytree
 from lightspeed import progress
 from lightspeed.measure.device import synchronizer
 from lightspeed.measure.step import StepSettings, prepare
-from lightspeed.optimize.checkpoint import observing_regions
+from lightspeed.optimize.checkpointing import observing_regions
 from lightspeed.workload import Workload
 
 # Rounds of (plain, checkpointed, forward) a region is timed in, after one warm-up.

@@ -3,19 +3,76 @@
 Each transform returns a new Workload whose name records the change and whose
 docstring names its source, its preconditions and the equivalence it keeps:
 
-- `precision.autocast`: the forward and loss under `torch.autocast` (mixed precision).
-- `checkpoint.checkpoint`: activation checkpointing of chosen modules, planned by
-  `checkpoint_plan.checkpoint_plan` (√N segments of the main stack of blocks by default).
-- `gist.gist`: lossless encodings of the activations ReLU, ReLU6, LeakyReLU and
-  max-pooling keep for backward (a bit an element; a byte a pooling window).
-- `compile.compiled`: the model under `torch.compile` (Inductor); equal within rounding.
-- `bucketing.BucketBatchSampler`: batches of samples of similar length, for sequences
-  padded to the longest in their batch (`padding_waste` says what padding costs).
+- `autocast` (`precision`): the forward and loss under `torch.autocast` (mixed
+  precision), fp16 with a dynamic loss scaler.
+- `checkpoint` (`checkpointing`): activation checkpointing of chosen modules, planned by
+  `checkpoint_plan.checkpoint_plan` (√N segments of the main stack of blocks by
+  default); `lightspeed.tune.checkpoint_for_budget` plans one for a memory budget.
+- `gist` (`encodings`): lossless encodings of the activations ReLU, ReLU6, LeakyReLU
+  and max-pooling keep for backward (a bit an element; a byte a pooling window).
+- `compiled` (`compile`): the model under `torch.compile` (Inductor); equal within
+  rounding.
+- `BucketBatchSampler` (`bucketing`): batches of samples of similar length, for
+  sequences padded to the longest in their batch (`padding_waste` says what padding
+  costs).
 
-And one advisor, which changes nothing itself: `padding.padding_suggestions`, the layer
-sizes tensor cores (or AMX) cannot fully use in mixed precision, and what to pad them to.
+And one advisor, which changes nothing itself: `padding_suggestions` (`padding`), the
+layer sizes tensor cores (or AMX) cannot fully use in mixed precision, and what to pad
+them to.
 
-The submodules are imported by name (`from lightspeed.optimize.checkpoint import
-checkpoint`): the package itself imports nothing, so that importing one transform does
-not load the others.
+Every name loads its own module on first use (`lightspeed.optimize.autocast(workload,
+"bf16")`), so that using one transform does not import the others.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Public name → the module of this package that defines it.
+_EXPORTS = {
+    "autocast": "precision",
+    "LossScaling": "precision",
+    "checkpoint": "checkpointing",
+    "checkpoint_model": "checkpointing",
+    "gist": "encodings",
+    "gist_model": "encodings",
+    "compiled": "compile",
+    "BucketBatchSampler": "bucketing",
+    "padding_waste": "bucketing",
+    "padding_suggestions": "padding",
+}
+__all__ = [
+    "BucketBatchSampler",
+    "LossScaling",
+    "autocast",
+    "checkpoint",
+    "checkpoint_model",
+    "compiled",
+    "gist",
+    "gist_model",
+    "padding_suggestions",
+    "padding_waste",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lightspeed.optimize' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"lightspeed.optimize.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)
+
+
+if TYPE_CHECKING:
+    from lightspeed.optimize.bucketing import BucketBatchSampler, padding_waste
+    from lightspeed.optimize.checkpointing import checkpoint, checkpoint_model
+    from lightspeed.optimize.compile import compiled
+    from lightspeed.optimize.encodings import gist, gist_model
+    from lightspeed.optimize.padding import padding_suggestions
+    from lightspeed.optimize.precision import LossScaling, autocast

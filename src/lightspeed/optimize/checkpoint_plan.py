@@ -1,6 +1,6 @@
 """Which modules of a model to recompute in backward: a `CheckpointPlan`.
 
-A plan only reads the module tree (names, classes, containers); `optimize.checkpoint`
+A plan only reads the module tree (names, classes, containers); `optimize.checkpointing`
 applies it. With `modules="auto"` it follows Chen, Xu, Zhang and Guestrin 2016,
 "Training Deep Nets with Sublinear Memory Cost" (arXiv:1604.06174), §4: a chain of N
 layers split into ⌈√N⌉ segments keeps only the segment inputs plus one segment's

@@ -39,8 +39,8 @@ from lightspeed.facts.profile import Profile
 from lightspeed.facts.records import Phase
 from lightspeed.measure.checkpoint_cost import checkpoint_costs
 from lightspeed.measure.shape_only import profile_shape_only
-from lightspeed.optimize.checkpoint import checkpoint
 from lightspeed.optimize.checkpoint_plan import checkpoint_plan, merges_segments, repeated_stacks
+from lightspeed.optimize.checkpointing import checkpoint
 from lightspeed.predict.shapes import settings_of
 from lightspeed.predict.whatif import kernels_here
 from lightspeed.workload import Workload
@@ -51,7 +51,7 @@ _MAX_COMBINATIONS = 64
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointOption:
-    """One way to checkpoint the step: `modules`, as `optimize.checkpoint` takes them
+    """One way to checkpoint the step: `modules`, as `optimize.checkpointing` takes them
     (blocks, or `STACK.I:J` segments); its `peak_bytes` and `activations_bytes` on fake
     tensors; `recompute_s`, the seconds it adds to the step."""
 

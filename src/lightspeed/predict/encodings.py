@@ -1,4 +1,4 @@
-"""What the Gist encodings (`optimize.gist`) would save, predicted on fake tensors.
+"""What the Gist encodings (`optimize.encodings`) would save, predicted on fake tensors.
 
 An encoding saves memory only where nothing else keeps the tensor it encodes, which a
 model's structure decides op by op. Rather than reason about it, the step is run on fake
@@ -19,7 +19,7 @@ from torch import nn
 from lightspeed.facts.hardware import Hardware
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.measure.step import StepSettings
-from lightspeed.optimize.gist import candidates, gist_model
+from lightspeed.optimize.encodings import candidates, gist_model
 from lightspeed.workload import Workload
 
 

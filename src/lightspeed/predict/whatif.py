@@ -86,7 +86,7 @@ def _changed(
     workload: Workload, batch_size: int | None, dtype: str | None, checkpoint: str | None
 ) -> tuple[Workload, dict[str, str]]:
     """`workload` with the changes its shapes show, and those changes by name."""
-    from lightspeed.optimize.checkpoint import checkpoint as checkpointed
+    from lightspeed.optimize.checkpointing import checkpoint as checkpointed
     from lightspeed.optimize.precision import autocast
 
     changes: dict[str, str] = {}
