@@ -256,3 +256,34 @@ def test_cli_tunes_a_target_files_loader(run_cli: RunCli, tmp_path: Path) -> Non
     assert loading["runs"][0]["setting"] == "in the step's process"
     assert loading["bound_before"] and "Data loading" in out
     assert 'id="loading"' in (tmp_path / "tune.html").read_text()
+
+
+def test_an_80_column_terminal_shows_every_setting_apart() -> None:
+    from lightspeed.report.render_terminal import render_text
+
+    settings = [(0, None, 2), (1, 2, 2), (1, 2, 1), (8, 4, 1)]
+    runs = tuple(
+        LoaderRun(
+            options=LoaderOptions(num_workers=w, persistent_workers=w > 0, prefetch_factor=p),
+            threads=t,
+            steps=20,
+            first_batch_s=0.05,
+            wait_s=0.03 / (w + 1),
+            compute_s=0.01,
+            loop_s=0.01 + 0.03 / (w + 1),
+            samples_per_s=3000.0,
+            predicted_loop_s=None if w == 0 else 0.01,
+        )
+        for w, p, t in settings
+    )
+    found = LoaderTuning(runs=runs, chosen=3, bound_before="data-loading", bound_after="compute")
+    text = render_text(tune_document(_tuning_with(found)), width=80)
+    for shown in (
+        "0 w; 2 thr",
+        "1 w pf2 pers; 2 thr",
+        "1 w pf2 pers; 1 thr",
+        "8 w pf4 pers; 1 thr",
+    ):
+        assert shown in text
+    assert "pred. loop" in text and "(88.9% removed)" in text
+    assert max(len(line) for line in text.splitlines()) <= 80

@@ -27,7 +27,7 @@ import torch
 from lightspeed.errors import ConfigError
 from lightspeed.facts.device import Device
 from lightspeed.facts.tuning import LoaderOptions, LoaderRun, LoaderTuning
-from lightspeed.measure.data_loading import batches, build_loader, step_on, time_loader
+from lightspeed.measure.data_loading import batches, build_loader, queued, step_on, time_loader
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
 from lightspeed.observation import observe
 from lightspeed.workload import Workload
@@ -39,6 +39,8 @@ NOTHING_TO_GAIN = 0.05
 # A setting must be this much faster than the best so far to go on adding workers:
 # less is within what a shared machine drifts between two measurements.
 BETTER = 1.03
+# Steps observe() records to diagnose the loop.
+DIAGNOSED_STEPS = 5
 # Steps run before any is timed: the first ones pay for allocations and lazy state.
 WARM_STEPS = 3
 # Measured this much slower than predicted, the workers did not have cores of their own
@@ -183,7 +185,8 @@ def _diagnosis(
     feed = batches(workload, loader)
     try:
         torch.set_num_threads(threads)
-        with observe(wait=1, warmup=1, active=3) as obs:
+        # Past the batches queued while the workers started, as time_loader times.
+        with observe(wait=1 + queued(options), warmup=1, active=DIAGNOSED_STEPS) as obs:
             for raw in obs.loop(feed):
                 step_on(prepared, raw)
     finally:

@@ -344,7 +344,9 @@ def plan_code(tuning: Tuning) -> str:
     head = f"# lightspeed tune {base.workload.name}"
     chosen = tuning.chosen
     loading = _loader_code(tuning.loading) if tuning.loading is not None else []
-    if chosen is None:
+    if chosen is None and not tuning.candidates:
+        lines = [f"{head}: the data loader's options."]
+    elif chosen is None:
         lines = [f"{head}: no candidate was equivalent and faster (or fit the budget)."]
     else:
         faster = speedup(base.step_time_s, chosen.measured_step_s)
@@ -362,17 +364,17 @@ def _loader_code(loading: LoaderTuning) -> list[str]:
     kept = loading.kept
     options = ", ".join(f"{k}={v!r}" for k, v in kept.options.kwargs().items())
     removed = loading.wait_removed
+    threads = kept.threads != loading.runs[0].threads
     lines = [
+        *(["import torch"] if threads else []),
         "from torch.utils.data import DataLoader",
         "",
         "# The DataLoader options that waited least for data"
         + (f" ({removed:.0%} of the wait removed, measured)." if removed is not None else "."),
         f"loader = DataLoader(dataset, batch_size=batch_size, {options})",
     ]
-    if kept.threads != loading.runs[0].threads:
+    if threads:
         lines += [
-            "import torch",
-            "",
             "# The step's own threads, leaving the workers cores of their own.",
             f"torch.set_num_threads({kept.threads})",
         ]

@@ -24,7 +24,7 @@ from lightspeed.measure.device import require, torch_dtype
 from lightspeed.measure.step import PreparedStep, guard, to_device
 from lightspeed.workload import Workload
 
-__all__ = ["batches", "build_loader", "step_on", "time_loader"]
+__all__ = ["batches", "build_loader", "queued", "step_on", "time_loader"]
 
 
 def build_loader(workload: Workload, options: LoaderOptions) -> Iterable[Any]:
@@ -66,6 +66,12 @@ def batches(workload: Workload, loader: Iterable[Any]) -> Generator[Any, None, N
             raise WorkloadError(f"workload {workload.name!r}: its loader yields no batch.")
 
 
+def queued(options: LoaderOptions) -> int:
+    """Steps to run untimed after the first batch: twice the batches the workers queue
+    while they start (none without workers)."""
+    return 2 * options.num_workers * (options.prefetch_factor or 2)
+
+
 def step_on(prepared: PreparedStep, raw: Any) -> None:
     """One training step of `prepared` on `raw`, a batch as the loader yields it (moved
     to the step's device first); returns once the device is done."""
@@ -104,7 +110,7 @@ def time_loader(
         step_on(prepared, raw)
         # The batches the workers made while starting are drained untimed: a loop's
         # pace is set once it takes them as fast as they are made.
-        for _ in range(2 * options.num_workers * (options.prefetch_factor or 2)):
+        for _ in range(queued(options)):
             step_on(prepared, next(feed))
         for _ in range(steps):
             start = time.perf_counter()

@@ -60,7 +60,7 @@ def tune_document(tuning: Tuning) -> Document:
                 line(
                     Value(f"{chosen.name}: {chosen.transform}", style=Style.BOLD)
                     if chosen is not None
-                    else "nothing: no candidate was equivalent and faster (or fit the budget)"
+                    else _nothing_kept(tuning)
                 ),
             ),
         )
@@ -74,7 +74,7 @@ def tune_document(tuning: Tuning) -> Document:
         " curve within the seed-to-seed spread (amp)",
         framed=True,
     )
-    blocks: list[Any] = [summary, table]
+    blocks: list[Any] = [summary, table] if tuning.candidates else [summary]
     reasons = tuple(f"{c.name}: {c.reason}" for c in tuning.candidates if c.reason)
     if reasons:
         blocks.append(Notes(reasons, title="Why not"))
@@ -91,15 +91,30 @@ def tune_document(tuning: Tuning) -> Document:
     )
 
 
+def _short_setting(label: str) -> str:
+    """A DataLoader setting's label in a narrow terminal: "8 w pf2 pers; 1 thr"."""
+    for long, short in (
+        ("in the step's process", "0 w"),
+        (" workers", " w"),
+        (" worker", " w"),
+        (", persistent", " pers"),
+        (", pinned", " pin"),
+        (", prefetch ", " pf"),
+        (" threads", " thr"),
+        (" thread", " thr"),
+    ):
+        label = label.replace(long, short)
+    return label
+
+
 LOADER_COLUMNS = (
-    Column("setting", "DataLoader"),
-    Column("threads", "step threads", numeric=True),
-    Column("wait_s", "wait", numeric=True),
-    Column("compute_s", "step", numeric=True),
-    Column("predicted_loop_s", "pred. loop", numeric=True),
-    Column("loop_s", "loop", numeric=True),
-    Column("samples_per_s", "samples/s", numeric=True),
-    Column("first_batch_s", "first batch", numeric=True),
+    Column("setting", "DataLoader", shrink=True, abbreviate=_short_setting),
+    Column("wait_s", "wait", numeric=True, min_width=7),
+    Column("compute_s", "step", numeric=True, min_width=7),
+    Column("predicted_loop_s", "pred. loop", numeric=True, min_width=7),
+    Column("loop_s", "loop", numeric=True, min_width=7),
+    Column("samples_per_s", "samples/s", numeric=True, optional=True),
+    Column("first_batch_s", "first batch", numeric=True, optional=True),
     Column("outcome", "outcome"),
 )
 
@@ -120,7 +135,7 @@ def loading_blocks(tuning: Tuning) -> tuple[Any, ...]:
         (
             (
                 "kept",
-                line(Value(f"{kept.options.label}; {kept.threads} step threads", style=Style.BOLD)),
+                line(Value(f"{kept.options.label}; {_threads(kept.threads)}", style=Style.BOLD)),
             ),
             (
                 "wait for data",
@@ -156,8 +171,7 @@ def loading_blocks(tuning: Tuning) -> tuple[Any, ...]:
         columns=LOADER_COLUMNS,
         rows=tuple(
             (
-                run.options.label,
-                Value(run.threads, Unit.INTEGER),
+                f"{run.options.label}; {run.threads} thread{'s' if run.threads != 1 else ''}",
                 Value(run.wait_s, Unit.SECONDS),
                 Value(run.compute_s, Unit.SECONDS),
                 Value(run.predicted_loop_s, Unit.SECONDS),
@@ -176,6 +190,17 @@ def loading_blocks(tuning: Tuning) -> tuple[Any, ...]:
     if found.note:
         blocks.append(Notes((found.note,), title="Note"))
     return tuple(blocks)
+
+
+def _threads(count: int) -> str:
+    return f"the step on {count} thread{'s' if count != 1 else ''}"
+
+
+def _nothing_kept(tuning: Tuning) -> str:
+    """Why the kept field is empty: no step candidate tried, or none won."""
+    if not tuning.candidates:
+        return "no candidate for the step was tried (--only)"
+    return "nothing: no candidate was equivalent and faster (or fit the budget)"
 
 
 def _findings(kinds: tuple[str, ...]) -> str:

@@ -86,7 +86,7 @@ def tune_page(doc: Mapping[str, Any]) -> Page:
 
 _LOADER_COLUMNS = (
     Column("setting", "DataLoader"),
-    Column("threads", "step threads", numeric=True),
+    Column("threads", "threads", numeric=True),
     Column("wait_s", "wait", numeric=True),
     Column("compute_s", "step", numeric=True),
     Column("predicted_loop_s", "pred. loop", numeric=True),
@@ -110,7 +110,7 @@ def _loading_section(page: Page, loading: Mapping[str, Any] | None) -> None:
     kept = runs[loading["kept"]]
     summary = fields(
         [
-            ("kept", f"{kept['setting']}; {kept['threads']} step threads"),
+            ("kept", f"{kept['setting']}; {kept['threads']} threads"),
             ("wait removed", Value(loading.get("wait_removed"), Unit.FRACTION)),
             ("bound before", str(loading["bound_before"])),
             ("bound after", str(loading["bound_after"])),
