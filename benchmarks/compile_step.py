@@ -31,7 +31,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -42,6 +41,7 @@ import torch
 from torch import nn
 
 from lightspeed.errors import LightspeedError
+from lightspeed.measure.device import cpu_model_name
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
 from lightspeed.optimize.compile import COMPILE_MODES, compiled
 from lightspeed.suite import get
@@ -72,17 +72,6 @@ class Result:
     graphs: int
     graph_breaks: int
     graph_break_reasons: list[str]
-
-
-def cpu_name() -> str:
-    """The first "model name" line of /proc/cpuinfo (else the platform's name)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def timed_step(prepared: PreparedStep) -> float:
@@ -182,7 +171,7 @@ def main() -> None:
 
 
 def run(args: Any) -> None:
-    print(f"{cpu_name()}, torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
+    print(f"{cpu_model_name()}, torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
     cold = "warm caches" if args.warm_cache else "cold caches"
     print(f"mode {args.mode}, {cold}, {args.rounds} rounds of {args.steps} steps, fp32")
     print("compile s = first compiled step − steady compiled step")
@@ -205,7 +194,7 @@ def run(args: Any) -> None:
     if args.out:
         document = {
             "schema_version": SCHEMA_VERSION,
-            "cpu": cpu_name(),
+            "cpu": cpu_model_name(),
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
             "mode": args.mode,

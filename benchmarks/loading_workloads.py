@@ -8,7 +8,8 @@ loader` and benchmarks/tune_data_loading.py.
   workers compete with the step for the machine's cores.
 
 Both train the same MLP (256 → 1024 → 1024 → 10) on synthetic samples, with the
-DataLoader options the tuner passes.
+DataLoader options the tuner passes; tests/test_loader_tuning.py builds its own loaders
+from `Samples` and `workload_on`.
 """
 
 from __future__ import annotations
@@ -25,27 +26,27 @@ SAMPLE_S = 5e-4
 
 
 class Samples(Dataset[tuple[torch.Tensor, torch.Tensor]]):
-    """Synthetic samples that cost `SAMPLE_S` each to load: asleep, or burning CPU."""
+    """`n` synthetic samples of `FEATURES` features and a class; each costs `sample_s`
+    to load, asleep, or with `burn` burning CPU."""
 
-    def __init__(self, n: int, *, burn: bool) -> None:
-        self.n, self.burn = n, burn
+    def __init__(self, n: int, sample_s: float = 0.0, *, burn: bool = False) -> None:
+        self.n, self.sample_s, self.burn = n, sample_s, burn
 
     def __len__(self) -> int:
         return self.n
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         if self.burn:
-            end = time.perf_counter() + SAMPLE_S
-            spin = 0
+            end = time.perf_counter() + self.sample_s
             while time.perf_counter() < end:
-                spin += 1
-        else:
-            time.sleep(SAMPLE_S)
+                pass
+        elif self.sample_s:
+            time.sleep(self.sample_s)
         g = torch.Generator().manual_seed(i)
         return torch.randn(FEATURES, generator=g), torch.randint(0, 10, (), generator=g)
 
 
-def _mlp() -> torch.nn.Module:
+def mlp() -> torch.nn.Module:
     return torch.nn.Sequential(
         torch.nn.Linear(FEATURES, 1024),
         torch.nn.ReLU(),
@@ -55,11 +56,13 @@ def _mlp() -> torch.nn.Module:
     )
 
 
-def _workload(name: str, *, burn: bool) -> Workload:
-    dataset = Samples(8192, burn=burn)
+def workload_on(
+    dataset: Dataset[tuple[torch.Tensor, torch.Tensor]], name: str = "loaded-mlp"
+) -> Workload:
+    """The MLP trained on batches of 64 from `dataset`, through a shuffled DataLoader."""
     return Workload(
         name=name,
-        model=_mlp,
+        model=mlp,
         batch=lambda n: (torch.randn(n, FEATURES), torch.randint(0, 10, (n,))),
         loss=lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]),
         batch_size=64,
@@ -69,5 +72,5 @@ def _workload(name: str, *, burn: bool) -> Workload:
     )
 
 
-SLEEPY = _workload("sleepy-loader", burn=False)
-BURNER = _workload("cpu-burning-loader", burn=True)
+SLEEPY = workload_on(Samples(8192, SAMPLE_S), "sleepy-loader")
+BURNER = workload_on(Samples(8192, SAMPLE_S, burn=True), "cpu-burning-loader")

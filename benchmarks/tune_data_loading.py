@@ -17,7 +17,6 @@ batches of each, in interleaved rounds (median ratio).
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import time
@@ -29,15 +28,9 @@ from torch.utils.data import BatchSampler, RandomSampler
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from lightspeed.loader_tuning import tune_loader
+from lightspeed.measure.device import cpu_model_name
 from lightspeed.optimize.bucketing import BucketBatchSampler, padding_waste
 from loading_workloads import BURNER, SLEEPY
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def loaders(rounds: int) -> None:
@@ -118,7 +111,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", choices=("loaders", "bucketing"))
     args = parser.parse_args()
-    print(f"{cpu_name()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print(f"{cpu_model_name()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     if args.only != "bucketing":
         loaders(args.rounds)
     if args.only != "loaders":

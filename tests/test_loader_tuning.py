@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from conftest import RunCli
 from lightspeed import glossary
@@ -29,46 +29,10 @@ from lightspeed.tune import plan_code, tune
 from lightspeed.workload import Workload
 from test_nproc import printed_labels
 
-FEATURES = 256
+# The benchmarks' loader workloads: an MLP fed by a DataLoader of synthetic samples.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-
-class Samples(Dataset[tuple[torch.Tensor, torch.Tensor]]):
-    """`n` samples of `FEATURES` features and a class; each takes `sleep_s` to load."""
-
-    def __init__(self, n: int, sleep_s: float = 0.0) -> None:
-        self.n, self.sleep_s = n, sleep_s
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.sleep_s:
-            time.sleep(self.sleep_s)  # a file read, a decode: time without CPU
-        g = torch.Generator().manual_seed(i)
-        return torch.randn(FEATURES, generator=g), torch.randint(0, 10, (), generator=g)
-
-
-def mlp() -> torch.nn.Module:
-    return torch.nn.Sequential(
-        torch.nn.Linear(FEATURES, 1024),
-        torch.nn.ReLU(),
-        torch.nn.Linear(1024, 1024),
-        torch.nn.ReLU(),
-        torch.nn.Linear(1024, 10),
-    )
-
-
-def workload_on(dataset: Dataset[tuple[torch.Tensor, torch.Tensor]]) -> Workload:
-    return Workload(
-        name="loaded-mlp",
-        model=mlp,
-        batch=lambda n: (torch.randn(n, FEATURES), torch.randint(0, 10, (n,))),
-        loss=lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]),
-        batch_size=64,
-        loader=lambda batch_size, **options: DataLoader(
-            dataset, batch_size=batch_size, shuffle=True, **options
-        ),
-    )
+from loading_workloads import FEATURES, Samples, mlp, workload_on
 
 
 def test_the_loop_takes_each_step_a_new_batch_across_epochs() -> None:
@@ -126,7 +90,7 @@ def test_a_workload_without_a_loader_is_refused_with_the_fix() -> None:
 def sleepy() -> LoaderTuning:
     # About 20–40 ms to load a batch of 64 in the step's process against a step of a few
     # ms: the loop waits for data until enough workers sleep side by side.
-    return tune_loader(workload_on(Samples(4096, sleep_s=3e-4)), steps=15)
+    return tune_loader(workload_on(Samples(4096, 3e-4)), steps=15)
 
 
 def test_workers_remove_a_sleeping_datasets_wait_and_its_diagnosis(sleepy: LoaderTuning) -> None:
@@ -238,8 +202,8 @@ def test_cli_tunes_a_target_files_loader(run_cli: RunCli, tmp_path: Path) -> Non
         textwrap.dedent(
             f"""
             import sys
-            sys.path.insert(0, {str(Path(__file__).parent)!r})
-            from test_loader_tuning import Samples, workload_on
+            sys.path.insert(0, {str(Path(__file__).resolve().parent.parent / "benchmarks")!r})
+            from loading_workloads import Samples, workload_on
             WORKLOAD = workload_on(Samples(512))
             """
         )

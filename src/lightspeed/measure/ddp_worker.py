@@ -38,7 +38,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         kinds = {"link": _link, "corun": _corun, "step": _step}
         result = kinds[args.kind](args, device)
         if rank == 0:
-            out.write_text(json.dumps(result))
+            # Whole or not at all: torchrun stops rank 0 as soon as another rank dies.
+            partial = out.with_name(out.name + ".partial")
+            partial.write_text(json.dumps(result))
+            partial.replace(out)
+        if dist.is_initialized():
+            # No rank tears its process group down (where a gloo thread may abort it,
+            # and torchrun then stops the others) before rank 0's result is written.
+            dist.barrier()
     except LightspeedError as exc:
         error_path(out, rank).write_text(" ".join(str(exc).split()))
         raise SystemExit(1) from exc
