@@ -47,6 +47,7 @@ _EXPORTS = {
     "analyse_traces": "lightspeed.trace",
     "load_traces": "lightspeed.trace",
     "Workload": "lightspeed.workload",
+    "fuse": "lightspeed.optimize.fusion",
     "load_target": "lightspeed.targets",
 }
 
@@ -75,6 +76,7 @@ __all__ = [
     "analyse_traces",
     "catalog_hardware",
     "catalog_ids",
+    "fuse",
     "load_profile",
     "load_target",
     "load_traces",
@@ -118,6 +120,7 @@ if TYPE_CHECKING:
     from lightspeed.measure.timer import TimerConfig
     from lightspeed.measure.workload_timing import time_workload
     from lightspeed.observation import Observation, observe
+    from lightspeed.optimize.fusion import fuse
     from lightspeed.predict.whatif import predict
     from lightspeed.report.html_save import save_html
     from lightspeed.report.profile_json import load_profile, save_profile

@@ -12,6 +12,8 @@ docstring names its source, its preconditions and the equivalence it keeps:
   and max-pooling keep for backward (a bit an element; a byte a pooling window).
 - `compiled` (`compile`): the model under `torch.compile` (Inductor); equal within
   rounding.
+- `fuse` (`fusion`): K training jobs of one model as one job (HFTA), each job with its
+  own hyper-parameters (`FusedOptimizer`, `fused_optim`); each trains as it would alone.
 - `BucketBatchSampler` (`bucketing`): batches of samples of similar length, for
   sequences padded to the longest in their batch (`padding_waste` says what padding
   costs).
@@ -38,17 +40,23 @@ _EXPORTS = {
     "gist": "encodings",
     "gist_model": "encodings",
     "compiled": "compile",
+    "fuse": "fusion",
+    "FusedModel": "fusion",
+    "FusedOptimizer": "fused_optim",
     "BucketBatchSampler": "bucketing",
     "padding_waste": "bucketing",
     "padding_suggestions": "padding",
 }
 __all__ = [
     "BucketBatchSampler",
+    "FusedModel",
+    "FusedOptimizer",
     "LossScaling",
     "autocast",
     "checkpoint",
     "checkpoint_model",
     "compiled",
+    "fuse",
     "gist",
     "gist_model",
     "padding_suggestions",
@@ -74,5 +82,7 @@ if TYPE_CHECKING:
     from lightspeed.optimize.checkpointing import checkpoint, checkpoint_model
     from lightspeed.optimize.compile import compiled
     from lightspeed.optimize.encodings import gist, gist_model
+    from lightspeed.optimize.fused_optim import FusedOptimizer
+    from lightspeed.optimize.fusion import FusedModel, fuse
     from lightspeed.optimize.padding import padding_suggestions
     from lightspeed.optimize.precision import LossScaling, autocast

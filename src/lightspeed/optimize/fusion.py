@@ -1,0 +1,235 @@
+"""Horizontal fusion of K training jobs of one model into one job (HFTA: Wang, Yang,
+Pekhimenko et al., "Horizontally Fused Training Array", MLSys 2021).
+
+Hyper-parameter searches train many copies of one architecture, each too small to fill
+the hardware; HFTA runs K of them as one job whose operators take all K at once. Here
+the fusion is built for an arbitrary `nn.Module` with `torch.func`: the K copies'
+parameters and buffers are stacked on a new first dimension (`stack_module_state`),
+and the model, the loss and the backward run once under `vmap` over that dimension
+(`functional_call`), so a Linear becomes a batched matrix product and a convolution K
+convolutions in one call; the optimizer updates the K parameter sets at once, each with
+its own hyper-parameters (`fused_optim.FusedOptimizer`).
+
+Equivalence: each job's parameters follow the ones it reaches alone, to rounding (the
+batched kernels sum in another order): the fused loss is the sum of the K jobs' losses,
+whose gradient with respect to job k's parameters is job k's own gradient.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+
+from lightspeed.errors import ConfigError
+from lightspeed.optimize.fused_optim import HYPERPARAMETERS, FusedOptimizer, check_hparams
+from lightspeed.workload import Workload
+
+__all__ = ["FusedModel", "fuse", "optimizer_hparams"]
+
+
+class FusedModel(nn.Module):
+    """K copies of one architecture as one module: every parameter and buffer of the
+    copies stacked on a first dimension of size K (`k`). `forward(*args)` takes each
+    argument with that dimension first (job k's input at index k) and returns the K
+    outputs stacked the same way; `job(k)` is job k's own module, with its current
+    weights."""
+
+    def __init__(self, models: Sequence[nn.Module]) -> None:
+        super().__init__()
+        if len(models) < 1:
+            raise ConfigError("fuse: K must be at least 1 job.")
+        kinds = {type(m) for m in models}
+        if len(kinds) != 1:
+            raise ConfigError("fuse: the K models must share one architecture (one class).")
+        self.k = len(models)
+        params, buffers = stack_module_state(list(models))
+        # The architecture without weights: functional_call supplies them.
+        self._base = [_on_meta(models[0])]
+        self._names = list(params)
+        self._buffer_names = list(buffers)
+        for i, name in enumerate(self._names):
+            self.register_parameter(f"p{i}", nn.Parameter(params[name].detach()))
+        for i, name in enumerate(self._buffer_names):
+            self.register_buffer(f"b{i}", buffers[name].detach().clone())
+
+    @property
+    def base(self) -> nn.Module:
+        return self._base[0]
+
+    def stacked(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The stacked parameters and buffers by their names in one copy."""
+        params = {n: getattr(self, f"p{i}") for i, n in enumerate(self._names)}
+        buffers = {n: getattr(self, f"b{i}") for i, n in enumerate(self._buffer_names)}
+        return params, buffers
+
+    def per_job(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(model, *args)` for every job at once: `model` is job k's module (a stand-in
+        calling the architecture with job k's weights), each of `args` job k's slice."""
+        base = self.base
+        training = self.training
+
+        def one(params: dict[str, Any], buffers: dict[str, Any], *job_args: Any) -> Any:
+            return fn(_Bound(base, params, buffers, training), *job_args)
+
+        params, buffers = self.stacked()
+        return vmap(one, randomness="different")(params, buffers, *args)
+
+    def forward(self, *args: Any) -> Any:
+        return self.per_job(lambda model, *a: model(*a), *args)
+
+    def job(self, k: int) -> nn.Module:
+        """Job `k` as an ordinary module of the architecture, with its current weights."""
+        weights = self.job_state_dict(k)
+        device = next(iter(weights.values())).device if weights else torch.device("cpu")
+        module = copy.deepcopy(self.base).to_empty(device=device)
+        module.load_state_dict(weights)
+        return module.train(self.training)
+
+    def job_state_dict(self, k: int) -> dict[str, torch.Tensor]:
+        """Job `k`'s parameters and buffers, as the architecture's `state_dict` names them."""
+        if not 0 <= k < self.k:
+            raise ConfigError(f"fuse: job {k} is not one of the {self.k} jobs (0–{self.k - 1}).")
+        params, buffers = self.stacked()
+        return {n: t[k].detach().clone() for n, t in {**params, **buffers}.items()}
+
+
+class _Bound(nn.Module):
+    """The architecture called with one job's weights, where the workload's loss expects
+    its model; under vmap the weights are that job's slices."""
+
+    def __init__(
+        self, base: nn.Module, params: dict[str, Any], buffers: dict[str, Any], training: bool
+    ) -> None:
+        super().__init__()
+        self._call = (base, params, buffers)
+        self.training = training
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        base, params, buffers = self._call
+        base.train(self.training)
+        return functional_call(base, {**params, **buffers}, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # Submodules a loss reaches by name (model.head) are the architecture's, unbound.
+        return getattr(self.__dict__["_call"][0], name)
+
+
+def _on_meta(model: nn.Module) -> nn.Module:
+    return copy.deepcopy(model).to("meta")
+
+
+def optimizer_hparams(workload: Workload) -> tuple[str, dict[str, float], bool]:
+    """The algorithm ("sgd", "adam", "adamw") and hyper-parameters of the optimizer
+    `workload` builds, read from it built on one parameter; nesterov for SGD."""
+    probe = nn.Parameter(torch.zeros(1))
+    optimizer = workload.optimizer([probe])
+    group = optimizer.param_groups[0]
+    kind = type(optimizer).__name__.lower()
+    if kind not in HYPERPARAMETERS:
+        raise ConfigError(
+            f"fuse: {type(optimizer).__name__} has no fused form; the fused optimizers are"
+            " SGD, Adam and AdamW."
+        )
+    found: dict[str, float] = {}
+    for name in HYPERPARAMETERS[kind]:
+        if name in ("beta1", "beta2"):
+            found[name] = float(group["betas"][0 if name == "beta1" else 1])
+        else:
+            found[name] = float(group[name])
+    return kind, found, bool(group.get("nesterov", False))
+
+
+def fuse(
+    workload: Workload,
+    k: int,
+    *,
+    hparams: Sequence[Mapping[str, float]] | None = None,
+    shared_batch: bool = False,
+) -> Workload:
+    """`workload`'s K jobs as one fused job, named `"<name>+fuse<K>"` (see the module's
+    docstring).
+
+    The K models are built one after another by `workload.model()`, so each is
+    initialised independently, as K separate jobs would be. `hparams[k]` overrides job
+    k's optimizer hyper-parameters (`lr`, `weight_decay`, `momentum`, `beta1`, `beta2`,
+    …); the algorithm and the rest are those of `workload.optimizer` (SGD, Adam or
+    AdamW). A batch is K batches, one a job (`workload.batch` called K times), or, with
+    `shared_batch`, one batch every job trains on. The step's loss is the sum of the K
+    jobs' losses.
+
+    Preconditions: the model and the loss run under `torch.func.vmap` (no `.item()`, no
+    data-dependent control flow, no in-place change of an input); the workload has no
+    step of its own. Dropout draws different masks per job (vmap's randomness
+    "different"), not the masks the lone job would draw.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"fuse: k={k!r} must be a whole number of jobs, at least 1.")
+    if workload.step is not None:
+        raise ConfigError(
+            f"fuse: workload {workload.name!r} writes its own step; fusion needs one loss"
+            " and one optimizer."
+        )
+    jobs = list(hparams) if hparams is not None else [{} for _ in range(k)]
+    if len(jobs) != k:
+        raise ConfigError(f"fuse: {len(jobs)} sets of hyper-parameters for {k} jobs.")
+    algorithm, defaults, nesterov = optimizer_hparams(workload)
+    check_hparams(algorithm, jobs)
+
+    def model() -> nn.Module:
+        return FusedModel([workload.model() for _ in range(k)])
+
+    def batch(n: int) -> Any:
+        if shared_batch:
+            one = workload.batch(n)
+            return _map_tensors(one, lambda t: t.unsqueeze(0).expand(k, *t.shape))
+        return _stack([workload.batch(n) for _ in range(k)])
+
+    def loss(fused: nn.Module, batch: Any) -> torch.Tensor:
+        assert isinstance(fused, FusedModel)
+        return fused.per_job(workload.loss, batch).sum()
+
+    def optimizer(params: Any) -> torch.optim.Optimizer:
+        return FusedOptimizer(params, algorithm, jobs, defaults=defaults, nesterov=nesterov)
+
+    return dataclasses.replace(
+        workload,
+        name=f"{workload.name}+fuse{k}",
+        model=model,
+        batch=batch,
+        loss=loss,
+        optimizer=optimizer,
+        batch_size=workload.batch_size,
+        tokens_per_sample=workload.tokens_per_sample,
+        loader=None,
+    )
+
+
+def _map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, dict):
+        return {key: _map_tensors(v, fn) for key, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_map_tensors(v, fn) for v in value)
+    return value
+
+
+def _stack(batches: list[Any]) -> Any:
+    """K batches of one structure as one, every tensor stacked on a new first dimension."""
+    first = batches[0]
+    if isinstance(first, torch.Tensor):
+        return torch.stack(batches)
+    if isinstance(first, dict):
+        return {key: _stack([b[key] for b in batches]) for key in first}
+    if isinstance(first, list | tuple):
+        return type(first)(_stack([b[i] for b in batches]) for i in range(len(first)))
+    raise ConfigError(
+        f"fuse: a batch holds {type(first).__name__}, which cannot be stacked for K jobs;"
+        " batches are tensors, or tuples, lists and dicts of them."
+    )

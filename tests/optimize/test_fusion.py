@@ -1,0 +1,181 @@
+"""Horizontal fusion: each of K fused jobs trains exactly as it would alone (to rounding),
+with its own hyper-parameters, and one diverging job leaves the others unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+
+from lightspeed.errors import ConfigError
+from lightspeed.measure.step import StepSettings, prepare
+from lightspeed.optimize.fused_optim import FusedOptimizer
+from lightspeed.optimize.fusion import FusedModel, fuse
+from lightspeed.workload import Workload
+
+K = 3
+STEPS = 20
+
+
+def mlp(batch_norm: bool) -> nn.Module:
+    # No bias before a BatchNorm (as usual): the norm removes it, so its gradient is
+    # rounding noise, whose sign Adam's normalisation turns into full-size steps that no
+    # two orders of summation share.
+    layers: list[nn.Module] = [nn.Linear(12, 16, bias=not batch_norm)]
+    if batch_norm:
+        layers.append(nn.BatchNorm1d(16))
+    layers += [nn.ReLU(), nn.Linear(16, 4)]
+    return nn.Sequential(*layers)
+
+
+def loss_of(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    x, y = batch
+    return nn.functional.cross_entropy(model(x), y)
+
+
+ALGORITHMS: dict[str, tuple[Callable[..., torch.optim.Optimizer], list[dict[str, float]]]] = {
+    "sgd-momentum": (
+        lambda p, **h: torch.optim.SGD(p, **h),
+        [
+            {"lr": 0.1, "momentum": 0.9},
+            {"lr": 0.03, "momentum": 0.5, "weight_decay": 0.01},
+            {"lr": 0.2, "momentum": 0.0},
+        ],
+    ),
+    "adam": (
+        lambda p, **h: torch.optim.Adam(p, **h),
+        [{"lr": 1e-2}, {"lr": 3e-3, "weight_decay": 0.1}, {"lr": 1e-3, "betas": (0.8, 0.99)}],
+    ),
+    "adamw": (
+        lambda p, **h: torch.optim.AdamW(p, **h),
+        [{"lr": 1e-2}, {"lr": 3e-3, "weight_decay": 0.1}, {"lr": 1e-3, "eps": 1e-6}],
+    ),
+}
+
+
+def fused_names(h: dict[str, float]) -> dict[str, float]:
+    """torch's keywords as the fused optimizer's (betas as beta1 and beta2)."""
+    out = {k: v for k, v in h.items() if k != "betas"}
+    if "betas" in h:
+        out["beta1"], out["beta2"] = h["betas"]  # type: ignore[misc]
+    return out
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float64, 1e-10), (torch.float32, 1e-4)])
+@pytest.mark.parametrize("batch_norm", [False, True])
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_each_fused_job_trains_as_it_would_alone(
+    algorithm: str, batch_norm: bool, dtype: torch.dtype, tolerance: float
+) -> None:
+    build, hparams = ALGORITHMS[algorithm]
+    torch.manual_seed(0)
+    lone = [mlp(batch_norm).to(dtype) for _ in range(K)]
+    fused = FusedModel([nn.Sequential(*m) for m in lone])  # copies the initial weights
+    kind = {"sgd-momentum": "sgd"}.get(algorithm, algorithm)
+    fused_opt = FusedOptimizer(fused.parameters(), kind, [fused_names(h) for h in hparams])
+    lone_opts = [build(m.parameters(), **h) for m, h in zip(lone, hparams, strict=True)]
+    g = torch.Generator().manual_seed(1)
+    for _ in range(STEPS):
+        xs = torch.randn(K, 8, 12, generator=g, dtype=dtype)
+        ys = torch.randint(0, 4, (K, 8), generator=g)
+        fused_opt.zero_grad()
+        fused.per_job(loss_of, (xs, ys)).sum().backward()
+        fused_opt.step()
+        for j, (m, opt) in enumerate(zip(lone, lone_opts, strict=True)):
+            opt.zero_grad()
+            loss_of(m, (xs[j], ys[j])).backward()
+            opt.step()
+    for j, m in enumerate(lone):
+        state = fused.job_state_dict(j)
+        for name, value in m.state_dict().items():
+            if value.is_floating_point():
+                assert relative(state[name], value) <= tolerance, (j, name)
+            else:
+                assert torch.equal(state[name], value), (j, name)
+
+
+def test_a_diverging_job_stops_alone_and_the_others_go_on() -> None:
+    torch.manual_seed(0)
+    lone = [mlp(False).double() for _ in range(K)]
+    fused = FusedModel(lone)
+    opt = FusedOptimizer(fused.parameters(), "adam", [{"lr": 1e-2}] * K)
+    reference = FusedModel(lone)
+    reference_opt = FusedOptimizer(reference.parameters(), "adam", [{"lr": 1e-2}] * K)
+    g = torch.Generator().manual_seed(1)
+    before: dict[str, torch.Tensor] = {}
+    for step in range(6):
+        xs = torch.randn(K, 8, 12, generator=g, dtype=torch.float64)
+        ys = torch.randint(0, 4, (K, 8), generator=g)
+        poisoned = xs.clone()
+        if step >= 3:
+            poisoned[1] = float("nan")  # job 1 diverges from step 3 on
+        if step == 3:
+            before = fused.job_state_dict(1)
+        for model, o, x in ((fused, opt, poisoned), (reference, reference_opt, xs)):
+            o.zero_grad()
+            model.per_job(loss_of, (x, ys)).sum().backward()
+            o.step()
+    assert opt.skipped.tolist() == [0, 3, 0]
+    for name, value in fused.job_state_dict(1).items():
+        assert torch.equal(value, before[name]), name  # job 1 frozen where it diverged
+    for j in (0, 2):
+        for name, value in fused.job_state_dict(j).items():
+            assert torch.equal(value, reference.job_state_dict(j)[name]), (j, name)
+
+
+def test_fuse_builds_a_workload_that_steps_k_independent_jobs() -> None:
+    base = Workload(
+        name="mlp",
+        model=lambda: mlp(True),
+        batch=lambda n: (torch.randn(n, 12), torch.randint(0, 4, (n,))),
+        loss=loss_of,
+        optimizer=lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+        batch_size=8,
+    )
+    fused = fuse(base, 4, hparams=[{"lr": lr} for lr in (0.1, 0.05, 0.02, 0.01)])
+    assert fused.name == "mlp+fuse4"
+    torch.manual_seed(0)
+    prepared = prepare(fused, StepSettings())
+    model = prepared.model
+    assert isinstance(model, FusedModel) and model.k == 4
+    x, _ = prepared.batch
+    assert x.shape == (4, 8, 12) and not torch.equal(x[0], x[1])  # a batch a job
+    # Independent initialisations, as 4 separate jobs would have.
+    firsts = [model.job_state_dict(j)["0.weight"] for j in range(4)]
+    assert all(not torch.equal(firsts[0], w) for w in firsts[1:])
+    prepared.step()
+    optimizer = prepared.optimizer
+    assert isinstance(optimizer, FusedOptimizer)
+    assert optimizer.job_hparams(2)["lr"] == pytest.approx(0.02)
+    assert optimizer.job_hparams(2)["momentum"] == pytest.approx(0.9)
+    job = model.job(3)
+    assert isinstance(job, nn.Sequential)
+    assert torch.equal(job[0].weight, model.job_state_dict(3)["0.weight"])
+    shared = fuse(base, 2, shared_batch=True)
+    xs, _ = shared.batch(8)
+    assert xs.shape == (2, 8, 12) and torch.equal(xs[0], xs[1])
+
+
+def test_fusion_refuses_what_it_cannot_fuse() -> None:
+    base = Workload(
+        name="mlp",
+        model=lambda: mlp(False),
+        batch=lambda n: torch.randn(n, 12),
+        loss=lambda m, b: m(b).sum(),
+        optimizer=lambda p: torch.optim.RMSprop(p),
+    )
+    with pytest.raises(ConfigError, match="RMSprop has no fused form"):
+        fuse(base, 2)
+    adam = Workload(name="m", model=base.model, batch=base.batch, loss=base.loss)
+    with pytest.raises(ConfigError, match="adamw has no hyper-parameter momentum"):
+        fuse(adam, 2, hparams=[{"momentum": 0.9}, {}])
+    with pytest.raises(ConfigError, match="2 sets of hyper-parameters for 3 jobs"):
+        fuse(adam, 3, hparams=[{}, {}])
+    with pytest.raises(ConfigError, match="at least 1"):
+        fuse(adam, 0)
