@@ -12,21 +12,21 @@ from torch import nn
 from lightspeed.errors import ConfigError
 from lightspeed.measure.step import StepSettings, prepare
 from lightspeed.optimize.fused_optim import FusedOptimizer
-from lightspeed.optimize.fusion import FusedModel, fuse
+from lightspeed.optimize.fusion import FusedModel, SeededDropout, fuse, seeded_dropout
 from lightspeed.workload import Workload
 
 K = 3
 STEPS = 20
 
 
-def mlp(batch_norm: bool) -> nn.Module:
+def mlp(batch_norm: bool, dropout: float = 0.0) -> nn.Module:
     # No bias before a BatchNorm (as usual): the norm removes it, so its gradient is
     # rounding noise, whose sign Adam's normalisation turns into full-size steps that no
     # two orders of summation share.
     layers: list[nn.Module] = [nn.Linear(12, 16, bias=not batch_norm)]
     if batch_norm:
         layers.append(nn.BatchNorm1d(16))
-    layers += [nn.ReLU(), nn.Linear(16, 4)]
+    layers += [nn.ReLU(), nn.Dropout(dropout), nn.Linear(16, 4)]
     return nn.Sequential(*layers)
 
 
@@ -68,14 +68,16 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float64, 1e-10), (torch.float32, 1e-4)])
-@pytest.mark.parametrize("batch_norm", [False, True])
+@pytest.mark.parametrize("model", ["plain", "batch-norm", "dropout"])
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
 def test_each_fused_job_trains_as_it_would_alone(
-    algorithm: str, batch_norm: bool, dtype: torch.dtype, tolerance: float
+    algorithm: str, model: str, dtype: torch.dtype, tolerance: float
 ) -> None:
     build, hparams = ALGORITHMS[algorithm]
     torch.manual_seed(0)
-    lone = [mlp(batch_norm).to(dtype) for _ in range(K)]
+    lone = [mlp(model == "batch-norm", 0.3 * (model == "dropout")).to(dtype) for _ in range(K)]
+    for j, m in enumerate(lone):
+        seeded_dropout(m, seed=100 * j)  # each job's own masks, the same fused or alone
     fused = FusedModel([nn.Sequential(*m) for m in lone])  # copies the initial weights
     kind = {"sgd-momentum": "sgd"}.get(algorithm, algorithm)
     fused_opt = FusedOptimizer(fused.parameters(), kind, [fused_names(h) for h in hparams])
@@ -179,3 +181,19 @@ def test_fusion_refuses_what_it_cannot_fuse() -> None:
         fuse(adam, 3, hparams=[{}, {}])
     with pytest.raises(ConfigError, match="at least 1"):
         fuse(adam, 0)
+
+
+def test_seeded_dropout_drops_its_share_with_masks_of_its_own() -> None:
+    x = torch.ones(200_000, dtype=torch.float64)
+    a, b = SeededDropout(0.3, seed=1), SeededDropout(0.3, seed=2)
+    first, second, other = a(x), a(x), b(x)
+    dropped = float((first == 0).double().mean())
+    assert abs(dropped - 0.3) < 0.005
+    assert float(first.sum()) == pytest.approx(float(x.sum()), rel=0.01)  # scaled by 1/(1-p)
+    assert not torch.equal(first, second) and not torch.equal(first, other)
+    again = SeededDropout(0.3, seed=1)
+    assert torch.equal(again(x), first) and int(a.calls) == 2
+    assert torch.equal(a.eval()(x), x)
+    with_dropout = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.1), nn.Sequential(nn.Dropout(0.2)))
+    assert seeded_dropout(with_dropout, seed=5) == 2
+    assert [int(m.seed) for m in with_dropout.modules() if isinstance(m, SeededDropout)] == [5, 6]

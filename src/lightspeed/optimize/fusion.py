@@ -30,7 +30,61 @@ from lightspeed.errors import ConfigError
 from lightspeed.optimize.fused_optim import HYPERPARAMETERS, FusedOptimizer, check_hparams
 from lightspeed.workload import Workload
 
-__all__ = ["FusedModel", "fuse", "optimizer_hparams"]
+__all__ = ["FusedModel", "SeededDropout", "fuse", "optimizer_hparams", "seeded_dropout"]
+
+# splitmix64's constants (Steele, Lea and Flood 2014), as signed 64-bit integers.
+_GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)
+_MIX1 = 0xBF58476D1CE4E5B9 - (1 << 64)
+_MIX2 = 0x94D049BB133111EB - (1 << 64)
+
+
+class SeededDropout(nn.Module):
+    """Dropout whose mask is a function of a seed, a count of its calls and each
+    element's position (a counter-based generator: splitmix64's mixing of the three),
+    not of torch's global generator. Under `vmap` every job draws from its own seed, and
+    the same module outside it (the job alone, `FusedModel.job(k)`) draws the very same
+    masks. `seed` and `calls` are buffers, so a job's state_dict carries them."""
+
+    def __init__(self, p: float, seed: int) -> None:
+        super().__init__()
+        if not 0 <= p < 1:
+            raise ConfigError(f"SeededDropout: p={p} must be in [0, 1).")
+        self.p = p
+        self.seed: torch.Tensor
+        self.calls: torch.Tensor
+        self.register_buffer("seed", torch.tensor(seed, dtype=torch.int64))
+        self.register_buffer("calls", torch.tensor(0, dtype=torch.int64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0:
+            return x
+        position = torch.arange(x.numel(), device=x.device).reshape(x.shape)
+        z = self.seed * _GOLDEN + self.calls * _MIX1 + position * _GOLDEN
+        z = (z ^ _shift(z, 30)) * _MIX1
+        z = (z ^ _shift(z, 27)) * _MIX2
+        z = z ^ _shift(z, 31)
+        uniform = _shift(z, 11).to(torch.float64) / float(1 << 53)
+        self.calls.add_(1)
+        keep = (uniform >= self.p).to(x.dtype)
+        return x * keep / (1 - self.p)
+
+
+def _shift(z: torch.Tensor, bits: int) -> torch.Tensor:
+    """`z` shifted right by `bits` as unsigned 64-bit integers: torch's `>>` on int64
+    copies the sign bit in, which would leave the mix's top bit always clear."""
+    return (z >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def seeded_dropout(model: nn.Module, seed: int) -> int:
+    """Every `nn.Dropout` in `model` replaced, in place, by a `SeededDropout` of its
+    probability, seeded `seed`, `seed + 1`, … in module order; returns how many."""
+    count = 0
+    for module in list(model.modules()):
+        for child_name, child in list(module.named_children()):
+            if type(child) is nn.Dropout:
+                setattr(module, child_name, SeededDropout(child.p, seed + count))
+                count += 1
+    return count
 
 
 class FusedModel(nn.Module):
@@ -165,8 +219,10 @@ def fuse(
 
     Preconditions: the model and the loss run under `torch.func.vmap` (no `.item()`, no
     data-dependent control flow, no in-place change of an input); the workload has no
-    step of its own. Dropout draws different masks per job (vmap's randomness
-    "different"), not the masks the lone job would draw.
+    step of its own. Each `nn.Dropout` becomes a `SeededDropout` with a seed of the
+    job's own, so every job draws its own masks, and `job(k)` alone draws the same ones;
+    other random ops draw from torch's generator, differently per job (vmap's randomness
+    "different").
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ConfigError(f"fuse: k={k!r} must be a whole number of jobs, at least 1.")
@@ -182,7 +238,11 @@ def fuse(
     check_hparams(algorithm, jobs)
 
     def model() -> nn.Module:
-        return FusedModel([workload.model() for _ in range(k)])
+        models = [workload.model() for _ in range(k)]
+        for built in models:
+            # A seed a job from torch's generator, as each job's own run would draw.
+            seeded_dropout(built, int(torch.randint(0, 2**62, ())))
+        return FusedModel(models)
 
     def batch(n: int) -> Any:
         if shared_batch:
