@@ -12,7 +12,7 @@ from torch import nn
 from lightspeed.errors import ConfigError
 from lightspeed.measure.step import StepSettings, prepare
 from lightspeed.optimize.fused_optim import FusedOptimizer
-from lightspeed.optimize.fusion import FusedModel, SeededDropout, fuse, seeded_dropout
+from lightspeed.optimize.fusion import FusedModel, SeededDropout, drop_jobs, fuse, seeded_dropout
 from lightspeed.workload import Workload
 
 K = 3
@@ -197,3 +197,77 @@ def test_seeded_dropout_drops_its_share_with_masks_of_its_own() -> None:
     with_dropout = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.1), nn.Sequential(nn.Dropout(0.2)))
     assert seeded_dropout(with_dropout, seed=5) == 2
     assert [int(m.seed) for m in with_dropout.modules() if isinstance(m, SeededDropout)] == [5, 6]
+
+
+def test_dropping_jobs_leaves_the_others_as_they_would_have_gone() -> None:
+    torch.manual_seed(0)
+    lone = [mlp(True, 0.2).double() for _ in range(K)]
+    for j, m in enumerate(lone):
+        seeded_dropout(m, seed=j)
+    full = FusedModel(lone)
+    full_opt = FusedOptimizer(full.parameters(), "sgd", [{"lr": 0.1, "momentum": 0.9}] * K)
+    g = torch.Generator().manual_seed(1)
+    batches = [
+        (
+            torch.randn(K, 8, 12, generator=g, dtype=torch.float64),
+            torch.randint(0, 4, (K, 8), generator=g),
+        )
+        for _ in range(8)
+    ]
+    small, small_opt = full, full_opt
+    for step, (xs, ys) in enumerate(batches):
+        if step == 4:
+            small, small_opt = drop_jobs(full, full_opt, [1])
+            full = FusedModel([full.job(j) for j in range(K)])  # the reference goes on apart
+            reference_opt = FusedOptimizer(
+                full.parameters(), "sgd", [{"lr": 0.1, "momentum": 0.9}] * K
+            )
+            for old, new in zip(full_opt.param_groups[0]["params"], full.parameters(), strict=True):
+                reference_opt.state[new] = dict(full_opt.state[old])
+            full_opt = reference_opt
+        runs = [(full, full_opt, xs, ys)]
+        if step >= 4:
+            runs.append((small, small_opt, xs[[0, 2]], ys[[0, 2]]))
+        for model, opt, x, y in runs:
+            opt.zero_grad()
+            model.per_job(loss_of, (x, y)).sum().backward()
+            opt.step()
+    assert small.k == 2
+    for mine, theirs in ((0, 0), (1, 2)):
+        for name, value in small.job_state_dict(mine).items():
+            expected = full.job_state_dict(theirs)[name]
+            if value.is_floating_point():
+                assert relative(value, expected) <= 1e-12, (mine, name)
+            else:
+                assert torch.equal(value, expected), (mine, name)
+    with pytest.raises(ConfigError, match="leaves nothing to train"):
+        drop_jobs(small, small_opt, [0, 1])
+
+
+def test_each_job_follows_its_own_learning_rate_schedule() -> None:
+    torch.manual_seed(0)
+    lone = [mlp(False).double() for _ in range(2)]
+    fused = FusedModel(lone)
+    fused_opt = FusedOptimizer(fused.parameters(), "adamw", [{"lr": 1e-2}, {"lr": 3e-3}])
+    lone_opts = [
+        torch.optim.AdamW(m.parameters(), lr=lr) for m, lr in zip(lone, (1e-2, 3e-3), strict=True)
+    ]
+    g = torch.Generator().manual_seed(1)
+    for step in range(10):
+        rates = [1e-2 * 0.9**step, 3e-3 * (1 if step < 5 else 0.1)]
+        fused_opt.set_hparam("lr", rates)
+        xs = torch.randn(2, 8, 12, generator=g, dtype=torch.float64)
+        ys = torch.randint(0, 4, (2, 8), generator=g)
+        fused_opt.zero_grad()
+        fused.per_job(loss_of, (xs, ys)).sum().backward()
+        fused_opt.step()
+        for j, (m, opt) in enumerate(zip(lone, lone_opts, strict=True)):
+            opt.param_groups[0]["lr"] = rates[j]
+            opt.zero_grad()
+            loss_of(m, (xs[j], ys[j])).backward()
+            opt.step()
+    for j, m in enumerate(lone):
+        for name, value in m.state_dict().items():
+            assert relative(fused.job_state_dict(j)[name], value) <= 1e-10, (j, name)
+    with pytest.raises(ConfigError, match="3 values for 2 jobs"):
+        fused_opt.set_hparam("lr", [1.0, 2.0, 3.0])

@@ -92,6 +92,20 @@ class FusedOptimizer(torch.optim.Optimizer):
         }
         self.skipped = torch.zeros(k, dtype=torch.int64)
 
+    def set_hparam(self, name: str, values: Sequence[float] | torch.Tensor) -> None:
+        """Every job's `name` (a learning rate from each job's schedule, say), one value
+        a job."""
+        if name not in self.hparams:
+            raise ConfigError(
+                f"{self.algorithm} has no hyper-parameter {name}; it takes"
+                f" {', '.join(self.hparams)}."
+            )
+        current = self.hparams[name]
+        found = torch.as_tensor(values, dtype=current.dtype, device=current.device)
+        if found.shape != current.shape:
+            raise ConfigError(f"{name}: {found.numel()} values for {self.k} jobs.")
+        current.copy_(found)
+
     def job_hparams(self, job: int) -> dict[str, float]:
         """Job `job`'s hyper-parameters, as plain numbers."""
         return {name: float(values[job]) for name, values in self.hparams.items()}

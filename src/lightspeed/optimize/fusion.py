@@ -30,7 +30,14 @@ from lightspeed.errors import ConfigError
 from lightspeed.optimize.fused_optim import HYPERPARAMETERS, FusedOptimizer, check_hparams
 from lightspeed.workload import Workload
 
-__all__ = ["FusedModel", "SeededDropout", "fuse", "optimizer_hparams", "seeded_dropout"]
+__all__ = [
+    "FusedModel",
+    "SeededDropout",
+    "drop_jobs",
+    "fuse",
+    "optimizer_hparams",
+    "seeded_dropout",
+]
 
 # splitmix64's constants (Steele, Lea and Flood 2014), as signed 64-bit integers.
 _GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)
@@ -151,6 +158,37 @@ class FusedModel(nn.Module):
             raise ConfigError(f"fuse: job {k} is not one of the {self.k} jobs (0–{self.k - 1}).")
         params, buffers = self.stacked()
         return {n: t[k].detach().clone() for n, t in {**params, **buffers}.items()}
+
+
+def drop_jobs(
+    model: FusedModel, optimizer: FusedOptimizer, jobs: Sequence[int]
+) -> tuple[FusedModel, FusedOptimizer]:
+    """`model` and `optimizer` without `jobs` (finished or diverged): the others keep
+    their weights, buffers, hyper-parameters, optimizer state and step counts, and go on
+    as they would have."""
+    gone = set(jobs)
+    if not gone <= set(range(model.k)):
+        raise ConfigError(f"fuse: jobs {sorted(gone)} are not all among 0–{model.k - 1}.")
+    kept = [j for j in range(model.k) if j not in gone]
+    if not kept:
+        raise ConfigError("fuse: dropping every job leaves nothing to train.")
+    smaller = FusedModel([model.job(j) for j in kept])
+    index = torch.tensor(kept)
+    hparams = [optimizer.job_hparams(j) for j in kept]
+    resized = FusedOptimizer(
+        smaller.parameters(), optimizer.algorithm, hparams, nesterov=optimizer.nesterov
+    )
+    for old, new in zip(model.parameters(), smaller.parameters(), strict=True):
+        state = optimizer.state.get(old)
+        if state:
+            resized.state[new] = {
+                key: value.index_select(0, index.to(value.device))
+                if isinstance(value, torch.Tensor) and value.dim() > 0
+                else value
+                for key, value in state.items()
+            }
+    resized.skipped = optimizer.skipped.index_select(0, index)
+    return smaller.train(model.training), resized
 
 
 class _Bound(nn.Module):
