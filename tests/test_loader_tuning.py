@@ -196,7 +196,12 @@ def test_only_a_gpu_step_tries_pinned_memory() -> None:
     assert loader_tuning_module._thread_counts(1, 4, 2, Device.CPU) == [1]
 
 
-def test_cli_tunes_a_target_files_loader(run_cli: RunCli, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("calibrated_cpu")
+def test_cli_tunes_a_target_files_loader(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The search measured in a model of a 2-core CPU (the measurement is tested above).
+    fake_runs(monkeypatch, {0: 0.1, 1: 0.06, 2: 0.05, 4: 0.07, 8: 0.09})
     target = tmp_path / "target.py"
     target.write_text(
         textwrap.dedent(
@@ -210,7 +215,7 @@ def test_cli_tunes_a_target_files_loader(run_cli: RunCli, tmp_path: Path) -> Non
     )
     path = tmp_path / "tune.json"
     code, out, err = run_cli(
-        "tune", f"{target}:WORKLOAD", "--only", "loader", "--budget", "0.05",
+        "tune", f"{target}:WORKLOAD", "--only", "loader", "--budget", "0.05", "--hardware", "local",
         "--json", str(path), "--html", str(tmp_path / "tune.html"),
     )  # fmt: skip
     assert code == 0, err
@@ -219,6 +224,7 @@ def test_cli_tunes_a_target_files_loader(run_cli: RunCli, tmp_path: Path) -> Non
     assert loading["runs"][0]["options"] == {"num_workers": 0, "pin_memory": False}
     assert loading["runs"][0]["setting"] == "in the step's process"
     assert loading["bound_before"] and "Data loading" in out
+    assert loading["runs"][loading["kept"]]["options"]["num_workers"] == 2
     assert 'id="loading"' in (tmp_path / "tune.html").read_text()
 
 
