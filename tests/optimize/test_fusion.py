@@ -271,3 +271,47 @@ def test_each_job_follows_its_own_learning_rate_schedule() -> None:
             assert relative(fused.job_state_dict(j)[name], value) <= 1e-10, (j, name)
     with pytest.raises(ConfigError, match="3 values for 2 jobs"):
         fused_opt.set_hparam("lr", [1.0, 2.0, 3.0])
+
+
+class TiedLM(nn.Module):
+    """A language model whose output head is its embedding (as GPT-2's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(10, 8)
+        self.mix = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 10, bias=False)
+        self.head.weight = self.embedding.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.mix(self.embedding(tokens))))
+
+
+def test_tied_weights_stay_tied_fused_and_out_again() -> None:
+    def lm_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(
+            model(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten()
+        )
+
+    torch.manual_seed(0)
+    lone = [TiedLM().double() for _ in range(2)]
+    fused = FusedModel(lone)
+    fused_opt = FusedOptimizer(fused.parameters(), "adam", [{"lr": 1e-2}, {"lr": 1e-3}])
+    lone_opts = [
+        torch.optim.Adam(m.parameters(), lr=lr) for m, lr in zip(lone, (1e-2, 1e-3), strict=True)
+    ]
+    g = torch.Generator().manual_seed(1)
+    for _ in range(STEPS):
+        tokens = torch.randint(0, 10, (2, 4, 6), generator=g)
+        fused_opt.zero_grad()
+        fused.per_job(lm_loss, tokens).sum().backward()
+        fused_opt.step()
+        for j, (m, opt) in enumerate(zip(lone, lone_opts, strict=True)):
+            opt.zero_grad()
+            lm_loss(m, tokens[j]).backward()
+            opt.step()
+    for j, m in enumerate(lone):
+        job = fused.job(j)
+        assert isinstance(job, TiedLM) and job.head.weight is job.embedding.weight
+        for name, value in m.state_dict().items():
+            assert relative(job.state_dict()[name], value) <= 1e-10, (j, name)

@@ -148,7 +148,7 @@ class FusedModel(nn.Module):
         """Job `k` as an ordinary module of the architecture, with its current weights."""
         weights = self.job_state_dict(k)
         device = next(iter(weights.values())).device if weights else torch.device("cpu")
-        module = copy.deepcopy(self.base).to_empty(device=device)
+        module = _tied_copy(self.base, lambda m: m.to_empty(device=device))
         module.load_state_dict(weights)
         return module.train(self.training)
 
@@ -157,7 +157,22 @@ class FusedModel(nn.Module):
         if not 0 <= k < self.k:
             raise ConfigError(f"fuse: job {k} is not one of the {self.k} jobs (0–{self.k - 1}).")
         params, buffers = self.stacked()
-        return {n: t[k].detach().clone() for n, t in {**params, **buffers}.items()}
+        stacked = {**params, **buffers}
+        # Every name the architecture's state_dict has, a tied one included (the
+        # stacked weights name each tensor once).
+        first: dict[int, str] = {}
+        canonical: dict[str, str] = {}
+        named = [
+            *self.base.named_parameters(remove_duplicate=False),
+            *self.base.named_buffers(remove_duplicate=False),
+        ]
+        for name, tensor in named:
+            canonical[name] = first.setdefault(id(tensor), name)
+        found: dict[str, torch.Tensor] = {}
+        for name in self.base.state_dict():
+            source = stacked[canonical.get(name, name)]
+            found[name] = source[k].detach().clone()
+        return found
 
 
 def drop_jobs(
@@ -213,7 +228,29 @@ class _Bound(nn.Module):
 
 
 def _on_meta(model: nn.Module) -> nn.Module:
-    return copy.deepcopy(model).to("meta")
+    """A copy of `model` on the meta device, its ties kept (see `_tied_copy`)."""
+    return _tied_copy(model, lambda m: m.to("meta"))
+
+
+def _tied_copy(model: nn.Module, move: Callable[[nn.Module], nn.Module]) -> nn.Module:
+    """A copy of `model` moved by `move`, its tied parameters and buffers still tied:
+    `Module.to` and `to_empty` make each module its own new tensor, which would leave a
+    tied weight (GPT-2's output head) out of what functional_call supplies, and train
+    it apart in a job taken out of the fusion."""
+    base = copy.deepcopy(model)
+    places: dict[int, list[tuple[nn.Module, str, str]]] = {}
+    for module in base.modules():
+        for kind in ("_parameters", "_buffers"):
+            for name, tensor in getattr(module, kind).items():
+                if tensor is not None:
+                    places.setdefault(id(tensor), []).append((module, kind, name))
+    move(base)
+    for tied in places.values():
+        first_module, first_kind, first_name = tied[0]
+        shared = getattr(first_module, first_kind)[first_name]
+        for module, kind, name in tied[1:]:
+            getattr(module, kind)[name] = shared
+    return base
 
 
 def optimizer_hparams(workload: Workload) -> tuple[str, dict[str, float], bool]:
