@@ -92,7 +92,7 @@ def tune_loader(
                     LoaderOptions(num_workers=workers, persistent_workers=True, prefetch_factor=2),
                     steps=steps,
                     threads=t,
-                    predicted_loop_s=max(step_s, load_s / workers),
+                    predicted_loop_s=_predicted(load_s, step_s, workers),
                 )
                 for t in _thread_counts(threads, workers, cores, settings.device)
             ]
@@ -137,6 +137,12 @@ def tune_loader(
     )
 
 
+def _predicted(load_s: float, step_s: float, workers: int) -> float:
+    """The loop's seconds a step with `workers` workers on cores of their own: a batch
+    ready every `load_s / workers`, the step taking `step_s`."""
+    return max(step_s, load_s / workers)
+
+
 def _thread_counts(threads: int, workers: int, cores: int, device: Device) -> list[int]:
     """The step's CPU thread counts to try beside `workers` worker processes: as now,
     and, for a step on the CPU, as many as the cores the workers leave (at least 1)."""
@@ -158,7 +164,7 @@ def _refinements(
     workers = best.options.num_workers
     if workers == 0:
         return []
-    predicted = max(step_s, load_s / workers)
+    predicted = _predicted(load_s, step_s, workers)
     deeper = dataclasses.replace(best.options, prefetch_factor=4)
     found = [
         time_loader(prepared, deeper, steps=steps, threads=best.threads, predicted_loop_s=predicted)

@@ -22,6 +22,7 @@ from lightspeed.errors import ConfigError, WorkloadError
 from lightspeed.facts.tuning import LoaderOptions, LoaderRun
 from lightspeed.measure.device import require, torch_dtype
 from lightspeed.measure.step import PreparedStep, guard, to_device
+from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.workload import Workload
 
 __all__ = ["batches", "build_loader", "queued", "step_on", "time_loader"]
@@ -144,18 +145,5 @@ def time_loader(
 def _samples(batch: Any, default: int) -> int:
     """The samples in `batch`: the first dimension of its first tensor (a last batch
     may be short), else `default`."""
-    found = _first_tensor(batch)
-    return int(found.shape[0]) if found is not None and found.dim() > 0 else default
-
-
-def _first_tensor(batch: Any) -> torch.Tensor | None:
-    if isinstance(batch, torch.Tensor):
-        return batch
-    if isinstance(batch, dict):
-        batch = list(batch.values())
-    if isinstance(batch, list | tuple):
-        for item in batch:
-            found = _first_tensor(item)
-            if found is not None:
-                return found
-    return None
+    first = next(tensors_in(batch), None)
+    return int(first.shape[0]) if first is not None and first.dim() > 0 else default

@@ -339,8 +339,6 @@ def fuse(
         batch=batch,
         loss=loss,
         optimizer=optimizer,
-        batch_size=workload.batch_size,
-        tokens_per_sample=workload.tokens_per_sample,
         loader=None,
     )
 
