@@ -9,7 +9,16 @@ would reach alone with PyTorch's optimizer, to rounding.
 
 A job whose gradients hold an inf or a NaN skips its update (its parameters, moments
 and step count stay as they were), so one diverging job does not poison the others;
-`skipped` counts each job's skipped steps.
+`skipped` counts each job's skipped steps. A job's gradients count as non-finite when
+their sum is (an inf or a NaN anywhere makes it so; so does a sum past the dtype's
+range).
+
+The update runs on all parameters at once with `torch._foreach_*` kernels, so its cost
+in operator launches does not grow with the number of parameters. The new values are
+computed in place when every job's gradients are finite (the usual step), else into
+copies that are kept job by job with a mask, by the same arithmetic, so a job's values
+do not depend on whether another job skipped. Telling the two apart reads one flag from
+the device each step, as `torch.amp.GradScaler.step` does.
 """
 
 from __future__ import annotations
@@ -120,75 +129,156 @@ class FusedOptimizer(torch.optim.Optimizer):
         params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
         if not params:
             return loss
-        finite = torch.ones(self.k, dtype=torch.bool, device=params[0].device)
-        for p in params:
-            assert p.grad is not None
-            finite &= torch.isfinite(p.grad).flatten(1).all(dim=1)
+        grads = [p.grad for p in params if p.grad is not None]
+        sums = torch.stack([_job_sums(g) for g in grads])
+        finite = torch.isfinite(sums.sum(dim=0))
+        every = bool(finite.all())
         self.skipped += (~finite).to(self.skipped.device, torch.int64)
-        for p in params:
-            self._update(p, finite)
+        states = [self.state[p] for p in params]
+        if self.algorithm == "sgd":
+            self._sgd(params, grads, states, self._shaped_like(params), finite, every)
+        else:
+            self._adam(params, grads, states, self._shaped_like(params), finite, every)
         return loss
 
-    def _update(self, p: torch.nn.Parameter, finite: torch.Tensor) -> None:
-        assert p.grad is not None
-        h = {name: _along(v, p) for name, v in self.hparams.items()}
-        keep = _along(finite, p)
-        state = self.state[p]
+    def _shaped_like(self, params: list[torch.Tensor]) -> dict[str, list[torch.Tensor]]:
+        """Each hyper-parameter, and the few values derived from them, as one view a
+        parameter, shaped to broadcast over it (one reshape for each distinct rank)."""
+        hp = self.hparams
+        derived = dict(hp)
         if self.algorithm == "sgd":
-            self._sgd(p, p.grad, state, h, keep)
+            derived["1-dampening"] = 1 - hp["dampening"]
         else:
-            self._adam(p, p.grad, state, h, keep)
+            derived["1-beta1"] = 1 - hp["beta1"]
+            derived["1-beta2"] = 1 - hp["beta2"]
+            derived["1-lr*weight_decay"] = 1 - hp["lr"] * hp["weight_decay"]
+        by_rank: dict[int, dict[str, torch.Tensor]] = {}
+        for p in params:
+            if p.dim() not in by_rank:
+                by_rank[p.dim()] = {name: _along(v, p) for name, v in derived.items()}
+        return {name: [by_rank[p.dim()][name] for p in params] for name in derived}
 
     def _sgd(
         self,
-        p: torch.Tensor,
-        grad: torch.Tensor,
-        state: dict[str, Any],
-        h: Mapping[str, torch.Tensor],
-        keep: torch.Tensor,
+        params: list[torch.Tensor],
+        grads: list[torch.Tensor],
+        states: list[dict[str, Any]],
+        h: Mapping[str, list[torch.Tensor]],
+        finite: torch.Tensor,
+        every: bool,
     ) -> None:
-        grad = grad + h["weight_decay"] * p
-        if "momentum_buffer" not in state:
+        momentum = self.hparams["momentum"] != 0
+        if bool((self.hparams["weight_decay"] != 0).any()):
+            grads = list(torch._foreach_add(grads, torch._foreach_mul(params, h["weight_decay"])))
+        direction = grads
+        if bool(momentum.any()):
+            for p, s in zip(params, states, strict=True):
+                if "momentum_buffer" not in s:
+                    s["momentum_buffer"] = torch.zeros_like(p)
+                    s["started"] = torch.zeros_like(finite)
+            bufs = [s["momentum_buffer"] for s in states]
+            moved = _writable(bufs, every)
+            torch._foreach_mul_(moved, h["momentum"])
+            torch._foreach_add_(moved, torch._foreach_mul(grads, h["1-dampening"]))
             # PyTorch starts the buffer at the first gradient, undamped; a job that
             # skipped its first step starts it at its first finite one.
-            state["momentum_buffer"] = torch.zeros_like(p)
-            state["started"] = torch.zeros_like(keep)
-        buf = state["momentum_buffer"]
-        started = state["started"]
-        moved = torch.where(started, h["momentum"] * buf + (1 - h["dampening"]) * grad, grad)
-        buf.copy_(torch.where(keep, moved, buf))
-        started |= keep
-        direction = grad + h["momentum"] * buf if self.nesterov else buf
-        # Without momentum PyTorch steps along the gradient itself.
-        direction = torch.where(h["momentum"] != 0, direction, grad)
-        p.copy_(torch.where(keep, p - h["lr"] * direction, p))
+            for s, b, g in zip(states, moved, grads, strict=True):
+                if not bool(s["started"].all()):
+                    b.copy_(torch.where(_along(s["started"], g), b, g))
+            direction = (
+                list(torch._foreach_add(grads, torch._foreach_mul(moved, h["momentum"])))
+                if self.nesterov
+                else moved
+            )
+            if not bool(momentum.all()):
+                # Without momentum PyTorch steps along the gradient itself.
+                direction = [
+                    torch.where(_along(momentum, g), d, g)
+                    for d, g in zip(direction, grads, strict=True)
+                ]
+            _commit(bufs, moved, finite, every)
+            for s in states:
+                s["started"] |= finite
+        stepped = _writable(params, every)
+        torch._foreach_sub_(stepped, torch._foreach_mul(direction, h["lr"]))
+        _commit(params, stepped, finite, every)
 
     def _adam(
         self,
-        p: torch.Tensor,
-        grad: torch.Tensor,
-        state: dict[str, Any],
-        h: Mapping[str, torch.Tensor],
-        keep: torch.Tensor,
+        params: list[torch.Tensor],
+        grads: list[torch.Tensor],
+        states: list[dict[str, Any]],
+        h: Mapping[str, list[torch.Tensor]],
+        finite: torch.Tensor,
+        every: bool,
     ) -> None:
-        if "exp_avg" not in state:
-            state["exp_avg"] = torch.zeros_like(p)
-            state["exp_avg_sq"] = torch.zeros_like(p)
-            state["step"] = torch.zeros_like(h["lr"])
-        m, v, t = state["exp_avg"], state["exp_avg_sq"], state["step"]
-        t.copy_(torch.where(keep, t + 1, t))
+        # A job skips every parameter's update or none, so the parameters share one
+        # step count, and the bias corrections are worked out once a count.
+        shared = torch.zeros(self.k, dtype=self.hparams["lr"].dtype, device=finite.device)
+        for p, s in zip(params, states, strict=True):
+            if "exp_avg" not in s:
+                s["exp_avg"] = torch.zeros_like(p)
+                s["exp_avg_sq"] = torch.zeros_like(p)
+                s["step"] = shared
+        counts = {id(s["step"]): s["step"] for s in states}
+        for t in counts.values():
+            t.copy_(torch.where(finite, t + 1, t))
+        hp = self.hparams
+        corrections = {
+            key: (hp["lr"] / (1 - hp["beta1"] ** t), (1 - hp["beta2"] ** t).sqrt())
+            for key, t in counts.items()
+        }
+        step_size, bias2_sqrt = [], []
+        for p, s in zip(params, states, strict=True):
+            size, root = corrections[id(s["step"])]
+            step_size.append(_along(size, p))
+            bias2_sqrt.append(_along(root, p))
+        if self.algorithm == "adam" and bool((hp["weight_decay"] != 0).any()):
+            grads = list(torch._foreach_add(grads, torch._foreach_mul(params, h["weight_decay"])))
+        m = [s["exp_avg"] for s in states]
+        v = [s["exp_avg_sq"] for s in states]
+        new_m, new_v, new_p = _writable(m, every), _writable(v, every), _writable(params, every)
         if self.algorithm == "adamw":
-            decayed = p * (1 - h["lr"] * h["weight_decay"])
-        else:
-            decayed = p
-            grad = grad + h["weight_decay"] * p
-        m.copy_(torch.where(keep, m.lerp(grad, 1 - h["beta1"]), m))
-        v.copy_(torch.where(keep, v * h["beta2"] + (1 - h["beta2"]) * grad * grad, v))
-        bias1 = 1 - h["beta1"] ** t
-        bias2 = 1 - h["beta2"] ** t
-        step_size = h["lr"] / bias1
-        denom = v.sqrt() / bias2.sqrt() + h["eps"]
-        p.copy_(torch.where(keep, decayed - step_size * m / denom, p))
+            torch._foreach_mul_(new_p, h["1-lr*weight_decay"])
+        torch._foreach_lerp_(new_m, grads, h["1-beta1"])
+        torch._foreach_mul_(new_v, h["beta2"])
+        squared = torch._foreach_mul(grads, grads)
+        torch._foreach_mul_(squared, h["1-beta2"])
+        torch._foreach_add_(new_v, squared)
+        # p - step_size · m / (√v / √(1 - β₂ᵗ) + ε), with step_size folded into the
+        # denominator so the last step is one addcdiv.
+        denom = torch._foreach_sqrt(new_v)
+        torch._foreach_div_(denom, bias2_sqrt)
+        torch._foreach_add_(denom, h["eps"])
+        torch._foreach_div_(denom, step_size)
+        torch._foreach_addcdiv_(new_p, new_m, denom, value=-1)
+        _commit(m, new_m, finite, every)
+        _commit(v, new_v, finite, every)
+        _commit(params, new_p, finite, every)
+
+
+def _writable(tensors: list[torch.Tensor], every: bool) -> list[torch.Tensor]:
+    """Where the update goes: the tensors themselves when every job updates, else
+    copies, kept job by job by `_commit`."""
+    return tensors if every else [t.clone() for t in tensors]
+
+
+def _job_sums(grad: torch.Tensor) -> torch.Tensor:
+    """The sum of each job's gradient ([K]), in at least single precision, so that a
+    half-precision sum does not overflow where the values are finite."""
+    wide = None if grad.dtype in (torch.float32, torch.float64) else torch.float32
+    return grad.flatten(1).sum(dim=1, dtype=wide)
+
+
+def _commit(
+    targets: list[torch.Tensor], values: list[torch.Tensor], keep: torch.Tensor, every: bool
+) -> None:
+    """`values` (from `_writable`) into `targets` for the jobs in `keep`; with `every` job
+    kept, the values are the targets already."""
+    if every:
+        return
+    for target, value in zip(targets, values, strict=True):
+        target.copy_(torch.where(_along(keep, target), value, target))
 
 
 def _along(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

@@ -193,15 +193,20 @@ def drop_jobs(
     resized = FusedOptimizer(
         smaller.parameters(), optimizer.algorithm, hparams, nesterov=optimizer.nesterov
     )
+    # A tensor parameters share (Adam's step counts) stays shared.
+    taken: dict[int, torch.Tensor] = {}
+
+    def select(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor) or value.dim() == 0:
+            return value
+        if id(value) not in taken:
+            taken[id(value)] = value.index_select(0, index.to(value.device))
+        return taken[id(value)]
+
     for old, new in zip(model.parameters(), smaller.parameters(), strict=True):
         state = optimizer.state.get(old)
         if state:
-            resized.state[new] = {
-                key: value.index_select(0, index.to(value.device))
-                if isinstance(value, torch.Tensor) and value.dim() > 0
-                else value
-                for key, value in state.items()
-            }
+            resized.state[new] = {key: select(value) for key, value in state.items()}
     resized.skipped = optimizer.skipped.index_select(0, index)
     return smaller.train(model.training), resized
 
