@@ -42,15 +42,19 @@ def tiny_profile() -> dict[str, Any]:
     return as_json(profile_document(lightspeed.analyse(profile)))
 
 
-def predicted_profile(profile_doc: dict[str, Any], hardware: str) -> dict[str, Any]:
-    """The profile predicted on a catalog device."""
+def predicted_profile(
+    profile_doc: dict[str, Any], hardware: str, fuse: int | None = None
+) -> dict[str, Any]:
+    """The profile predicted on a catalog device (and `fuse` jobs fused)."""
     import lightspeed
     from lightspeed.hardware import catalog_hardware
     from lightspeed.predict.whatif import predict
     from lightspeed.report.profile_json import profile_from_doc
     from lightspeed.report.profile_report import profile_document
 
-    predicted = predict(profile_from_doc(profile_doc), hardware=catalog_hardware(hardware))
+    predicted = predict(
+        profile_from_doc(profile_doc), hardware=catalog_hardware(hardware), fuse=fuse
+    )
     return as_json(profile_document(lightspeed.analyse(predicted)))
 
 

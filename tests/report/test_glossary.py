@@ -114,6 +114,7 @@ def _profile_documents() -> Iterator[tuple[str, Document]]:
     yield "profile, stopped", profile_document(analyse(stopped))
     predicted = predict(profile, hardware=catalog_hardware("h100-sxm"))
     yield "profile, predicted", profile_document(analyse(predicted))
+    yield "profile, fused", profile_document(analyse(predict(profile, fuse=4)))
 
 
 def _timing_documents() -> Iterator[tuple[str, Document]]:

@@ -260,3 +260,18 @@ def test_a_predicted_profile_shows_the_prediction_beside_its_measurement(
     assert "mlp-tiny: predicted profile" in page
     assert "--hardware h100-sxm" in page and "not yet checked against a measurement" in page
     assert "from a cpu to a gpu" in page
+
+
+def test_a_fused_prediction_shows_the_jobs_fused_beside_one_after_another(
+    profile_doc: dict[str, Any],
+) -> None:
+    from html_results import predicted_profile
+
+    doc = predicted_profile(profile_doc, "h100-sxm", fuse=8)
+    fusion = doc["prediction"]["fusion"]
+    assert fusion["jobs"] == 8
+    page = render_html(doc)
+    assert 'data-chart="fusion"' in page and "8 jobs one after another" in page
+    assert "--fuse 8" in page and "largest K" in page
+    verdict = "fusion pays" if fusion["helps"] else "fusion will not help"
+    assert verdict in page

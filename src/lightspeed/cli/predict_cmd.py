@@ -1,5 +1,6 @@
 """`lightspeed predict TARGET|PROFILE.json [--batch-size …] [--dtype …] [--checkpoint …]
-[--hardware ID]`: a training step predicted with changes, from a measured profile."""
+[--hardware ID] [--fuse K] [--dp N]`: a training step predicted with changes, from a
+measured profile."""
 
 from __future__ import annotations
 
@@ -55,6 +56,13 @@ def predict_command(
         help="The hardware to predict the step on: a catalog id (see `lightspeed hw list`)"
         " or 'local' (this machine, calibrated).",
     ),
+    fuse: int | None = typer.Option(
+        None,
+        "--fuse",
+        metavar="K",
+        help="Predict K jobs of the step (a sweep's trials) fused into one step: the"
+        " speed-up over running them one after another, and the largest K that fits.",
+    ),
     processes: int | None = typer.Option(
         None,
         "--dp",
@@ -78,8 +86,8 @@ def predict_command(
     wide: bool = WideOption,
 ) -> None:
     """Predict a training step with changes — batch size, autocast precision,
-    checkpointing, other hardware — from a measured profile, with the largest batch that
-    fits the memory."""
+    checkpointing, other hardware, K jobs fused, data parallelism — from a measured
+    profile, with the largest batch that fits the memory."""
     from lightspeed.analysis.profile_analysis import analyse
     from lightspeed.api import profile as profile_step
     from lightspeed.facts.device import Device
@@ -98,11 +106,23 @@ def predict_command(
         workload = load_target(source)
         measured = profile_step(workload, device=device, budget_s=budget)
     target = None if hardware is None else resolve_hardware(hardware, Device.parse(device))
-    changes: dict[str, Any] = {"dtype": dtype, "checkpoint": checkpoint, "hardware": target}
+    changes: dict[str, Any] = {
+        "dtype": dtype,
+        "checkpoint": checkpoint,
+        "hardware": target,
+        "fuse": fuse,
+    }
     if processes is not None:
         changes.update(_data_parallel(processes, link_id, Device.parse(device), threads))
     predictions = [
-        predict(measured, workload=workload, batch_size=size, fits=i == len(sizes) - 1, **changes)
+        predict(
+            measured,
+            workload=workload,
+            batch_size=size,
+            # Fused jobs report the largest K that fits instead.
+            fits=i == len(sizes) - 1 and fuse is None,
+            **changes,
+        )
         for i, size in enumerate(sizes)
     ]
     doc = profile_document(analyse(predictions[-1]))

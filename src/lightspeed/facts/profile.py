@@ -24,6 +24,26 @@ class OpTimeSource(str, enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class FusionPrediction:
+    """K jobs fused into one step (`predict.fusion`), against the K run one after another.
+
+    `serial_step_s`: K measured steps, in seconds. `fused_step_s`: the predicted fused
+    step. `speedup`: serial over fused. `overhead_share`: the share of the measured step
+    paid once (per-op overhead and time outside ops), 0 to 1. `largest_jobs`: the most
+    jobs whose fused step fits the hardware's memory (None: not known). `helps`: whether
+    the speed-up reaches `predict.fusion.FUSION_HELPS`.
+    """
+
+    jobs: int
+    serial_step_s: float
+    fused_step_s: float
+    speedup: float
+    overhead_share: float
+    largest_jobs: int | None
+    helps: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Prediction:
     """How a predicted Profile was made from a measured one.
 
@@ -34,6 +54,7 @@ class Prediction:
     against measurement (docs/benchmarks.md); an unvalidated one says so in reports.
     `largest_batch_size`: the most samples a step of the predicted workload can take
     within the hardware's memory (None: not asked, or the memory is not known).
+    `fusion`: what fusing K jobs gains (None: fusion not predicted).
     """
 
     changes: Mapping[str, str]
@@ -43,6 +64,7 @@ class Prediction:
     assumptions: tuple[str, ...] = ()
     validated: bool = False
     largest_batch_size: int | None = None
+    fusion: FusionPrediction | None = None
 
     def then(self, later: Prediction) -> Prediction:
         """This prediction followed by `later`, made from its result: both changes, the
@@ -56,6 +78,7 @@ class Prediction:
             + tuple(a for a in later.assumptions if a not in self.assumptions),
             validated=self.validated and later.validated,
             largest_batch_size=later.largest_batch_size or self.largest_batch_size,
+            fusion=later.fusion or self.fusion,
         )
 
 

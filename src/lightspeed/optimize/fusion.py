@@ -171,7 +171,7 @@ class FusedModel(nn.Module):
         found: dict[str, torch.Tensor] = {}
         for name in self.base.state_dict():
             source = stacked[canonical.get(name, name)]
-            found[name] = source[k].detach().clone()
+            found[name] = source[k].detach().clone(memory_format=torch.contiguous_format)
         return found
 
 

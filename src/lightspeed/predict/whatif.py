@@ -1,7 +1,7 @@
 """`predict(profile, …)`: the what-if predictions composed, in this order: the changes
 the step's shapes show (batch size, autocast precision, checkpointed modules) together,
-by one run of the changed step on fake tensors; then other hardware; then N-way data
-parallelism."""
+by one run of the changed step on fake tensors; then other hardware; then K jobs fused
+into one; then N-way data parallelism."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from lightspeed.facts.profile import Prediction, Profile
 from lightspeed.measure.step import StepSettings
 from lightspeed.predict.carry import carry_over, op_key
 from lightspeed.predict.data_parallel import corun_slowdown, on_data_parallel
+from lightspeed.predict.fusion import on_fused
 from lightspeed.predict.hardware import on_hardware
 from lightspeed.predict.shapes import largest_batch, settings_of
 from lightspeed.workload import Workload
@@ -30,6 +31,7 @@ def predict(
     dtype: str | None = None,
     checkpoint: str | None = None,
     hardware: Hardware | None = None,
+    fuse: int | None = None,
     data_parallel: int | None = None,
     link: Link | None = None,
     corun: CoRun | None = None,
@@ -44,6 +46,7 @@ def predict(
     or patterns to checkpoint. `hardware`: another device, from the catalog or
     calibrated. These first three re-run the step's shapes, so they need the
     `workload` the profile measured (None: loaded by the profile's workload name).
+    `fuse`: K jobs of the step fused into one (`optimize.fusion.fuse`).
     `data_parallel`: N processes, each at the (predicted) step's batch, reducing
     gradients over `link`; `corun`: how much slower processes sharing one machine
     compute (None: not at all, a device each).
@@ -62,6 +65,8 @@ def predict(
             )
     if hardware is not None:
         predicted = _then(predicted, on_hardware(predicted, hardware))
+    if fuse is not None:
+        predicted = _then(predicted, on_fused(predicted, fuse))
     if data_parallel is not None:
         if link is None:
             raise ConfigError("a data-parallel prediction needs the link between processes.")

@@ -19,7 +19,7 @@ from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import hardware_from_dict
-from lightspeed.facts.profile import OpTimeSource, Prediction, Profile
+from lightspeed.facts.profile import FusionPrediction, OpTimeSource, Prediction, Profile
 from lightspeed.facts.records import MemoryBreakdown, MemoryOverStep, OpRecord, Phase
 from lightspeed.facts.timing import Measurement, NoiseCheck, WorkloadInfo
 from lightspeed.report import render_json
@@ -124,6 +124,7 @@ def _prediction(p: Mapping[str, Any]) -> Prediction:
         assumptions=tuple(p["assumptions"]),
         validated=p["validated"],
         largest_batch_size=p.get("largest_batch_size"),
+        fusion=None if p.get("fusion") is None else FusionPrediction(**p["fusion"]),
     )
 
 

@@ -27,7 +27,7 @@ from lightspeed.document import (
     line,
 )
 from lightspeed.facts.hardware import MemoryLevel, hardware_to_dict
-from lightspeed.facts.profile import Profile
+from lightspeed.facts.profile import FusionPrediction, Profile
 from lightspeed.facts.records import MemoryBreakdown
 from lightspeed.report.timing_report import (
     timing_data,
@@ -137,6 +137,8 @@ def _prediction(analysis: ProfileAnalysis) -> Section:
     ]
     if made.largest_batch_size is not None:
         rows.append(("largest batch", _largest_batch(made.largest_batch_size, p)))
+    if made.fusion is not None:
+        rows += _fusion_rows(made.fusion, p)
     rows += [("rule", line(rule)) for rule in made.rules]
     rows += [("assumption", line(assumption)) for assumption in made.assumptions]
     return Section("Prediction", (Fields(tuple(rows)),))
@@ -190,6 +192,58 @@ def _batch_data(p: Profile) -> dict[str, Any]:
         "peak_bytes": peak,
         "fits": None if peak is None or not memory else peak <= memory,
     }
+
+
+def _fusion_rows(f: FusionPrediction, profile: Profile) -> list[tuple[str, Line]]:
+    """What fusing the jobs gains, and whether it is worth it, said plainly."""
+    rows: list[tuple[str, Line]] = [
+        (
+            "fused jobs",
+            line(
+                f"{f.jobs} jobs in one step ",
+                Value(f.fused_step_s, Unit.SECONDS),
+                ", one after another ",
+                Value(f.serial_step_s, Unit.SECONDS),
+                ": ",
+                Value(f.speedup, Unit.NUMBER, spec=".2f", suffix="×", style=Style.BOLD),
+                " the throughput",
+            ),
+        ),
+        (
+            "fusion verdict",
+            line(
+                Value(
+                    fusion_verdict(f.helps, f.overhead_share, f.jobs),
+                    style=Style.PLAIN if f.helps else Style.WARNING,
+                )
+            ),
+        ),
+    ]
+    if f.largest_jobs is not None:
+        rows.append(
+            (
+                "largest K",
+                line(
+                    Value(f.largest_jobs, Unit.INTEGER, style=Style.BOLD),
+                    " jobs fit in ",
+                    Value(profile.hardware.memory_bytes, Unit.BYTES),
+                ),
+            )
+        )
+    return rows
+
+
+def fusion_verdict(helps: bool, overhead_share: float, jobs: int) -> str:
+    """Whether fusing `jobs` jobs is worth it, and why, in one sentence."""
+    if helps:
+        return (
+            f"fusion pays: {overhead_share:.0%} of a job's step is overhead paid once for"
+            f" all {jobs}"
+        )
+    return (
+        f"fusion will not help: {1 - overhead_share:.0%} of a job's step is its ops' work"
+        f" (compute and memory traffic), which {jobs} fused jobs still do once each"
+    )
 
 
 def _largest_batch(samples: int, profile: Profile) -> Line:

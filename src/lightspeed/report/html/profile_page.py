@@ -14,7 +14,7 @@ from lightspeed.report.html import roofline
 from lightspeed.report.html.markup import Column, Markup, Page, fields, findings, label, notes, text
 from lightspeed.report.html.memory_charts import memory_charts
 from lightspeed.report.html.op_table import op_label, op_table
-from lightspeed.report.profile_report import BATCH_COLUMNS, batch_cells
+from lightspeed.report.profile_report import BATCH_COLUMNS, batch_cells, fusion_verdict
 
 
 def profile_page(doc: Mapping[str, Any]) -> Page:
@@ -80,6 +80,9 @@ def _prediction(page: Page, doc: Mapping[str, Any], made: Mapping[str, Any]) -> 
         notes(list(made.get("rules") or []), title="Rules"),
         notes(list(made.get("assumptions") or []), title="Assumptions"),
     ]
+    fusion = made.get("fusion")
+    if fusion:
+        parts[1:1] = _fusion(page, fusion)
     if measured and predicted:
         parts.insert(
             1,
@@ -104,6 +107,44 @@ def _prediction(page: Page, doc: Mapping[str, Any], made: Mapping[str, Any]) -> 
             ),
         )
     return parts
+
+
+def _fusion(page: Page, f: Mapping[str, Any]) -> list[Markup]:
+    """What fusing K jobs gains: the fused step beside the K run one after another, and
+    the verdict, said plainly."""
+    k = f["jobs"]
+    verdict = fusion_verdict(f["helps"], f["overhead_share"], k)
+    return [
+        fields(
+            [
+                ("fused jobs", Value(k, Unit.INTEGER)),
+                ("one after another", Value(f["serial_step_s"], Unit.SECONDS)),
+                ("fused step", Value(f["fused_step_s"], Unit.SECONDS)),
+                ("speed-up", Value(f["speedup"], Unit.NUMBER, ".2f", suffix="×")),
+                ("fusion verdict", verdict),
+                ("largest K", Value(f.get("largest_jobs"), Unit.INTEGER)),
+            ]
+        ),
+        page.chart(
+            "fusion",
+            {
+                "data": [
+                    {
+                        "type": "bar",
+                        "x": [label(f"{k} jobs one after another"), label(f"{k} jobs fused")],
+                        "y": [f["serial_step_s"], f["fused_step_s"]],
+                        "marker": {"color": ["#8a8f98", "#2b59c3"]},
+                        "hovertemplate": "%{x}: %{y:.3s}s<extra></extra>",
+                    }
+                ],
+                "layout": {
+                    "title": {"text": f"{k} jobs: one after another, and fused (predicted)"},
+                    "yaxis": {"title": {"text": "seconds"}, "exponentformat": "SI"},
+                    "height": 320,
+                },
+            },
+        ),
+    ]
 
 
 def _batch_sizes(page: Page, rows: list[Mapping[str, Any]]) -> list[Markup]:

@@ -1,0 +1,107 @@
+"""`lightspeed predict TARGET --fuse K` against measurement: the fused step predicted
+from one job's profile, and measured.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/predict_fusion.py --rounds 5
+
+For each workload and K: one job's profile (`lightspeed.api.profile`), the fused step
+predicted from it (`predict.fusion.on_fused`), then the single step and the fused step
+(`lightspeed.fuse`) timed in interleaved rounds. The error is on the speed-up (K single
+steps over one fused step, both measured in the same rounds), which is the fused step's
+error with the single step fixed, free of the machine's drift between the profile and
+the rounds. Two naive predictions are scored beside it: fusion gains nothing (speed-up
+1) and fusion is free (speed-up K, the step as long as one job's).
+
+mlp-tiny at K = 8 is the case the model's one constant (the 90th percentile) was chosen
+on; the others are not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from lightspeed.api import profile
+from lightspeed.measure.device import cpu_model_name
+from lightspeed.measure.step import StepSettings, prepare
+from lightspeed.optimize.fusion import fuse
+from lightspeed.predict.fusion import on_fused
+from lightspeed.workload import Workload
+
+CASES = (
+    ("mlp-tiny", 8),
+    ("mlp-tiny", 4),
+    ("mlp-tiny", 16),
+    ("mlp", 4),
+    ("gpt2-tiny", 4),
+    ("resnet18-tiny", 4),
+    ("bert-base-tiny", 4),
+    ("wide-mlp", 4),
+)
+
+
+def _seconds_per_step(step: object, budget_s: float) -> float:
+    """Median seconds of one step over bursts filling about `budget_s`."""
+    run = step.step  # type: ignore[attr-defined]
+    run()
+    start = time.perf_counter()
+    run()
+    once = time.perf_counter() - start
+    n = max(1, min(50, int(budget_s / max(once, 1e-6))))
+    start = time.perf_counter()
+    for _ in range(n):
+        run()
+    return (time.perf_counter() - start) / n
+
+
+def main() -> None:
+    from fusion_throughput import workload_named
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--budget", type=float, default=0.3, help="seconds a burst")
+    parser.add_argument("--only", default=None, help="one workload name")
+    args = parser.parse_args()
+    print(f"{cpu_model_name()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    header = f"{'workload':16} {'K':>3} {'single':>9} {'fused pred':>10} {'fused meas':>10}"
+    print(header + f" {'speed-up pred':>13} {'meas':>6} {'error':>7}  verdict")
+    errors: dict[str, list[float]] = {"model": [], "no gain": [], "free": []}
+    for name, k in CASES:
+        if args.only and name != args.only:
+            continue
+        workload: Workload = workload_named(name)
+        measured = profile(workload)
+        predicted = on_fused(measured, k)
+        assert predicted.prediction is not None and predicted.prediction.fusion is not None
+        verdict = predicted.prediction.fusion
+        single = prepare(workload, StepSettings())
+        fused = prepare(fuse(workload, k), StepSettings())
+        singles, fuseds = [], []
+        for r in range(args.rounds):
+            pair = [(singles, single), (fuseds, fused)]
+            for found, step in pair if r % 2 == 0 else reversed(pair):
+                found.append(_seconds_per_step(step, args.budget))
+        speedup = statistics.median(k * s / f for s, f in zip(singles, fuseds, strict=True))
+        error = verdict.speedup / speedup - 1
+        errors["model"].append(abs(error))
+        errors["no gain"].append(abs(1 / speedup - 1))
+        errors["free"].append(abs(k / speedup - 1))
+        print(
+            f"{name:16} {k:>3} {statistics.median(singles) * 1e3:>7.3f}ms"
+            f" {verdict.fused_step_s * 1e3:>8.3f}ms {statistics.median(fuseds) * 1e3:>8.3f}ms"
+            f" {verdict.speedup:>12.2f}× {speedup:>5.2f}× {error:>+7.1%}"
+            f"  {'helps' if verdict.helps else 'will not help'}"
+        )
+        del single, fused
+    for name, found in errors.items():
+        if found:
+            print(
+                f"median |error| of the speed-up, {name:8}: {statistics.median(found):6.1%}"
+                f" (worst {max(found):.1%})"
+            )
+
+
+if __name__ == "__main__":
+    main()

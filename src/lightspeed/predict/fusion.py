@@ -1,0 +1,199 @@
+"""One job's step predicted as K jobs fused into one (`optimize.fusion.fuse`).
+
+Fusing K jobs of one architecture runs every op once on K jobs' tensors: a matrix
+product becomes a batched one, an elementwise op runs on K times the elements. What
+the host spends on an op (dispatching it, the autograd engine's bookkeeping) is then
+paid once for the K jobs, while the op's work, its FLOPs and bytes, is done K times.
+From the measured profile of one job:
+
+- the fixed cost of an op, c, is what the ops with the least work take: the median
+  time of the quarter of the ops (among those that compute or move something) with the
+  shortest speed of light;
+- each op keeps its fixed cost once and does its work K times, at the same speed:
+  t' = min(t, c) + K · max(t − c, 0) (K times the FLOPs and bytes, at the same
+  fraction of the speed of light);
+- the time outside ops (Python, the autograd engine) is paid once;
+- the step time moves by the change in the sum (`predict.carry.shifted_step`);
+- every memory category holds K jobs' tensors: K times the bytes, peak included.
+
+The speed-up is the K jobs run one after another (K × the measured step) over the
+fused step. Where it is small the step's time is its ops' work, as on a compute-bound
+step, and fusion will not help. The largest K is the most jobs whose fused peak fits
+the hardware's memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Sequence
+
+from lightspeed import units
+from lightspeed.analysis.step_roofline import OpAnalysis, analyse_ops
+from lightspeed.errors import ConfigError
+from lightspeed.facts.profile import FusionPrediction, Prediction, Profile
+from lightspeed.facts.records import MemoryBreakdown, OpRecord
+from lightspeed.facts.timing import Measurement
+from lightspeed.predict.carry import shifted_step
+
+__all__ = ["FUSION_HELPS", "RULES", "fixed_op_cost_s", "largest_k", "on_fused"]
+
+# The least predicted speed-up at which fusion is worth its trouble (a sweep's jobs
+# rewritten into one, memory K times).
+FUSION_HELPS = 1.2
+
+# The share of the ops that do work, those with the least, whose times are taken as
+# nothing but their fixed cost.
+FIXED_COST_SHARE = 0.25
+
+RULES = (
+    "an op's fixed cost c: the median time of the quarter of the ops with the least work"
+    " (the shortest speed of light)",
+    "each op pays its fixed cost once and does its work K times at the same speed:"
+    " t' = min(t, c) + K · max(t − c, 0)",
+    "the time outside ops (Python, the autograd engine) is paid once for the K jobs",
+    "every memory category holds K jobs' tensors (K times the bytes)",
+    "speed-up: K measured steps run one after another over the fused step",
+)
+
+
+def on_fused(profile: Profile, k: int) -> Profile:
+    """`profile` (one job's step) predicted as `k` jobs fused into one step (see the
+    module's docstring): its ops, step time in seconds, memory, and a `Prediction`
+    whose `fusion` holds the speed-up and the largest K that fits."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"--fuse {k!r} must be a whole number of jobs, at least 1.")
+    step = profile.step_time_s
+    if not step:
+        raise ConfigError(
+            f"the profile of {profile.workload.name!r} has no measured step time to predict"
+            " fusion from."
+        )
+    cost = fixed_op_cost_s(analyse_ops(profile))
+    ops = tuple(_fused_op(op, k, cost) for op in profile.ops)
+    timed = any(op.time_s is not None for op in profile.ops)
+    outside = profile.unattributed_s
+    timing, profiled = shifted_step(profile, ops, outside) if timed else _scaled(profile, k)
+    fused = dataclasses.replace(
+        profile,
+        workload=dataclasses.replace(
+            profile.workload,
+            name=f"{profile.workload.name}+fuse{k}",
+            batch_size=k * profile.workload.batch_size,
+            parameter_count=None
+            if profile.workload.parameter_count is None
+            else k * profile.workload.parameter_count,
+        ),
+        ops=ops,
+        timing=timing,
+        profiled_step_s=profiled,
+        memory=None if profile.memory is None else _memory(profile.memory, k),
+    )
+    fused_step = fused.step_time_s or 0.0
+    speedup = k * step / fused_step if fused_step > 0 else 0.0
+    work = sum(max(op.time_s - cost, 0.0) for op in profile.ops if op.time_s is not None)
+    profiled = profile.profiled_step_s or step
+    share = 1.0 - work / profiled if profiled > 0 else 0.0
+    verdict = FusionPrediction(
+        jobs=k,
+        serial_step_s=k * step,
+        fused_step_s=fused_step,
+        speedup=speedup,
+        overhead_share=min(1.0, max(0.0, share)),
+        largest_jobs=largest_k(profile),
+        helps=speedup >= FUSION_HELPS,
+    )
+    return dataclasses.replace(
+        fused,
+        prediction=Prediction(
+            changes={"fuse": str(k)},
+            source_hardware=profile.hardware.id,
+            measured_step_time_s=step,
+            rules=RULES,
+            assumptions=_assumptions(profile, verdict, cost, timed),
+            fusion=verdict,
+        ),
+    )
+
+
+def largest_k(profile: Profile) -> int | None:
+    """The most jobs whose fused step's peak (K times one job's) fits the hardware's
+    memory; None where the memory or the peak is not known."""
+    limit = profile.hardware.memory_bytes
+    if not limit or profile.memory is None or profile.memory.peak_bytes <= 0:
+        return None
+    return limit // profile.memory.peak_bytes
+
+
+def fixed_op_cost_s(analyses: Sequence[OpAnalysis]) -> float:
+    """An op's fixed cost, in seconds: the median measured time of the quarter of the
+    timed ops that compute or move something with the shortest speed of light (0: none
+    timed)."""
+    working = sorted(
+        (a.sol_time_s, a.op.time_s) for a in analyses if a.op.time_s and a.sol_time_s > 0
+    )
+    least = [t for _, t in working[: max(1, round(FIXED_COST_SHARE * len(working)))]]
+    return statistics.median(least) if working else 0.0
+
+
+def _fused_op(op: OpRecord, k: int, cost: float) -> OpRecord:
+    time = op.time_s
+    if time is not None:
+        time = min(time, cost) + k * max(time - cost, 0.0)
+    return dataclasses.replace(
+        op,
+        input_shapes=tuple((k, *s) for s in op.input_shapes),
+        output_shapes=tuple((k, *s) for s in op.output_shapes),
+        flops=k * op.flops,
+        macs=None if op.macs is None else k * op.macs,
+        bytes_read=k * op.bytes_read,
+        bytes_written=k * op.bytes_written,
+        time_s=time,
+    )
+
+
+def _scaled(profile: Profile, k: int) -> tuple[Measurement | None, float | None]:
+    """Without op times nothing tells overhead from work: the step is taken as all
+    work, K times as long (the speed-up 1, the bound that cannot mislead)."""
+    timing = profile.timing
+    if timing is not None:
+        timing = dataclasses.replace(timing, times_s=tuple(k * t for t in timing.times_s))
+    profiled = profile.profiled_step_s
+    return timing, None if profiled is None else k * profiled
+
+
+def _memory(memory: MemoryBreakdown, k: int) -> MemoryBreakdown:
+    return dataclasses.replace(
+        memory,
+        parameters_bytes=k * memory.parameters_bytes,
+        gradients_bytes=k * memory.gradients_bytes,
+        optimizer_state_bytes=k * memory.optimizer_state_bytes,
+        activations_bytes=k * memory.activations_bytes,
+        temporaries_bytes=k * memory.temporaries_bytes,
+        inputs_bytes=k * memory.inputs_bytes,
+        peak_bytes=k * memory.peak_bytes,
+        at_peak_bytes={name: k * b for name, b in memory.at_peak_bytes.items()},
+        over_step=None,
+    )
+
+
+def _assumptions(
+    profile: Profile, verdict: FusionPrediction, cost: float, timed: bool
+) -> tuple[str, ...]:
+    said = [
+        f"c = {units.seconds(cost)} an op",
+        f"{verdict.overhead_share:.0%} of the measured step is paid once (the ops' fixed"
+        f" costs and the time outside ops); the rest, the ops' work, is done"
+        f" {verdict.jobs} times",
+        "the jobs' ops run under torch.func.vmap, whose own cost per op is not counted,"
+        " nor larger kernels' better speed, nor the fused optimizer's fewer, larger ops",
+    ]
+    if not timed:
+        said.append("ops were not timed: the whole step taken as work, done K times")
+    if verdict.largest_jobs is not None:
+        said.append(
+            f"the largest K: {profile.hardware.id}'s"
+            f" {units.size(profile.hardware.memory_bytes or 0)} over one job's"
+            f" {units.size(profile.memory.peak_bytes if profile.memory else 0)} peak"
+        )
+    return tuple(said)
