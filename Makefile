@@ -17,7 +17,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) -e '.[test,png,hf]'
+	$(PIP) -e '.[test,png,hf,sweep]'
 	touch $@
 
 demo: $(VENV)/.installed

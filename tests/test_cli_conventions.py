@@ -36,6 +36,7 @@ RUNS: dict[str, tuple[str, ...]] = {
     "compare": BENCHES,
     "predict": (str(DATA / "profiles" / "mlp-tiny-schema1.json"), "--hardware", "h100-sxm"),
     "tune": ("mlp-tiny", "--only", "gist", "--hardware", "local", "--budget", "0.05"),
+    "sweep": ("mlp-tiny", "--space", "lr=[0.001]", "--trials", "2", "--k", "2", "--steps", "1"),
     "report": (
         BENCHES[0],
         "--html",

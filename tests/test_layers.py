@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "predict.encodings",
         "predict.checkpointing",
     ),  # predictions that run the step's shapes
-    ("api", "observation", "bench", "tune", "loader_tuning"),
+    ("api", "observation", "bench", "tune", "loader_tuning", "sweep"),
     ("cli", "__main__"),
     ("",),  # the package root: its lazy facade names everything
 )

@@ -249,3 +249,33 @@ def test_the_optimize_package_names_each_transform_and_a_budget_plans_checkpoint
     assert checkpoint_for_budget(workload, plain.memory.peak_bytes * 2, budget_s=0.05) is workload
     with pytest.raises(ConfigError, match="fits"):
         checkpoint_for_budget(workload, 1024, budget_s=0.05)
+
+
+@pytest.mark.usefixtures("calibrated_cpu")
+def test_fusion_of_a_sweeps_jobs_is_predicted_checked_and_measured_per_job() -> None:
+    from lightspeed.suite import get
+
+    found = tune(get("mlp-tiny"), only=["fuse"], jobs=4, budget_s=0.05)
+    (fused,) = found.candidates
+    assert fused.name == "fuse4" and fused.transform == "fuse(workload, 4)"
+    assert fused.equivalence is not None and fused.equivalence.passed
+    assert fused.equivalence.error <= 1e-4
+    assert fused.predicted_step_s is not None and fused.measured_step_s is not None
+    # The step is a job's share: a quarter of a fused step, which trains 4 jobs.
+    assert fused.profile is not None and fused.profile.step_time_s is not None
+    assert fused.measured_step_s == pytest.approx(fused.profile.step_time_s / 4)
+    assert fused.verdict in {"kept", "faster", "slower"}
+    doc = tune_document(found)
+    missing = {label for label in printed_labels(doc) if glossary.lookup(label) is None}
+    assert missing == set()
+    if fused.verdict == "kept":
+        code = plan_code(found)
+        assert "lightspeed.fuse(workload, 4" in code
+        compile(code, "plan.py", "exec")
+
+
+def test_fusion_needs_the_number_of_jobs() -> None:
+    with pytest.raises(ConfigError, match="--only fuse: say how many jobs"):
+        tune(vgg_workload(), only=["fuse"])
+    with pytest.raises(ConfigError, match="--jobs 1: fusion needs 2 jobs or more"):
+        tune(vgg_workload(), only=["fuse"], jobs=1)

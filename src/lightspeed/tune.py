@@ -18,6 +18,11 @@ The candidates:
 - `gist`: the encodings that free memory in this model (`predict.encodings`);
 - and, when mixed precision and checkpointing each passed their check alone, the two
   together (`amp-bf16+checkpoint`), checked by its loss curve;
+- `fuse`: for sweep-shaped work (`jobs`: K jobs of this step to run, a sweep's
+  trials), the K fused into one step (`optimize.fusion.fuse`), predicted by
+  `predict.fusion` and checked by each job's loss fused against alone; its step time is
+  a job's share of the fused step, its peak the K jobs'. Where the prediction says
+  fusion will not help (a compute-bound step), the row says so;
 - `loader`: for a workload with a data loader (`Workload.loader`), its DataLoader
   options tuned against the loop's measured wait for data (`loader_tuning`), reported
   apart: they change the loop, not the step, and what the step computes stays the same.
@@ -52,7 +57,7 @@ from lightspeed.workload import Workload
 
 __all__ = ["CANDIDATES", "MIN_GAIN", "checkpoint_for_budget", "plan_code", "tune"]
 
-CANDIDATES = ("amp", "checkpoint", "gist", "loader")
+CANDIDATES = ("amp", "checkpoint", "gist", "fuse", "loader")
 # The least speed-up a candidate must show to be kept without a memory budget: less is
 # within what this kind of machine drifts between measurements.
 MIN_GAIN = 1.03
@@ -66,12 +71,23 @@ def tune(
     device: str | Device = Device.CPU,
     hardware: Hardware | str | None = None,
     budget_s: float = 0.5,
+    jobs: int | None = None,
 ) -> Tuning:
     """Every candidate (`only`: those named, from `CANDIDATES`) for `workload`'s step on
     `device`, placed on `hardware` (as `lightspeed.profile` takes it), each profiled with
-    `budget_s` seconds of timing (see the module's docstring). A candidate that cannot
-    run says why in its row; the others go on."""
+    `budget_s` seconds of timing (see the module's docstring). `jobs`: K jobs of this
+    step to run (a sweep's trials), which adds fusion. A candidate that cannot run says
+    why in its row; the others go on."""
     names = list(CANDIDATES if only is None else only)
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 2):
+        raise ConfigError(f"--jobs {jobs!r}: fusion needs 2 jobs or more.")
+    if only is not None and "fuse" in names and jobs is None:
+        raise ConfigError(
+            "--only fuse: say how many jobs of this step there are to fuse (--jobs K, the"
+            " trials of a sweep)."
+        )
+    if jobs is None:
+        names = [n for n in names if n != "fuse"]
     unknown = [n for n in names if n not in CANDIDATES]
     if unknown:
         raise ConfigError(
@@ -97,6 +113,7 @@ def tune(
         "amp": _amp,
         "checkpoint": _checkpoint,
         "gist": _gist,
+        "fuse": lambda w, b, _budget: _fuse(w, b, jobs or 2),
     }
     candidates: list[Candidate] = []
     passed: dict[str, tuple[str, ...]] = {}  # equivalent candidates: their dtype or modules
@@ -138,6 +155,64 @@ def checkpoint_for_budget(
     return checkpoint(workload, modules) if modules else workload
 
 
+def _fuse(workload: Workload, baseline: Profile, jobs: int) -> list[_Trial]:
+    """K jobs of the step fused: predicted from the plain step, checked by each job's
+    loss after a few steps fused against the same job alone."""
+    from lightspeed.optimize.fusion import fuse
+    from lightspeed.predict.fusion import on_fused
+    from lightspeed.report.profile_report import fusion_verdict
+
+    changed = fuse(workload, jobs)
+    predicted = on_fused(baseline, jobs)
+    made = predicted.prediction
+    assert made is not None and made.fusion is not None
+    verdict = made.fusion
+    step = predicted.step_time_s
+    return [
+        _Trial(
+            name=f"fuse{jobs}",
+            transform=f"fuse(workload, {jobs})",
+            changed=changed,
+            predicted_step_s=None if step is None else step / jobs,
+            predicted_peak_bytes=_peak(predicted),
+            check=lambda: _jobs_match(workload, jobs),
+            arguments=(str(jobs),),
+            jobs=jobs,
+            reason="" if verdict.helps else fusion_verdict(False, verdict.overhead_share, jobs),
+        )
+    ]
+
+
+# Steps each fused job and its lone run take before their losses are compared, and the
+# relative difference allowed: fused jobs compute what they compute alone, to rounding.
+_FUSED_CHECK_STEPS = 3
+_FUSED_CHECK_TOLERANCE = 1e-4
+
+
+def _jobs_match(workload: Workload, jobs: int) -> Equivalence:
+    """Each of `jobs` fused jobs' loss after a few steps against the same job alone."""
+    from lightspeed.sweep import run_alone, run_fused
+
+    numbers = list(range(jobs))
+    fused = run_fused(workload, [{}] * jobs, numbers, steps=_FUSED_CHECK_STEPS, seed=0)
+    worst, error = "", 0.0
+    for n, loss in zip(numbers, fused, strict=True):
+        alone = run_alone(workload, {}, n, steps=_FUSED_CHECK_STEPS, seed=0)
+        if loss is None or alone is None:
+            difference = 0.0 if loss is None and alone is None else float("inf")
+        else:
+            difference = abs(loss - alone) / max(abs(alone), 1e-30)
+        if difference >= error:
+            worst, error = f"job {n}", difference
+    return Equivalence(
+        check=f"each job's loss after {_FUSED_CHECK_STEPS} steps, fused against alone",
+        passed=error <= _FUSED_CHECK_TOLERANCE,
+        error=error,
+        tolerance=_FUSED_CHECK_TOLERANCE,
+        worst=worst,
+    )
+
+
 def _combined(
     workload: Workload, baseline: Profile, passed: Mapping[str, tuple[str, ...]]
 ) -> _Trial | None:
@@ -174,6 +249,9 @@ class _Trial:
     # What it was applied with: the dtype, or the modules.
     arguments: tuple[str, ...] = ()
     suggestions: tuple[str, ...] = ()
+    # Jobs one step of `changed` trains: its step time is shared among them.
+    jobs: int = 1
+    reason: str = ""
 
 
 def _amp(workload: Workload, baseline: Profile, budget: int | None) -> list[_Trial]:
@@ -271,6 +349,7 @@ def _run(trial: _Trial, baseline: Profile, device: str | Device, budget_s: float
         predicted_step_s=trial.predicted_step_s,
         predicted_peak_bytes=trial.predicted_peak_bytes,
         suggestions=trial.suggestions,
+        reason=trial.reason,
     )
     try:
         equivalence = trial.check()
@@ -279,10 +358,11 @@ def _run(trial: _Trial, baseline: Profile, device: str | Device, budget_s: float
         )
     except LightspeedError as exc:
         return dataclasses.replace(found, verdict="error", reason=str(exc))
+    step = measured.step_time_s
     return dataclasses.replace(
         found,
         equivalence=equivalence,
-        measured_step_s=measured.step_time_s,
+        measured_step_s=None if step is None else step / trial.jobs,
         measured_peak_bytes=_peak(measured),
         profile=measured,
         verdict="measured",
@@ -300,11 +380,11 @@ def _judged(baseline: Profile, budget: int | None, candidates: list[Candidate]) 
         if c.equivalence is not None and not c.equivalence.passed:
             verdict, reason = "failed check", _failure(c.equivalence)
         elif budget is not None and (c.measured_peak_bytes or 0) > budget:
-            verdict, reason = "over budget", ""
+            verdict, reason = "over budget", c.reason
         elif c.measured_step_s is not None and c.measured_step_s * MIN_GAIN < step:
-            verdict, reason = "faster", ""
+            verdict, reason = "faster", c.reason
         else:
-            verdict, reason = "slower", ""
+            verdict, reason = "slower", c.reason
         judged.append(dataclasses.replace(c, verdict=verdict, reason=reason))
     eligible = [
         c
@@ -383,6 +463,15 @@ def _loader_code(loading: LoaderTuning) -> list[str]:
 
 def _code(chosen: Candidate) -> list[str]:
     """The lines that apply `chosen` (each part of a combination, checkpointing first)."""
+    if chosen.name.startswith("fuse"):
+        (jobs,) = chosen.arguments
+        return [
+            "import lightspeed",
+            "",
+            f"# {jobs} jobs of the step (a sweep's trials) as one: each job's"
+            " hyper-parameters in hparams.",
+            f"fused = lightspeed.fuse(workload, {jobs}, hparams=[{{}}] * {jobs})",
+        ]
     parts = chosen.name.split("+")
     amp = next((part for part in parts if part.startswith("amp-")), None)
     modules = list(chosen.arguments[1:] if amp else chosen.arguments)

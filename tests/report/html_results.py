@@ -110,3 +110,20 @@ def tune_result() -> dict[str, Any]:
         baseline=baseline, memory_budget_bytes=None, candidates=(kept, slower, skipped), chosen=kept
     )
     return as_json(tune_document(tuning))
+
+
+def sweep_result() -> dict[str, Any]:
+    """A small sweep of mlp-tiny as `lightspeed sweep --json` writes it."""
+    from lightspeed.report.sweep_report import sweep_document
+    from lightspeed.suite import get
+    from lightspeed.sweep import sweep
+
+    found = sweep(
+        get("mlp-tiny"),
+        "lr=loguniform(1e-4,1e-1) weight_decay=[0,0.1]",
+        trials=6,
+        k=3,
+        steps=3,
+        serial_sample=2,
+    )
+    return as_json(sweep_document(found))

@@ -203,6 +203,30 @@ def _history_documents() -> Iterator[tuple[str, Document]]:
     yield "report", files_document(Path("r.json"), "profile", Path("r.html"), Path("r.png"))
 
 
+def _sweep_documents() -> Iterator[tuple[str, Document]]:
+    from lightspeed.facts.sweep import Dimension, SerialCheck, Sweep, Trial
+    from lightspeed.report.sweep_report import sweep_document
+
+    space = (
+        Dimension(name="lr", kind="loguniform", low=1e-4, high=1e-2, text="lr=…"),
+        Dimension(name="weight_decay", kind="choice", choices=(0.0, 0.1), text="weight_decay=…"),
+    )
+    trials = (
+        Trial(number=0, group=0, params={"lr": 1e-3, "weight_decay": 0.0}, loss=0.5),
+        Trial(number=1, group=0, params={"lr": 1e-2, "weight_decay": 0.1}, loss=None),
+    )
+    found = Sweep(
+        workload=WorkloadInfo(
+            name="mlp-tiny", batch_size=32, device=Device.CPU, precision=Precision.FP32,
+            parameter_count=None,
+        ),
+        space=space, k=2, steps=10, trials=trials, best=0, wall_s=0.1, driver_s=0.01,
+        serial=SerialCheck(trials=(0,), seconds=(0.08,), losses=(0.5,)),
+        sampler="optuna TPESampler", seed=0,
+    )  # fmt: skip
+    yield "sweep", sweep_document(found)
+
+
 @pytest.fixture(scope="module")
 def documents() -> list[tuple[str, Document]]:
     """(what it is, the document) of every kind a report is built as."""
@@ -214,6 +238,7 @@ def documents() -> list[tuple[str, Document]]:
         *_hardware_documents(),
         *_bench_documents(),
         *_history_documents(),
+        *_sweep_documents(),
         ("suite", suite_doc),
     ]
 

@@ -275,3 +275,19 @@ def test_a_fused_prediction_shows_the_jobs_fused_beside_one_after_another(
     assert "--fuse 8" in page and "largest K" in page
     verdict = "fusion pays" if fusion["helps"] else "fusion will not help"
     assert verdict in page
+
+
+def test_a_sweep_shows_its_best_its_time_against_serial_and_every_trial() -> None:
+    from html_results import sweep_result
+
+    doc = sweep_result()
+    page = render_html(doc)
+    for anchor in ("summary", "time", "trials"):
+        assert f'id="{anchor}"' in page
+    for chart in ("sweep-time", "sweep-lr", "sweep-weight_decay"):
+        assert f'data-chart="{chart}"' in page
+    best = next(t for t in doc["trials"] if t["number"] == doc["best"])
+    assert f"trial {best['number']}: lr=" in page
+    table = page[page.index('data-table="sweep"') :]
+    table = table[: table.index("</table>")]
+    assert table.count("<tr>") == 1 + len(doc["trials"])  # the header, then a row a trial

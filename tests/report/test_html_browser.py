@@ -20,6 +20,7 @@ from html_results import (
     bench_run,
     fixed_clock,
     predicted_profile,
+    sweep_result,
     tiny_profile,
     trace_result,
     tune_result,
@@ -40,6 +41,7 @@ def results() -> dict[str, dict[str, Any]]:
         "trace": trace_result(ONE_WITH_MATMULS),
         "ranks": trace_result(*TWO_RANKS),
         "tune": tune_result(),
+        "sweep": sweep_result(),
     }
 
 
@@ -59,7 +61,7 @@ def pages(
             page.close()
 
 
-KINDS = ("profile", "predicted", "bench", "trace", "ranks", "tune")
+KINDS = ("profile", "predicted", "bench", "trace", "ranks", "tune", "sweep")
 
 
 @pytest.mark.parametrize("kind", KINDS)

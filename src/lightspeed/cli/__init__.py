@@ -31,6 +31,7 @@ from lightspeed.cli import (
     report_cmd,
     roofline,
     suite,
+    sweep_cmd,
     time_cmd,
     trace_cmd,
     tune_cmd,
@@ -59,6 +60,7 @@ app.command("compare")(history_cmd.compare_command)
 app.command("report")(report_cmd.report_command)
 app.command("predict")(predict_cmd.predict_command)
 app.command("tune")(tune_cmd.tune_command)
+app.command("sweep")(sweep_cmd.sweep_command)
 
 EXIT_USER_ERROR = 2
 

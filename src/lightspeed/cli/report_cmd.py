@@ -13,7 +13,7 @@ def report_command(
     result: Path = typer.Argument(
         ...,
         metavar="RESULT.json",
-        help="A result written with --json by lightspeed profile, trace, bench or tune.",
+        help="A result written with --json by lightspeed profile, trace, bench, tune or sweep.",
         show_default=False,
     ),
     html_path: Path | None = typer.Option(
@@ -31,8 +31,9 @@ def report_command(
     ),
     json_path: Path | None = JsonOption,
 ) -> None:
-    """Draw a saved result (profile, trace, bench or tune JSON) as an interactive HTML report
-    (by default RESULT.html beside it) and, with --png, its roofline as an image."""
+    """Draw a saved result (profile, trace, bench, tune or sweep JSON) as an interactive
+    HTML report (by default RESULT.html beside it) and, with --png, its roofline as an
+    image."""
     from lightspeed.cli.common import write_pictures
     from lightspeed.report.files_report import files_document
     from lightspeed.report.html import read_result

@@ -1,5 +1,5 @@
-"""`lightspeed tune TARGET [--memory-budget SIZE] [--only amp,checkpoint,gist,loader]
-[--emit PATH]`: each optimization predicted, applied, checked for equivalence and
+"""`lightspeed tune TARGET [--memory-budget SIZE] [--only amp,checkpoint,gist,fuse,loader]
+[--jobs K] [--emit PATH]`: each optimization predicted, applied, checked for equivalence and
 measured; the best kept; the data loader's options tuned against the measured wait."""
 
 from __future__ import annotations
@@ -41,8 +41,15 @@ def tune_command(
         None,
         "--only",
         metavar="NAMES",
-        help="The candidates to try, comma-separated: amp, checkpoint, gist, loader (all by"
-        " default; loader for a workload with a data loader).",
+        help="The candidates to try, comma-separated: amp, checkpoint, gist, fuse, loader"
+        " (all by default; fuse with --jobs; loader for a workload with a data loader).",
+    ),
+    jobs: int | None = typer.Option(
+        None,
+        "--jobs",
+        metavar="K",
+        help="K jobs of this step to run (a sweep's trials): adds fusing them into one"
+        " step, its step time a job's share.",
     ),
     profile_path: Path | None = typer.Option(
         None,
@@ -87,6 +94,7 @@ def tune_command(
         device=device,
         hardware=hardware,
         budget_s=budget,
+        jobs=jobs,
     )
     report(tune_document(tuning), json_path, wide=wide, html_path=html_path)
     if emit_path is not None:

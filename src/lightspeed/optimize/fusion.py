@@ -33,10 +33,13 @@ from lightspeed.workload import Workload
 __all__ = [
     "FusedModel",
     "SeededDropout",
+    "build_job",
     "drop_jobs",
     "fuse",
+    "lone_optimizer",
     "optimizer_hparams",
     "seeded_dropout",
+    "shared",
 ]
 
 # splitmix64's constants (Steele, Lea and Flood 2014), as signed 64-bit integers.
@@ -258,6 +261,42 @@ def _tied_copy(model: nn.Module, move: Callable[[nn.Module], nn.Module]) -> nn.M
     return base
 
 
+def build_job(workload: Workload, seed: int) -> nn.Module:
+    """One job's model as `fuse` builds each: `workload.model()` initialised from torch's
+    generator seeded with `seed`, its `nn.Dropout`s seeded from the same generator; the
+    job it builds trains alike alone and fused."""
+    torch.manual_seed(seed)
+    model = workload.model()
+    seeded_dropout(model, int(torch.randint(0, 2**62, ())))
+    return model
+
+
+def lone_optimizer(
+    algorithm: str, params: Any, hparams: Mapping[str, float], *, nesterov: bool = False
+) -> torch.optim.Optimizer:
+    """PyTorch's own optimizer for one job of a fused set: `algorithm` ("sgd", "adam",
+    "adamw") with `hparams` named as `FusedOptimizer`'s (beta1 and beta2 become betas)."""
+    check_hparams(algorithm, [hparams])
+    h = {**HYPERPARAMETERS[algorithm], **hparams}
+    if algorithm == "sgd":
+        return torch.optim.SGD(
+            params,
+            lr=h["lr"],
+            momentum=h["momentum"],
+            dampening=h["dampening"],
+            weight_decay=h["weight_decay"],
+            nesterov=nesterov,
+        )
+    kind = torch.optim.Adam if algorithm == "adam" else torch.optim.AdamW
+    return kind(
+        params,
+        lr=h["lr"],
+        betas=(h["beta1"], h["beta2"]),
+        eps=h["eps"],
+        weight_decay=h["weight_decay"],
+    )
+
+
 def optimizer_hparams(workload: Workload) -> tuple[str, dict[str, float], bool]:
     """The algorithm ("sgd", "adam", "adamw") and hyper-parameters of the optimizer
     `workload` builds, read from it built on one parameter; nesterov for SGD."""
@@ -326,8 +365,7 @@ def fuse(
 
     def batch(n: int) -> Any:
         if shared_batch:
-            one = workload.batch(n)
-            return _map_tensors(one, lambda t: t.unsqueeze(0).expand(k, *t.shape))
+            return shared(workload.batch(n), k)
         return _stack([workload.batch(n) for _ in range(k)])
 
     def loss(fused: nn.Module, batch: Any) -> torch.Tensor:
@@ -346,6 +384,11 @@ def fuse(
         optimizer=optimizer,
         loader=None,
     )
+
+
+def shared(batch: Any, k: int) -> Any:
+    """One batch as K jobs' batches, every job training on it (expanded, not copied)."""
+    return _map_tensors(batch, lambda t: t.unsqueeze(0).expand(k, *t.shape))
 
 
 def _map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:

@@ -71,7 +71,13 @@ def tune_document(tuning: Tuning) -> Document:
         rows=tuple(_row(c, step) for c in tuning.candidates),
         caption="step, peak: measured (pred.: predicted before it ran); speed-up: the plain step"
         " over the measured one; check: gradients bit for bit (checkpoint, gist) or the loss"
-        " curve within the seed-to-seed spread (amp)",
+        " curve within the seed-to-seed spread (amp)"
+        + (
+            "; fuseK: step is a job's share of the fused step (K jobs a step), peak the K"
+            " jobs', check each job's loss fused against alone"
+            if any(c.name.startswith("fuse") for c in tuning.candidates)
+            else ""
+        ),
         framed=True,
     )
     blocks: list[Any] = [summary, table] if tuning.candidates else [summary]

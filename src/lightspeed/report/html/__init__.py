@@ -1,6 +1,6 @@
 """The interactive HTML report: one self-contained file per result (a profile, a trace
-analysis, a bench run, a tuning run), drawn from the result's JSON document alone, so a saved result
-renders the same as a fresh one.
+analysis, a bench run, a tuning run, a sweep), drawn from the result's JSON document
+alone, so a saved result renders the same as a fresh one.
 
 `render_html(doc)` draws a result's JSON object; `write_html` writes it atomically;
 `read_result(path)` loads a saved result, refusing with one line a missing, corrupt,
@@ -20,7 +20,7 @@ from lightspeed.report.html.markup import Markup, text
 from lightspeed.report.render_json import SCHEMA_VERSION, Clock, utc_now, write_text
 
 # The results a report draws, by their `document`.
-KINDS = ("profile", "trace-analysis", "bench", "tune")
+KINDS = ("profile", "trace-analysis", "bench", "tune", "sweep")
 
 
 def render_html(doc: Mapping[str, Any], *, clock: Clock = utc_now) -> str:
@@ -52,6 +52,11 @@ def _render(doc: Mapping[str, Any], clock: Clock) -> str:
 
         page = tune_page(doc)
         subtitle = _subtitle(f"tuning of {doc['workload']['name']}", doc)
+    elif kind == "sweep":
+        from lightspeed.report.html.sweep_page import sweep_page
+
+        page = sweep_page(doc)
+        subtitle = _subtitle(f"sweep of {doc['workload']['name']}", doc)
     else:
         from lightspeed.report.html.bench_page import bench_page
 

@@ -53,7 +53,13 @@ def tune_page(doc: Mapping[str, Any]) -> Page:
             rows,
             caption="step, peak: measured (pred.: predicted before the candidate ran);"
             " speed-up: the plain step over the measured one; check: gradients bit for bit"
-            " (checkpoint, gist) or the loss curve within the seed-to-seed spread (amp).",
+            " (checkpoint, gist) or the loss curve within the seed-to-seed spread (amp)"
+            + (
+                "; fuseK: step is a job's share of the fused step (K jobs a step), peak the"
+                " K jobs', check each job's loss fused against alone."
+                if any(str(c["name"]).startswith("fuse") for c in candidates)
+                else "."
+            ),
             kind="tune",
         )
     ]
