@@ -67,11 +67,12 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
 
+@pytest.mark.parametrize("kernels", [True, False], ids=["fused-kernels", "foreach"])
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float64, 1e-10), (torch.float32, 1e-4)])
 @pytest.mark.parametrize("model", ["plain", "batch-norm", "dropout"])
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
 def test_each_fused_job_trains_as_it_would_alone(
-    algorithm: str, model: str, dtype: torch.dtype, tolerance: float
+    algorithm: str, model: str, dtype: torch.dtype, tolerance: float, kernels: bool
 ) -> None:
     build, hparams = ALGORITHMS[algorithm]
     torch.manual_seed(0)
@@ -80,7 +81,9 @@ def test_each_fused_job_trains_as_it_would_alone(
         seeded_dropout(m, seed=100 * j)  # each job's own masks, the same fused or alone
     fused = FusedModel([nn.Sequential(*m) for m in lone])  # copies the initial weights
     kind = {"sgd-momentum": "sgd"}.get(algorithm, algorithm)
-    fused_opt = FusedOptimizer(fused.parameters(), kind, [fused_names(h) for h in hparams])
+    fused_opt = FusedOptimizer(
+        fused.parameters(), kind, [fused_names(h) for h in hparams], kernels=kernels
+    )
     lone_opts = [build(m.parameters(), **h) for m, h in zip(lone, hparams, strict=True)]
     g = torch.Generator().manual_seed(1)
     for _ in range(STEPS):
@@ -102,13 +105,16 @@ def test_each_fused_job_trains_as_it_would_alone(
                 assert torch.equal(state[name], value), (j, name)
 
 
-def test_a_diverging_job_stops_alone_and_the_others_go_on() -> None:
+@pytest.mark.parametrize("kernels", [True, False], ids=["fused-kernels", "foreach"])
+@pytest.mark.parametrize("algorithm", ["adam", "sgd"])
+def test_a_diverging_job_stops_alone_and_the_others_go_on(algorithm: str, kernels: bool) -> None:
     torch.manual_seed(0)
     lone = [mlp(False).double() for _ in range(K)]
     fused = FusedModel(lone)
-    opt = FusedOptimizer(fused.parameters(), "adam", [{"lr": 1e-2}] * K)
+    hparams = [{"lr": 1e-2, **({"momentum": 0.9} if algorithm == "sgd" else {})}] * K
+    opt = FusedOptimizer(fused.parameters(), algorithm, hparams, kernels=kernels)
     reference = FusedModel(lone)
-    reference_opt = FusedOptimizer(reference.parameters(), "adam", [{"lr": 1e-2}] * K)
+    reference_opt = FusedOptimizer(reference.parameters(), algorithm, hparams, kernels=kernels)
     g = torch.Generator().manual_seed(1)
     before: dict[str, torch.Tensor] = {}
     for step in range(6):

@@ -13,12 +13,15 @@ and step count stay as they were), so one diverging job does not poison the othe
 their sum is (an inf or a NaN anywhere makes it so; so does a sum past the dtype's
 range).
 
-The update runs on all parameters at once with `torch._foreach_*` kernels, so its cost
-in operator launches does not grow with the number of parameters. The new values are
-computed in place when every job's gradients are finite (the usual step), else into
-copies that are kept job by job with a mask, by the same arithmetic, so a job's values
-do not depend on whether another job skipped. Telling the two apart reads one flag from
-the device each step, as `torch.amp.GradScaler.step` does.
+Where this torch has them (`torch_fused`), each job is updated by PyTorch's fused kernel
+for its algorithm (one pass over each tensor; `torch.optim.AdamW(fused=True)`'s), on
+views of its slices, with its own hyper-parameters as numbers; a job that skips is not
+called. Otherwise the update runs on all parameters at once with `torch._foreach_*`
+kernels, so its cost in operator launches does not grow with the number of parameters:
+in place when every job's gradients are finite (the usual step), else into copies kept
+job by job with a mask, by the same arithmetic, so a job's values do not depend on
+whether another job skipped. Either way the step reads the finite flags from the device
+once, as `torch.amp.GradScaler.step` does.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 import torch
 
 from lightspeed.errors import ConfigError
+from lightspeed.optimize import torch_fused
 
 __all__ = ["HYPERPARAMETERS", "FusedOptimizer", "check_hparams"]
 
@@ -62,7 +66,9 @@ def check_hparams(algorithm: str, hparams: Sequence[Mapping[str, float]]) -> Non
 class FusedOptimizer(torch.optim.Optimizer):
     """`algorithm` ("sgd", "adam" or "adamw") over parameters stacked K jobs deep, with
     `hparams[k]` the k-th job's hyper-parameters (names of `HYPERPARAMETERS`; the rest
-    PyTorch's defaults, or `defaults`). `nesterov` as SGD's, for every job."""
+    PyTorch's defaults, or `defaults`). `nesterov` as SGD's, for every job. `kernels`:
+    update job by job with PyTorch's fused kernels where this torch has them (False:
+    always the `_foreach_` path)."""
 
     def __init__(
         self,
@@ -72,6 +78,7 @@ class FusedOptimizer(torch.optim.Optimizer):
         *,
         defaults: Mapping[str, float] | None = None,
         nesterov: bool = False,
+        kernels: bool = True,
     ) -> None:
         check_hparams(algorithm, hparams)
         names = HYPERPARAMETERS[algorithm]
@@ -100,6 +107,12 @@ class FusedOptimizer(torch.optim.Optimizer):
             for name in names
         }
         self.skipped = torch.zeros(k, dtype=torch.int64)
+        self._shaped: tuple[Any, dict[str, list[torch.Tensor]]] | None = None
+        self._job_views: tuple[Any, list[tuple[tuple[torch.Tensor, ...], ...]]] | None = None
+        # Whether to update job by job with PyTorch's fused kernels where it has them.
+        self.kernels = kernels
+        self._kernel_key: tuple[Any, bool] | None = None
+        self._values: tuple[Any, dict[str, list[float]]] | None = None
 
     def set_hparam(self, name: str, values: Sequence[float] | torch.Tensor) -> None:
         """Every job's `name` (a learning rate from each job's schedule, say), one value
@@ -135,15 +148,129 @@ class FusedOptimizer(torch.optim.Optimizer):
         every = bool(finite.all())
         self.skipped += (~finite).to(self.skipped.device, torch.int64)
         states = [self.state[p] for p in params]
-        if self.algorithm == "sgd":
+        if self.kernels and self._kernels_for(params):
+            self._job_by_job(params, grads, states, finite)
+        elif self.algorithm == "sgd":
             self._sgd(params, grads, states, self._shaped_like(params), finite, every)
         else:
             self._adam(params, grads, states, self._shaped_like(params), finite, every)
         return loss
 
+    def _job_by_job(
+        self,
+        params: list[torch.Tensor],
+        grads: list[torch.Tensor],
+        states: list[dict[str, Any]],
+        finite: torch.Tensor,
+    ) -> None:
+        """Each job whose gradients are finite updated by PyTorch's fused kernel for its
+        algorithm, on views of its slices, with its own hyper-parameters."""
+        keep = finite.tolist()
+        values = self._numbers()
+        if self.algorithm == "sgd":
+            self._sgd_jobs(params, grads, states, finite, keep, values)
+            return
+        _counts(params, states, finite)
+        jobs = self._slices(params, states, ("exp_avg", "exp_avg_sq", "step"))
+        grad_jobs = list(zip(*(g.unbind(0) for g in grads), strict=True))
+        for k, (slices, m, v, t) in enumerate(jobs):
+            if keep[k]:
+                torch_fused.adam_step(
+                    self.algorithm,
+                    list(slices),
+                    list(grad_jobs[k]),
+                    list(m),
+                    list(v),
+                    list(t),
+                    lr=values["lr"][k],
+                    beta1=values["beta1"][k],
+                    beta2=values["beta2"][k],
+                    weight_decay=values["weight_decay"][k],
+                    eps=values["eps"][k],
+                )
+
+    def _kernels_for(self, params: list[torch.Tensor]) -> bool:
+        """Whether the fused kernels take these parameters (and their gradients, of the
+        same dtype and device), worked out once for each set of dtypes and devices."""
+        key = tuple((p.dtype, p.device) for p in params)
+        if self._kernel_key is None or self._kernel_key[0] != key:
+            self._kernel_key = (key, torch_fused.available(self.algorithm, params))
+        return self._kernel_key[1]
+
+    def _numbers(self) -> dict[str, list[float]]:
+        """Each hyper-parameter as plain numbers, one a job; read again only once a
+        hyper-parameter changes (its tensor's version counter moves)."""
+        key = tuple(v._version for v in self.hparams.values())
+        if self._values is None or self._values[0] != key:
+            self._values = (key, {name: v.tolist() for name, v in self.hparams.items()})
+        return self._values[1]
+
+    def _sgd_jobs(
+        self,
+        params: list[torch.Tensor],
+        grads: list[torch.Tensor],
+        states: list[dict[str, Any]],
+        finite: torch.Tensor,
+        keep: list[bool],
+        values: Mapping[str, list[float]],
+    ) -> None:
+        for p, s in zip(params, states, strict=True):
+            if "momentum_buffer" not in s:
+                s["momentum_buffer"] = torch.zeros_like(p)
+                s["started"] = torch.zeros_like(finite)
+        started = states[0]["started"].tolist()
+        jobs = self._slices(params, states, ("momentum_buffer",))
+        grad_jobs = list(zip(*(g.unbind(0) for g in grads), strict=True))
+        for k, (slices, buf) in enumerate(jobs):
+            if keep[k]:
+                torch_fused.sgd_step(
+                    list(slices),
+                    list(grad_jobs[k]),
+                    list(buf),
+                    lr=values["lr"][k],
+                    momentum=values["momentum"][k],
+                    dampening=values["dampening"][k],
+                    weight_decay=values["weight_decay"][k],
+                    nesterov=self.nesterov,
+                    first=not started[k],
+                )
+        for s in states:
+            s["started"] |= finite
+
+    def _slices(
+        self, params: list[torch.Tensor], states: list[dict[str, Any]], names: Sequence[str]
+    ) -> list[tuple[tuple[torch.Tensor, ...], ...]]:
+        """For each job, its slice of every parameter and of each of their state tensors
+        `names`: views, kept while the tensors they view stay the same."""
+        tensors = [
+            t for p, s in zip(params, states, strict=True) for t in (p, *(s[n] for n in names))
+        ]
+        key = tuple((t.data_ptr(), tuple(t.shape)) for t in tensors)
+        if self._job_views is None or self._job_views[0] != key:
+            per_tensor = [
+                [p.unbind(0) for p in params],
+                *([s[n].unbind(0) for s in states] for n in names),
+            ]
+            jobs = [
+                tuple(tuple(views[k] for views in kind) for kind in per_tensor)
+                for k in range(self.k)
+            ]
+            self._job_views = (key, jobs)
+        return self._job_views[1]
+
     def _shaped_like(self, params: list[torch.Tensor]) -> dict[str, list[torch.Tensor]]:
         """Each hyper-parameter, and the few values derived from them, as one view a
-        parameter, shaped to broadcast over it (one reshape for each distinct rank)."""
+        parameter, shaped to broadcast over it (one reshape for each distinct rank);
+        kept until a hyper-parameter changes (its tensor's version counter moves)."""
+        key = (
+            tuple(v._version for v in self.hparams.values()),
+            tuple(p.dim() for p in params),
+        )
+        if self._shaped is None or self._shaped[0] != key:
+            self._shaped = (key, self._derive(params))
+        return self._shaped[1]
+
+    def _derive(self, params: list[torch.Tensor]) -> dict[str, list[torch.Tensor]]:
         hp = self.hparams
         derived = dict(hp)
         if self.algorithm == "sgd":
@@ -212,17 +339,7 @@ class FusedOptimizer(torch.optim.Optimizer):
         finite: torch.Tensor,
         every: bool,
     ) -> None:
-        # A job skips every parameter's update or none, so the parameters share one
-        # step count, and the bias corrections are worked out once a count.
-        shared = torch.zeros(self.k, dtype=self.hparams["lr"].dtype, device=finite.device)
-        for p, s in zip(params, states, strict=True):
-            if "exp_avg" not in s:
-                s["exp_avg"] = torch.zeros_like(p)
-                s["exp_avg_sq"] = torch.zeros_like(p)
-                s["step"] = shared
-        counts = {id(s["step"]): s["step"] for s in states}
-        for t in counts.values():
-            t.copy_(torch.where(finite, t + 1, t))
+        counts = _counts(params, states, finite)
         hp = self.hparams
         corrections = {
             key: (hp["lr"] / (1 - hp["beta1"] ** t), (1 - hp["beta2"] ** t).sqrt())
@@ -255,6 +372,25 @@ class FusedOptimizer(torch.optim.Optimizer):
         _commit(m, new_m, finite, every)
         _commit(v, new_v, finite, every)
         _commit(params, new_p, finite, every)
+
+
+def _counts(
+    params: list[torch.Tensor], states: list[dict[str, Any]], finite: torch.Tensor
+) -> dict[int, torch.Tensor]:
+    """Adam's state started where missing, and each job's step count advanced where its
+    gradients are finite. A job skips every parameter's update or none, so the
+    parameters share one step count ([K], float32, as torch.optim keeps it), advanced
+    once; the distinct counts, by id."""
+    shared = torch.zeros(finite.shape[0], dtype=torch.float32, device=finite.device)
+    for p, s in zip(params, states, strict=True):
+        if "exp_avg" not in s:
+            s["exp_avg"] = torch.zeros_like(p)
+            s["exp_avg_sq"] = torch.zeros_like(p)
+            s["step"] = shared
+    counts = {id(s["step"]): s["step"] for s in states}
+    for t in counts.values():
+        t.add_(finite.to(t.dtype))
+    return counts
 
 
 def _writable(tensors: list[torch.Tensor], every: bool) -> list[torch.Tensor]:

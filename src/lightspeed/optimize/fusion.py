@@ -117,8 +117,19 @@ class FusedModel(nn.Module):
         self._base = [_on_meta(models[0])]
         self._names = list(params)
         self._buffer_names = list(buffers)
+        # A Linear's weight is kept transposed ([K, in, out]) and handed to the
+        # architecture as a view: under vmap its gradient arrives in that layout, which
+        # autograd then takes as it is rather than copying it, transposed, into the
+        # parameter at every backward pass; the optimizer's elementwise work stays on
+        # contiguous tensors.
+        self._transposed = _linear_weights(models[0]) & set(self._names)
+        # Each further name of a tied tensor, and the name it is stacked under.
+        self._aliases = _aliases(self.base)
         for i, name in enumerate(self._names):
-            self.register_parameter(f"p{i}", nn.Parameter(params[name].detach()))
+            data = params[name].detach()
+            if name in self._transposed:
+                data = data.mT.contiguous()
+            self.register_parameter(f"p{i}", nn.Parameter(data))
         for i, name in enumerate(self._buffer_names):
             self.register_buffer(f"b{i}", buffers[name].detach().clone())
 
@@ -128,7 +139,10 @@ class FusedModel(nn.Module):
 
     def stacked(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """The stacked parameters and buffers by their names in one copy."""
-        params = {n: getattr(self, f"p{i}") for i, n in enumerate(self._names)}
+        params = {
+            n: getattr(self, f"p{i}").mT if n in self._transposed else getattr(self, f"p{i}")
+            for i, n in enumerate(self._names)
+        }
         buffers = {n: getattr(self, f"b{i}") for i, n in enumerate(self._buffer_names)}
         return params, buffers
 
@@ -138,9 +152,16 @@ class FusedModel(nn.Module):
         base = self.base
         training = self.training
 
-        def one(params: dict[str, Any], buffers: dict[str, Any], *job_args: Any) -> Any:
-            return fn(_Bound(base, params, buffers, training), *job_args)
+        aliases = self._aliases
 
+        def one(params: dict[str, Any], buffers: dict[str, Any], *job_args: Any) -> Any:
+            weights = {**params, **buffers}
+            # Every name a tied tensor goes by, so functional_call need not tie them.
+            weights.update((alias, weights[name]) for alias, name in aliases.items())
+            return fn(_Bound(base, weights, training), *job_args)
+
+        if base.training != training:
+            base.train(training)
         params, buffers = self.stacked()
         return vmap(one, randomness="different")(params, buffers, *args)
 
@@ -163,19 +184,40 @@ class FusedModel(nn.Module):
         stacked = {**params, **buffers}
         # Every name the architecture's state_dict has, a tied one included (the
         # stacked weights name each tensor once).
-        first: dict[int, str] = {}
-        canonical: dict[str, str] = {}
-        named = [
-            *self.base.named_parameters(remove_duplicate=False),
-            *self.base.named_buffers(remove_duplicate=False),
-        ]
-        for name, tensor in named:
-            canonical[name] = first.setdefault(id(tensor), name)
         found: dict[str, torch.Tensor] = {}
         for name in self.base.state_dict():
-            source = stacked[canonical.get(name, name)]
+            source = stacked[self._aliases.get(name, name)]
             found[name] = source[k].detach().clone(memory_format=torch.contiguous_format)
         return found
+
+
+def _aliases(model: nn.Module) -> dict[str, str]:
+    """Every name of a parameter or buffer that another name of `model` also holds,
+    mapped to the first of its names (the one `stack_module_state` keeps)."""
+    first: dict[int, str] = {}
+    found: dict[str, str] = {}
+    named = [
+        *model.named_parameters(remove_duplicate=False),
+        *model.named_buffers(remove_duplicate=False),
+    ]
+    for name, tensor in named:
+        canonical = first.setdefault(id(tensor), name)
+        if canonical != name:
+            found[name] = canonical
+    return found
+
+
+def _linear_weights(model: nn.Module) -> set[str]:
+    """The names of the `nn.Linear` weights of `model` that no other module shares."""
+    named = list(model.named_parameters(remove_duplicate=False))
+    uses: dict[int, int] = {}
+    for _, tensor in named:
+        uses[id(tensor)] = uses.get(id(tensor), 0) + 1
+    found = set()
+    for prefix, module in model.named_modules():
+        if isinstance(module, nn.Linear) and uses.get(id(module.weight)) == 1:
+            found.add(f"{prefix}.weight" if prefix else "weight")
+    return found
 
 
 def drop_jobs(
@@ -218,17 +260,14 @@ class _Bound(nn.Module):
     """The architecture called with one job's weights, where the workload's loss expects
     its model; under vmap the weights are that job's slices."""
 
-    def __init__(
-        self, base: nn.Module, params: dict[str, Any], buffers: dict[str, Any], training: bool
-    ) -> None:
+    def __init__(self, base: nn.Module, weights: dict[str, Any], training: bool) -> None:
         super().__init__()
-        self._call = (base, params, buffers)
+        self._call = (base, weights)
         self.training = training
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        base, params, buffers = self._call
-        base.train(self.training)
-        return functional_call(base, {**params, **buffers}, args, kwargs)
+        base, weights = self._call
+        return functional_call(base, weights, args, kwargs, tie_weights=False)
 
     def __getattr__(self, name: str) -> Any:
         # Submodules a loss reaches by name (model.head) are the architecture's, unbound.
