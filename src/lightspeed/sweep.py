@@ -248,15 +248,18 @@ def run_alone(
     seed: int,
     device: Device = Device.CPU,
     algorithm: Algorithm | None = None,
+    fused_kernel: bool | None = None,
 ) -> float | None:
-    """Trial `number` trained alone, the workload's own model with PyTorch's optimizer,
-    on the batches a fused sweep gives it; its loss at the last step (None: it
-    diverged)."""
+    """Trial `number` trained alone, the workload's own model with PyTorch's optimizer
+    (`fused_kernel`: as torch.optim's `fused`), on the batches a fused sweep gives it;
+    its loss at the last step (None: it diverged)."""
     kind, defaults, nesterov = algorithm or optimizer_hparams(workload)
     on = require(device)
     with guard(workload, "building the trial's model"):
         model = build_job(workload, _seed(seed, "model", number)).to(on).train()
-    optimizer = lone_optimizer(kind, model.parameters(), {**defaults, **params}, nesterov=nesterov)
+    optimizer = lone_optimizer(
+        kind, model.parameters(), {**defaults, **params}, nesterov=nesterov, fused=fused_kernel
+    )
     loss = torch.zeros(())
     for step in range(steps):
         batch = _batch(workload, seed, step, on)

@@ -311,10 +311,16 @@ def build_job(workload: Workload, seed: int) -> nn.Module:
 
 
 def lone_optimizer(
-    algorithm: str, params: Any, hparams: Mapping[str, float], *, nesterov: bool = False
+    algorithm: str,
+    params: Any,
+    hparams: Mapping[str, float],
+    *,
+    nesterov: bool = False,
+    fused: bool | None = None,
 ) -> torch.optim.Optimizer:
     """PyTorch's own optimizer for one job of a fused set: `algorithm` ("sgd", "adam",
-    "adamw") with `hparams` named as `FusedOptimizer`'s (beta1 and beta2 become betas)."""
+    "adamw") with `hparams` named as `FusedOptimizer`'s (beta1 and beta2 become betas);
+    `fused` as torch.optim takes it (True: its fused kernel)."""
     check_hparams(algorithm, [hparams])
     h = {**HYPERPARAMETERS[algorithm], **hparams}
     if algorithm == "sgd":
@@ -325,6 +331,7 @@ def lone_optimizer(
             dampening=h["dampening"],
             weight_decay=h["weight_decay"],
             nesterov=nesterov,
+            fused=fused,
         )
     kind = torch.optim.Adam if algorithm == "adam" else torch.optim.AdamW
     return kind(
@@ -333,6 +340,7 @@ def lone_optimizer(
         betas=(h["beta1"], h["beta2"]),
         eps=h["eps"],
         weight_decay=h["weight_decay"],
+        fused=fused,
     )
 
 
