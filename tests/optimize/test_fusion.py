@@ -321,3 +321,48 @@ def test_tied_weights_stay_tied_fused_and_out_again() -> None:
         assert isinstance(job, TiedLM) and job.head.weight is job.embedding.weight
         for name, value in m.state_dict().items():
             assert relative(job.state_dict()[name], value) <= 1e-10, (j, name)
+
+
+def test_each_job_has_a_loss_scale_of_its_own() -> None:
+    from lightspeed.optimize.fused_optim import JobLossScaler
+
+    torch.manual_seed(0)
+    lone = [mlp(False) for _ in range(K)]
+    scaled, plain = FusedModel(lone), FusedModel(lone)
+    opt = FusedOptimizer(scaled.parameters(), "adam", [{"lr": 1e-2}] * K)
+    plain_opt = FusedOptimizer(plain.parameters(), "adam", [{"lr": 1e-2}] * K)
+    scaler = JobLossScaler(K, init_scale=2.0**10, growth_interval=2)
+    scaler.scales[1] = float("inf")  # job 1's scaled gradients are never finite
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        xs, ys = torch.randn(K, 8, 12, generator=g), torch.randint(0, 4, (K, 8), generator=g)
+        opt.zero_grad()
+        scaler.scale(scaled.per_job(loss_of, (xs, ys))).backward()
+        scaler.step(opt)
+        scaler.update(opt)
+        plain_opt.zero_grad()
+        plain.per_job(loss_of, (xs, ys)).sum().backward()
+        plain_opt.step()
+    # Job 1 never stepped; the others grew after 2 finite steps, and, scaled by powers
+    # of 2, stepped bit for bit as unscaled.
+    assert opt.skipped.tolist() == [0, 3, 0]
+    assert scaler.scales.tolist() == [2.0**11, float("inf"), 2.0**11]
+    for j in (0, 2):
+        for name, value in scaled.job_state_dict(j).items():
+            assert torch.equal(value, plain.job_state_dict(j)[name]), (j, name)
+    assert all(torch.equal(v, lone[1].state_dict()[n]) for n, v in scaled.job_state_dict(1).items())
+
+
+def test_a_loss_scale_backs_off_on_overflow_and_grows_after_an_interval() -> None:
+    from lightspeed.optimize.fused_optim import JobLossScaler
+
+    opt = FusedOptimizer([nn.Parameter(torch.zeros(2, 3))], "sgd", [{}, {}])
+    scaler = JobLossScaler(2, init_scale=8.0, growth_interval=3)
+    for finite in ([True, False], [True, True], [True, True], [False, True]):
+        opt.last_finite = torch.tensor(finite)
+        scaler.update(opt)
+    # Job 0: 3 finite steps, grown to 16, then an overflow: 8. Job 1: backed off to 4,
+    # then 3 finite steps: 8.
+    assert scaler.scales.tolist() == [8.0, 8.0]
+    with pytest.raises(ConfigError, match="grows by a factor above 1"):
+        JobLossScaler(2, growth_factor=1.0)

@@ -13,7 +13,8 @@ docstring names its source, its preconditions and the equivalence it keeps:
 - `compiled` (`compile`): the model under `torch.compile` (Inductor); equal within
   rounding.
 - `fuse` (`fusion`): K training jobs of one model as one job (HFTA), each job with its
-  own hyper-parameters (`FusedOptimizer`, `fused_optim`); each trains as it would alone.
+  own hyper-parameters (`FusedOptimizer`, `fused_optim`), and a loss scale of its own
+  for fp16 (`JobLossScaler`); each trains as it would alone.
 - `BucketBatchSampler` (`bucketing`): batches of samples of similar length, for
   sequences padded to the longest in their batch (`padding_waste` says what padding
   costs).
@@ -43,6 +44,7 @@ _EXPORTS = {
     "fuse": "fusion",
     "FusedModel": "fusion",
     "FusedOptimizer": "fused_optim",
+    "JobLossScaler": "fused_optim",
     "BucketBatchSampler": "bucketing",
     "padding_waste": "bucketing",
     "padding_suggestions": "padding",
@@ -51,6 +53,7 @@ __all__ = [
     "BucketBatchSampler",
     "FusedModel",
     "FusedOptimizer",
+    "JobLossScaler",
     "LossScaling",
     "autocast",
     "checkpoint",
@@ -82,7 +85,7 @@ if TYPE_CHECKING:
     from lightspeed.optimize.checkpointing import checkpoint, checkpoint_model
     from lightspeed.optimize.compile import compiled
     from lightspeed.optimize.encodings import gist, gist_model
-    from lightspeed.optimize.fused_optim import FusedOptimizer
+    from lightspeed.optimize.fused_optim import FusedOptimizer, JobLossScaler
     from lightspeed.optimize.fusion import FusedModel, fuse
     from lightspeed.optimize.padding import padding_suggestions
     from lightspeed.optimize.precision import LossScaling, autocast

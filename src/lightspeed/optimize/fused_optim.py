@@ -34,7 +34,7 @@ import torch
 from lightspeed.errors import ConfigError
 from lightspeed.optimize import torch_fused
 
-__all__ = ["HYPERPARAMETERS", "FusedOptimizer", "check_hparams"]
+__all__ = ["HYPERPARAMETERS", "FusedOptimizer", "JobLossScaler", "check_hparams"]
 
 # Each algorithm's hyper-parameters and PyTorch's defaults for them.
 HYPERPARAMETERS: Mapping[str, Mapping[str, float]] = {
@@ -107,6 +107,8 @@ class FusedOptimizer(torch.optim.Optimizer):
             for name in names
         }
         self.skipped = torch.zeros(k, dtype=torch.int64)
+        # Which jobs' gradients were finite at the last step (all, before one).
+        self.last_finite = torch.ones(k, dtype=torch.bool)
         self._shaped: tuple[Any, dict[str, list[torch.Tensor]]] | None = None
         self._job_views: tuple[Any, list[tuple[tuple[torch.Tensor, ...], ...]]] | None = None
         # Whether to update job by job with PyTorch's fused kernels where it has them.
@@ -147,6 +149,7 @@ class FusedOptimizer(torch.optim.Optimizer):
         finite = torch.isfinite(sums.sum(dim=0))
         every = bool(finite.all())
         self.skipped += (~finite).to(self.skipped.device, torch.int64)
+        self.last_finite = finite
         states = [self.state[p] for p in params]
         if self.kernels and self._kernels_for(params):
             self._job_by_job(params, grads, states, finite)
@@ -372,6 +375,69 @@ class FusedOptimizer(torch.optim.Optimizer):
         _commit(m, new_m, finite, every)
         _commit(v, new_v, finite, every)
         _commit(params, new_p, finite, every)
+
+
+class JobLossScaler:
+    """A dynamic loss scale for each of K fused jobs (fp16 training), as
+    `torch.amp.GradScaler` keeps one for a job alone: each job's loss is multiplied by
+    its scale before backward (`scale`), its gradients divided by it before the
+    optimizer's step (`step`), and after the step (`update`) the scale of a job whose
+    gradients were not finite is multiplied by `backoff_factor`, the optimizer having
+    skipped that job alone, while a job with `growth_interval` finite steps in a row has
+    its scale multiplied by `growth_factor`. One job's overflow leaves the others'
+    scales and updates as they were.
+
+    `scales` ([K], float32) and the count of each job's finite steps in a row are its
+    state.
+    """
+
+    def __init__(
+        self,
+        k: int,
+        *,
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        if not (growth_factor > 1.0 and 0.0 < backoff_factor < 1.0 and growth_interval >= 1):
+            raise ConfigError(
+                "a loss scaler grows by a factor above 1, backs off by one between 0 and 1,"
+                " and grows after 1 finite step or more."
+            )
+        self.scales = torch.full((k,), float(init_scale), dtype=torch.float32, device=device)
+        self.growth_factor = growth_factor
+        self.backoff_factor = backoff_factor
+        self.growth_interval = growth_interval
+        self._finite_steps = torch.zeros(k, dtype=torch.int64, device=device)
+
+    def scale(self, losses: torch.Tensor) -> torch.Tensor:
+        """The sum of the K jobs' losses (`losses`, [K]), each times its job's scale: the
+        tensor to call backward on."""
+        return (losses * self.scales.to(losses.dtype)).sum()
+
+    def step(self, optimizer: FusedOptimizer) -> None:
+        """Each job's gradients divided by its scale, then `optimizer`'s step (which skips
+        the jobs whose gradients are not finite)."""
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        grads = [p.grad for p in params if p.grad is not None]
+        inverse = 1.0 / self.scales
+        torch._foreach_mul_(grads, [_along(inverse.to(g.dtype), g) for g in grads])
+        optimizer.step()
+
+    def update(self, optimizer: FusedOptimizer) -> None:
+        """Each job's scale after the step: backed off where its gradients were not
+        finite, grown after `growth_interval` finite steps in a row."""
+        finite = optimizer.last_finite.to(self.scales.device)
+        self._finite_steps = torch.where(finite, self._finite_steps + 1, 0)
+        grow = self._finite_steps >= self.growth_interval
+        self.scales = torch.where(
+            finite,
+            torch.where(grow, self.scales * self.growth_factor, self.scales),
+            self.scales * self.backoff_factor,
+        )
+        self._finite_steps = torch.where(grow, 0, self._finite_steps)
 
 
 def _counts(
