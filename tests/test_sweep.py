@@ -136,3 +136,48 @@ def test_without_optuna_the_sweep_says_how_to_install_it(monkeypatch: pytest.Mon
     monkeypatch.setitem(sys.modules, "optuna", None)
     with pytest.raises(ConfigError, match=r"pip install 'lightspeed\[sweep\]'"):
         sweep(get("mlp-tiny"), "lr=[0.1]", trials=1, k=1, steps=1)
+
+
+FAILING = """
+import torch
+from torch import nn
+from lightspeed.workload import Workload
+
+built = [0]
+
+
+def model():
+    built[0] += 1
+    if built[0] > 4:
+        raise RuntimeError("no more models")
+    return nn.Linear(4, 2)
+
+
+FAILS_LATE = Workload(
+    name="fails-late",
+    model=model,
+    batch=lambda n: (torch.randn(n, 4), torch.randint(0, 2, (n,))),
+    loss=lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1]),
+    batch_size=8,
+)
+"""
+
+
+def test_a_sweep_that_fails_part_way_keeps_the_trials_it_finished(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    target = tmp_path / "failing.py"
+    target.write_text(FAILING)
+    out = tmp_path / "partial.json"
+    code, _, err = run_cli(
+        "sweep", f"{target}:FAILS_LATE", "--space", "lr=[0.1,0.01]", "--trials", "6",
+        "--k", "2", "--steps", "2", "--json", str(out),
+    )  # fmt: skip
+    assert code == 2
+    assert "no more models" in err and "stopped after 4 of 6 trials" in err
+    lines = err.strip().splitlines()
+    assert lines[0] == f"wrote {out}" and len(lines) == 2  # what was done, then one error
+    assert lines[1].startswith("lightspeed: error: the sweep stopped after 4 of 6 trials:")
+    doc = json.loads(out.read_text())
+    assert len(doc["trials"]) == 4 and "stopped after 4 of 6 trials" in doc["failure"]
+    assert all(t["loss"] is not None for t in doc["trials"])

@@ -61,6 +61,14 @@ class ProfileIncomplete(LightspeedError):
         self.partial = partial
 
 
+class SweepIncomplete(LightspeedError):
+    """A sweep stopped part-way; `partial` holds the trials finished before the failure."""
+
+    def __init__(self, message: str, partial: object) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """A ' Did you mean …?' suffix naming the closest of `choices`, or '' if none is close.
 

@@ -9,6 +9,9 @@ generator seeded by the step), and trial i's model is initialised from a seed of
 own (`optimize.fusion.build_job`), so a trial's result does not depend on which trials
 it was fused with, and the same trial run alone gives the same loss, to rounding.
 
+A workload that fails part-way (an error, out of memory) stops the sweep with a
+`SweepIncomplete` that holds the trials finished before it.
+
 A trial diverges when a step's loss or gradients are not finite: fused, it stops
 updating (the fused optimizer skips its steps) while the others go on; alone, it stops.
 Its loss is then None, told to the driver as a failed trial.
@@ -34,7 +37,7 @@ import torch
 
 from lightspeed import progress
 from lightspeed.dtypes import Precision
-from lightspeed.errors import ConfigError
+from lightspeed.errors import ConfigError, LightspeedError, SweepIncomplete
 from lightspeed.facts.device import Device
 from lightspeed.facts.sweep import Dimension, SerialCheck, Sweep, Trial
 from lightspeed.facts.timing import WorkloadInfo
@@ -136,6 +139,38 @@ def sweep(
     if serial_sample < 0:
         raise ConfigError(f"--serial-sample {serial_sample} must be 0 or more.")
     where = Device.parse(device) if isinstance(device, str) else device
+    info = WorkloadInfo(
+        name=workload.name,
+        batch_size=workload.batch_size,
+        device=where,
+        precision=Precision.FP32,
+        parameter_count=None,
+        tokens_per_sample=workload.tokens_per_sample,
+    )
+
+    def result(
+        found: list[Trial],
+        wall: float,
+        driver: float,
+        serial: SerialCheck | None,
+        failure: str | None,
+    ) -> Sweep:
+        finished = [t for t in found if t.loss is not None]
+        return Sweep(
+            workload=info,
+            space=dims,
+            k=k,
+            steps=steps,
+            trials=tuple(found),
+            best=min(finished, key=lambda t: t.loss or 0.0).number if finished else None,
+            wall_s=wall,
+            driver_s=driver,
+            serial=serial,
+            sampler=f"optuna {optuna.__version__} TPESampler",
+            seed=seed,
+            failure=failure,
+        )
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = optuna.samplers.TPESampler(seed=seed)
     study = optuna.create_study(direction="minimize", sampler=sampler)
@@ -150,16 +185,22 @@ def sweep(
             driver += time.perf_counter() - ticked
             params = [dict(t.params) for t in asked]
             numbers = [t.number for t in asked]
-            with progress.stage(f"trials {numbers[0]}–{numbers[-1]} of {trials}, fused"):
-                losses = run_fused(
-                    workload,
-                    params,
-                    numbers,
-                    steps=steps,
-                    seed=seed,
-                    device=where,
-                    algorithm=(algorithm, defaults, nesterov),
-                )
+            try:
+                with progress.stage(f"trials {numbers[0]}–{numbers[-1]} of {trials}, fused"):
+                    losses = run_fused(
+                        workload,
+                        params,
+                        numbers,
+                        steps=steps,
+                        seed=seed,
+                        device=where,
+                        algorithm=(algorithm, defaults, nesterov),
+                    )
+            except LightspeedError as exc:
+                # The trials finished so far are kept, and written by the caller.
+                message = f"the sweep stopped after {len(found)} of {trials} trials: {exc}"
+                partial = result(found, time.perf_counter() - start, driver, None, message)
+                raise SweepIncomplete(message, partial) from exc
             ticked = time.perf_counter()
             group = len(found) // k
             for trial, number, p, loss in zip(asked, numbers, params, losses, strict=True):
@@ -171,31 +212,10 @@ def sweep(
                 advance()
             driver += time.perf_counter() - ticked
     wall = time.perf_counter() - start
-    finished = [t for t in found if t.loss is not None]
-    best = min(finished, key=lambda t: t.loss or 0.0).number if finished else None
     serial = _serial_check(
         workload, found, serial_sample, steps, seed, where, (algorithm, defaults, nesterov)
     )
-    return Sweep(
-        workload=WorkloadInfo(
-            name=workload.name,
-            batch_size=workload.batch_size,
-            device=where,
-            precision=Precision.FP32,
-            parameter_count=None,
-            tokens_per_sample=workload.tokens_per_sample,
-        ),
-        space=dims,
-        k=k,
-        steps=steps,
-        trials=tuple(found),
-        best=best,
-        wall_s=wall,
-        driver_s=driver,
-        serial=serial,
-        sampler=f"optuna {optuna.__version__} TPESampler",
-        seed=seed,
-    )
+    return result(found, wall, driver, serial, None)
 
 
 Algorithm = tuple[str, Mapping[str, float], bool]

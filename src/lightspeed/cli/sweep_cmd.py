@@ -13,6 +13,7 @@ from lightspeed.cli.common import (
     JsonOption,
     ThreadsOption,
     WideOption,
+    emit_partial,
     report,
     use_threads,
 )
@@ -53,20 +54,28 @@ def sweep_command(
     """Search a workload's optimizer hyper-parameters with Optuna, training the trials K
     at a time as one fused job: each trial's final loss, the best configuration, and the
     wall time beside the serial sweep's, measured on a sample of trials."""
+    from lightspeed.errors import SweepIncomplete
+    from lightspeed.facts.sweep import Sweep
     from lightspeed.report.sweep_report import sweep_document
     from lightspeed.sweep import sweep
     from lightspeed.targets import load_target
 
     use_threads(threads)
     workload = load_target(target)
-    found = sweep(
-        workload,
-        space,
-        trials=trials,
-        k=k,
-        steps=steps,
-        seed=seed,
-        serial_sample=serial_sample,
-        device=device,
-    )
+    try:
+        found = sweep(
+            workload,
+            space,
+            trials=trials,
+            k=k,
+            steps=steps,
+            seed=seed,
+            serial_sample=serial_sample,
+            device=device,
+        )
+    except SweepIncomplete as exc:
+        # The trials finished before the failure are still written.
+        if isinstance(exc.partial, Sweep):
+            emit_partial(sweep_document(exc.partial), json_path, html_path, None)
+        raise
     report(sweep_document(found), json_path, wide=wide, html_path=html_path)

@@ -66,7 +66,8 @@ class Sweep:
     `driver_s` of it). `serial`: the sampled trials run one at a time. The serial sweep's
     wall time is estimated as their mean time × the trials + the driver's time.
     `best`: the number of the trial with the least final loss (None: every trial
-    diverged). `sampler` and `seed`: the search driver and its seed.
+    diverged). `sampler` and `seed`: the search driver and its seed. `failure`: the
+    one-line error that stopped the sweep part-way (None: it finished).
     """
 
     workload: WorkloadInfo
@@ -80,6 +81,7 @@ class Sweep:
     serial: SerialCheck | None
     sampler: str
     seed: int
+    failure: str | None = None
 
     @property
     def serial_estimate_s(self) -> float | None:

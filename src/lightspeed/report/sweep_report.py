@@ -70,6 +70,7 @@ def sweep_data(found: Sweep) -> dict[str, Any]:
         },
         "serial_estimate_s": found.serial_estimate_s,
         "speedup": found.speedup,
+        "failure": found.failure,
     }
 
 
@@ -80,6 +81,11 @@ def summary_rows(data: Mapping[str, Any]) -> list[tuple[str, Any]]:
     diverged = sum(1 for t in trials if t["loss"] is None)
     rows: list[tuple[str, Any]] = [
         ("workload", line(data["workload"]["name"])),
+        *(
+            [("stopped", line(Value(data["failure"], style=Style.ERROR)))]
+            if data.get("failure")
+            else []
+        ),
         ("search space", line(" ".join(data["space"]))),
         (
             "trials",

@@ -23,6 +23,7 @@ def sweep_page(doc: Mapping[str, Any]) -> Page:
         fields(
             [
                 ("workload", str(doc["workload"]["name"])),
+                *([("stopped", str(doc["failure"]))] if doc.get("failure") else []),
                 ("search space", " ".join(doc["space"])),
                 ("trials", Value(len(trials), Unit.INTEGER)),
                 ("steps a trial", Value(doc["steps"], Unit.INTEGER)),
