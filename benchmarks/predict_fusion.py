@@ -3,12 +3,14 @@ from one job's profile, and measured.
 
     PYTHONPATH=src .venv/bin/python benchmarks/predict_fusion.py --rounds 5
 
-For each workload and K: one job's profile (`lightspeed.api.profile`), the fused step
-predicted from it (`predict.fusion.on_fused`), then the single step and the fused step
-(`lightspeed.fuse`) timed in interleaved rounds. The error is on the speed-up (K single
-steps over one fused step, both measured in the same rounds), which is the fused step's
-error with the single step fixed, free of the machine's drift between the profile and
-the rounds. "matched": the speed-up over the single step with its AdamW on PyTorch's
+For each workload and K, in each round: one job's profile (`lightspeed.api.profile`)
+and the fused step predicted from it (`predict.fusion.on_fused`), then the single step
+and the fused step (`lightspeed.fuse`) timed, in an order that alternates between
+rounds. The error is on the speed-up (K single steps over one fused step), which is the
+fused step's error with the single step fixed; each round's prediction is set against
+that round's measurement, so both see the same minute of this shared machine, and the
+median over rounds is reported (the predicted and measured columns: their medians).
+"matched": the speed-up over the single step with its AdamW on PyTorch's
 fused kernel (`fused=True`), the kernel the fused jobs' optimizer calls, so that the
 optimizer's kernel is not counted as fusion's gain; the model assumes the same
 efficiency fused and alone, which this baseline matches. Two naive predictions are
@@ -28,6 +30,7 @@ import time
 import torch
 
 from lightspeed.api import profile
+from lightspeed.facts.profile import FusionPrediction
 from lightspeed.measure.device import cpu_model_name
 from lightspeed.measure.step import StepSettings, prepare
 from lightspeed.optimize.fusion import fuse
@@ -84,24 +87,31 @@ def main() -> None:
         if args.only and name != args.only:
             continue
         workload: Workload = workload_named(name)
-        measured = profile(workload)
-        predicted = on_fused(measured, k)
-        assert predicted.prediction is not None and predicted.prediction.fusion is not None
-        verdict = predicted.prediction.fusion
         single = prepare(workload, StepSettings())
         matched = prepare(with_fused_kernels(workload), StepSettings())
         fused = prepare(fuse(workload, k), StepSettings())
         singles: list[float] = []
         matcheds: list[float] = []
         fuseds: list[float] = []
+        verdicts: list[FusionPrediction] = []
         for r in range(args.rounds):
+            # Each round profiles the step afresh and predicts from it, beside the steps
+            # it times: the prediction and the measurement see the same minute.
+            predicted = on_fused(profile(workload), k).prediction
+            assert predicted is not None and predicted.fusion is not None
+            verdicts.append(predicted.fusion)
             kinds = [(singles, single), (matcheds, matched), (fuseds, fused)]
             for found, step in kinds if r % 2 == 0 else reversed(kinds):
                 found.append(_seconds_per_step(step, args.budget))
-        speedup = statistics.median(k * s / f for s, f in zip(singles, fuseds, strict=True))
-        over_matched = statistics.median(k * s / f for s, f in zip(matcheds, fuseds, strict=True))
-        error = verdict.speedup / speedup - 1
-        error_matched = verdict.speedup / over_matched - 1
+        ratios = [
+            (v.speedup, k * s / f, k * m / f)
+            for v, s, m, f in zip(verdicts, singles, matcheds, fuseds, strict=True)
+        ]
+        speedup = statistics.median(r[1] for r in ratios)
+        over_matched = statistics.median(r[2] for r in ratios)
+        error = statistics.median(p / m - 1 for p, m, _ in ratios)
+        error_matched = statistics.median(p / m - 1 for p, _, m in ratios)
+        verdict = sorted(verdicts, key=lambda v: v.speedup)[len(verdicts) // 2]
         errors["model"].append(abs(error))
         errors["model, matched"].append(abs(error_matched))
         errors["no gain"].append(abs(1 / speedup - 1))
