@@ -366,3 +366,26 @@ def test_a_loss_scale_backs_off_on_overflow_and_grows_after_an_interval() -> Non
     assert scaler.scales.tolist() == [8.0, 8.0]
     with pytest.raises(ConfigError, match="grows by a factor above 1"):
         JobLossScaler(2, growth_factor=1.0)
+
+
+def test_an_op_vmap_runs_job_by_job_is_reported_and_other_warnings_pass_through(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import warnings
+
+    from lightspeed.optimize.fusion import report_fallbacks
+
+    text = (
+        "There is a performance drop because we have not yet implemented the batching rule"
+        " for aten::_scaled_dot_product_flash_attention_for_cpu. Please file us an issue."
+    )
+    records = [
+        warnings.WarningMessage(UserWarning(text), UserWarning, "gpt2.py", 56),
+        warnings.WarningMessage(UserWarning("something else"), UserWarning, "model.py", 3),
+    ]
+    with warnings.catch_warnings(record=True) as again, caplog.at_level("WARNING", "lightspeed"):
+        warnings.simplefilter("always")
+        ops = report_fallbacks(records)
+    assert ops == ["aten::_scaled_dot_product_flash_attention_for_cpu"]
+    assert [str(w.message) for w in again] == ["something else"]
+    assert "no batching rule for aten::_scaled_dot_product_flash_attention_for_cpu" in caplog.text

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
+import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -125,6 +128,7 @@ class FusedModel(nn.Module):
         self._transposed = _linear_weights(models[0]) & set(self._names)
         # Each further name of a tied tensor, and the name it is stacked under.
         self._aliases = _aliases(self.base)
+        self._watched = False
         for i, name in enumerate(self._names):
             data = params[name].detach()
             if name in self._transposed:
@@ -163,7 +167,17 @@ class FusedModel(nn.Module):
         if base.training != training:
             base.train(training)
         params, buffers = self.stacked()
-        return vmap(one, randomness="different")(params, buffers, *args)
+        run = vmap(one, randomness="different")
+        if self._watched:
+            return run(params, buffers, *args)
+        # PyTorch says once a process, as a Python warning, which ops vmap runs one job at
+        # a time; the first call turns that into a line of the report.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            found = run(params, buffers, *args)
+        self._watched = True
+        report_fallbacks(caught)
+        return found
 
     def forward(self, *args: Any) -> Any:
         return self.per_job(lambda model, *a: model(*a), *args)
@@ -189,6 +203,28 @@ class FusedModel(nn.Module):
             source = stacked[self._aliases.get(name, name)]
             found[name] = source[k].detach().clone(memory_format=torch.contiguous_format)
         return found
+
+
+_FALLBACK = re.compile(r"not yet implemented the batching rule for (\S+?)\.")
+
+
+def report_fallbacks(caught: Sequence[warnings.WarningMessage]) -> list[str]:
+    """The ops PyTorch's warnings in `caught` say vmap has no batching rule for, each
+    logged as a lightspeed warning (the fused jobs run it one job at a time); every other
+    warning is issued again as it was."""
+    ops = []
+    for record in caught:
+        match = _FALLBACK.search(str(record.message))
+        if match is None:
+            warnings.warn_explicit(record.message, record.category, record.filename, record.lineno)
+            continue
+        ops.append(match.group(1))
+        logging.getLogger("lightspeed").warning(
+            "fusion: PyTorch has no batching rule for %s under vmap, so the fused jobs run"
+            " it one job at a time; it gains nothing from fusion",
+            match.group(1),
+        )
+    return ops
 
 
 def _aliases(model: nn.Module) -> dict[str, str]:
