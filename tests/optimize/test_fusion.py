@@ -389,3 +389,45 @@ def test_an_op_vmap_runs_job_by_job_is_reported_and_other_warnings_pass_through(
     assert ops == ["aten::_scaled_dot_product_flash_attention_for_cpu"]
     assert [str(w.message) for w in again] == ["something else"]
     assert "no batching rule for aten::_scaled_dot_product_flash_attention_for_cpu" in caplog.text
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_a_job_taken_out_with_its_optimizer_state_goes_on_as_it_would_have_fused(
+    algorithm: str,
+) -> None:
+    from lightspeed.optimize.fusion import job_optimizer
+
+    _, hparams = ALGORITHMS[algorithm]
+    torch.manual_seed(0)
+    fused = FusedModel([mlp(False).double() for _ in range(K)])
+    kind = {"sgd-momentum": "sgd"}.get(algorithm, algorithm)
+    opt = FusedOptimizer(fused.parameters(), kind, [fused_names(h) for h in hparams])
+    g = torch.Generator().manual_seed(1)
+    batches = [
+        (
+            torch.randn(K, 8, 12, generator=g, dtype=torch.float64),
+            torch.randint(0, 4, (K, 8), generator=g),
+        )
+        for _ in range(8)
+    ]
+    for xs, ys in batches[:4]:
+        opt.zero_grad()
+        fused.per_job(loss_of, (xs, ys)).sum().backward()
+        opt.step()
+    jobs = [fused.job(j) for j in range(K)]
+    lone_opts = [job_optimizer(fused, opt, j, m) for j, m in enumerate(jobs)]
+    # The job's optimizer state is an ordinary state_dict that torch's optimizer loads.
+    again = type(lone_opts[0])(jobs[0].parameters())
+    again.load_state_dict(lone_opts[0].state_dict())
+    for xs, ys in batches[4:]:
+        opt.zero_grad()
+        fused.per_job(loss_of, (xs, ys)).sum().backward()
+        opt.step()
+        for j, (m, o) in enumerate(zip(jobs, lone_opts, strict=True)):
+            o.zero_grad()
+            loss_of(m, (xs[j], ys[j])).backward()
+            o.step()
+    for j, m in enumerate(jobs):
+        state = fused.job_state_dict(j)
+        for name, value in m.state_dict().items():
+            assert relative(value, state[name]) <= 1e-10, (j, name)

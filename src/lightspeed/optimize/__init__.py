@@ -45,6 +45,7 @@ _EXPORTS = {
     "FusedModel": "fusion",
     "FusedOptimizer": "fused_optim",
     "JobLossScaler": "fused_optim",
+    "job_optimizer": "fusion",
     "BucketBatchSampler": "bucketing",
     "padding_waste": "bucketing",
     "padding_suggestions": "padding",
@@ -62,6 +63,7 @@ __all__ = [
     "fuse",
     "gist",
     "gist_model",
+    "job_optimizer",
     "padding_suggestions",
     "padding_waste",
 ]
@@ -86,6 +88,6 @@ if TYPE_CHECKING:
     from lightspeed.optimize.compile import compiled
     from lightspeed.optimize.encodings import gist, gist_model
     from lightspeed.optimize.fused_optim import FusedOptimizer, JobLossScaler
-    from lightspeed.optimize.fusion import FusedModel, fuse
+    from lightspeed.optimize.fusion import FusedModel, fuse, job_optimizer
     from lightspeed.optimize.padding import padding_suggestions
     from lightspeed.optimize.precision import LossScaling, autocast

@@ -39,6 +39,7 @@ __all__ = [
     "build_job",
     "drop_jobs",
     "fuse",
+    "job_optimizer",
     "lone_optimizer",
     "optimizer_hparams",
     "seeded_dropout",
@@ -225,6 +226,45 @@ def report_fallbacks(caught: Sequence[warnings.WarningMessage]) -> list[str]:
             match.group(1),
         )
     return ops
+
+
+def job_optimizer(
+    model: FusedModel, optimizer: FusedOptimizer, k: int, module: nn.Module
+) -> torch.optim.Optimizer:
+    """Job `k`'s optimizer taken out of the fusion: PyTorch's own optimizer for `module`
+    (job k's module, `model.job(k)`), with job k's hyper-parameters and its state (step
+    counts, moments, momentum buffer) as the fused optimizer holds them, so the job goes
+    on alone as it would have fused. Its `state_dict()` is the job's ordinary one."""
+    if not 0 <= k < model.k:
+        raise ConfigError(f"fuse: job {k} is not one of the {model.k} jobs (0–{model.k - 1}).")
+    hparams = optimizer.job_hparams(k)
+    lone = lone_optimizer(
+        optimizer.algorithm, module.parameters(), hparams, nesterov=optimizer.nesterov
+    )
+    targets = dict(module.named_parameters())
+    for i, name in enumerate(model._names):
+        state = optimizer.state.get(getattr(model, f"p{i}"))
+        if not state or name not in targets:
+            continue
+        found: dict[str, Any] = {}
+        for key, value in state.items():
+            if key == "started" or not isinstance(value, torch.Tensor):
+                continue
+            if key == "step":
+                found["step"] = value[k].detach().clone().to(torch.float32)
+                continue
+            job = value[k].detach()
+            if name in model._transposed:
+                job = job.mT
+            found[key] = job.clone(memory_format=torch.contiguous_format)
+        if "momentum_buffer" in found and (
+            hparams["momentum"] == 0 or not bool(state["started"][k])
+        ):
+            # torch's SGD keeps no buffer without momentum, and starts it at the first
+            # gradient where the job has not stepped yet.
+            found["momentum_buffer"] = None
+        lone.state[targets[name]] = found
+    return lone
 
 
 def _aliases(model: nn.Module) -> dict[str, str]:
