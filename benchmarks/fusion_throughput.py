@@ -34,7 +34,7 @@ from torch import nn
 
 from lightspeed.measure.device import cpu_model_name
 from lightspeed.measure.step import StepSettings, prepare
-from lightspeed.optimize.fusion import fuse
+from lightspeed.optimize.fusion import fuse, lone_optimizer, optimizer_hparams
 from lightspeed.suite import get
 from lightspeed.workload import Workload
 
@@ -59,10 +59,15 @@ def workload_named(name: str) -> Workload:
 
 
 def with_fused_kernels(workload: Workload) -> Workload:
-    """`workload` with its AdamW on PyTorch's fused kernel (`fused=True`), the kernel
-    the fused jobs' optimizer calls: the serial baseline without the optimizer's gain."""
+    """`workload` with its optimizer, its hyper-parameters kept, on PyTorch's fused kernel
+    (`fused=True`), the kernel the fused jobs' optimizer calls: the serial baseline
+    without the optimizer's gain."""
+    algorithm, hparams, nesterov = optimizer_hparams(workload)
     return dataclasses.replace(
-        workload, optimizer=lambda params: torch.optim.AdamW(params, lr=1e-3, fused=True)
+        workload,
+        optimizer=lambda params: lone_optimizer(
+            algorithm, params, hparams, nesterov=nesterov, fused=True
+        ),
     )
 
 

@@ -36,13 +36,12 @@ from typing import Any
 import torch
 
 from lightspeed import progress
-from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError, LightspeedError, SweepIncomplete
 from lightspeed.facts.device import Device
 from lightspeed.facts.sweep import Dimension, SerialCheck, Sweep, Trial
-from lightspeed.facts.timing import WorkloadInfo
 from lightspeed.measure.device import require
-from lightspeed.measure.step import guard, to_device
+from lightspeed.measure.step import StepSettings, guard, to_device
+from lightspeed.measure.workload_timing import workload_info
 from lightspeed.optimize.fused_optim import HYPERPARAMETERS, FusedOptimizer
 from lightspeed.optimize.fusion import (
     FusedModel,
@@ -139,14 +138,7 @@ def sweep(
     if serial_sample < 0:
         raise ConfigError(f"--serial-sample {serial_sample} must be 0 or more.")
     where = Device.parse(device) if isinstance(device, str) else device
-    info = WorkloadInfo(
-        name=workload.name,
-        batch_size=workload.batch_size,
-        device=where,
-        precision=Precision.FP32,
-        parameter_count=None,
-        tokens_per_sample=workload.tokens_per_sample,
-    )
+    info = workload_info(workload, StepSettings(device=where))
 
     def result(
         found: list[Trial],

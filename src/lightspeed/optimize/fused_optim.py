@@ -147,13 +147,14 @@ class FusedOptimizer(torch.optim.Optimizer):
         grads = [p.grad for p in params if p.grad is not None]
         sums = torch.stack([_job_sums(g) for g in grads])
         finite = torch.isfinite(sums.sum(dim=0))
-        every = bool(finite.all())
         self.skipped += (~finite).to(self.skipped.device, torch.int64)
         self.last_finite = finite
         states = [self.state[p] for p in params]
         if self.kernels and self._kernels_for(params):
             self._job_by_job(params, grads, states, finite)
-        elif self.algorithm == "sgd":
+            return loss
+        every = bool(finite.all())
+        if self.algorithm == "sgd":
             self._sgd(params, grads, states, self._shaped_like(params), finite, every)
         else:
             self._adam(params, grads, states, self._shaped_like(params), finite, every)
@@ -170,12 +171,12 @@ class FusedOptimizer(torch.optim.Optimizer):
         algorithm, on views of its slices, with its own hyper-parameters."""
         keep = finite.tolist()
         values = self._numbers()
+        grad_jobs = list(zip(*(g.unbind(0) for g in grads), strict=True))
         if self.algorithm == "sgd":
-            self._sgd_jobs(params, grads, states, finite, keep, values)
+            self._sgd_jobs(params, grad_jobs, states, finite, keep, values)
             return
         _counts(params, states, finite)
         jobs = self._slices(params, states, ("exp_avg", "exp_avg_sq", "step"))
-        grad_jobs = list(zip(*(g.unbind(0) for g in grads), strict=True))
         for k, (slices, m, v, t) in enumerate(jobs):
             if keep[k]:
                 torch_fused.adam_step(
@@ -211,19 +212,15 @@ class FusedOptimizer(torch.optim.Optimizer):
     def _sgd_jobs(
         self,
         params: list[torch.Tensor],
-        grads: list[torch.Tensor],
+        grad_jobs: list[tuple[torch.Tensor, ...]],
         states: list[dict[str, Any]],
         finite: torch.Tensor,
         keep: list[bool],
         values: Mapping[str, list[float]],
     ) -> None:
-        for p, s in zip(params, states, strict=True):
-            if "momentum_buffer" not in s:
-                s["momentum_buffer"] = torch.zeros_like(p)
-                s["started"] = torch.zeros_like(finite)
+        _momentum_state(params, states, finite)
         started = states[0]["started"].tolist()
         jobs = self._slices(params, states, ("momentum_buffer",))
-        grad_jobs = list(zip(*(g.unbind(0) for g in grads), strict=True))
         for k, (slices, buf) in enumerate(jobs):
             if keep[k]:
                 torch_fused.sgd_step(
@@ -302,10 +299,7 @@ class FusedOptimizer(torch.optim.Optimizer):
             grads = list(torch._foreach_add(grads, torch._foreach_mul(params, h["weight_decay"])))
         direction = grads
         if bool(momentum.any()):
-            for p, s in zip(params, states, strict=True):
-                if "momentum_buffer" not in s:
-                    s["momentum_buffer"] = torch.zeros_like(p)
-                    s["started"] = torch.zeros_like(finite)
+            _momentum_state(params, states, finite)
             bufs = [s["momentum_buffer"] for s in states]
             moved = _writable(bufs, every)
             torch._foreach_mul_(moved, h["momentum"])
@@ -438,6 +432,17 @@ class JobLossScaler:
             self.scales * self.backoff_factor,
         )
         self._finite_steps = torch.where(grow, 0, self._finite_steps)
+
+
+def _momentum_state(
+    params: list[torch.Tensor], states: list[dict[str, Any]], finite: torch.Tensor
+) -> None:
+    """SGD's state started where missing: a momentum buffer of each parameter's shape,
+    and whether each job has taken its first step (PyTorch starts the buffer then)."""
+    for p, s in zip(params, states, strict=True):
+        if "momentum_buffer" not in s:
+            s["momentum_buffer"] = torch.zeros_like(p)
+            s["started"] = torch.zeros_like(finite)
 
 
 def _counts(

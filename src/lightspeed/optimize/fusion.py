@@ -126,9 +126,10 @@ class FusedModel(nn.Module):
         # autograd then takes as it is rather than copying it, transposed, into the
         # parameter at every backward pass; the optimizer's elementwise work stays on
         # contiguous tensors.
-        self._transposed = _linear_weights(models[0]) & set(self._names)
         # Each further name of a tied tensor, and the name it is stacked under.
         self._aliases = _aliases(self.base)
+        tied = set(self._aliases) | set(self._aliases.values())
+        self._transposed = (_linear_weights(self.base) - tied) & set(self._names)
         self._watched = False
         for i, name in enumerate(self._names):
             data = params[name].detach()
@@ -284,16 +285,12 @@ def _aliases(model: nn.Module) -> dict[str, str]:
 
 
 def _linear_weights(model: nn.Module) -> set[str]:
-    """The names of the `nn.Linear` weights of `model` that no other module shares."""
-    named = list(model.named_parameters(remove_duplicate=False))
-    uses: dict[int, int] = {}
-    for _, tensor in named:
-        uses[id(tensor)] = uses.get(id(tensor), 0) + 1
-    found = set()
-    for prefix, module in model.named_modules():
-        if isinstance(module, nn.Linear) and uses.get(id(module.weight)) == 1:
-            found.add(f"{prefix}.weight" if prefix else "weight")
-    return found
+    """The names of the `nn.Linear` weights of `model`."""
+    return {
+        f"{prefix}.weight" if prefix else "weight"
+        for prefix, module in model.named_modules()
+        if isinstance(module, nn.Linear)
+    }
 
 
 def drop_jobs(

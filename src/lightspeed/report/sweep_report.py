@@ -75,7 +75,7 @@ def sweep_data(found: Sweep) -> dict[str, Any]:
 
 
 def summary_rows(data: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """The summary's fields, from the sweep's JSON object (the HTML report's too)."""
+    """The summary's fields, from the sweep's JSON object."""
     trials = data["trials"]
     best = next((t for t in trials if t["number"] == data["best"]), None)
     diverged = sum(1 for t in trials if t["loss"] is None)

@@ -9,7 +9,7 @@ from typing import Any
 
 from lightspeed.document import Unit, Value
 from lightspeed.report.html.markup import Cell, Column, Markup, Page, fields, label, notes
-from lightspeed.report.sweep_report import params_text, serial_note
+from lightspeed.report.sweep_report import params_text, serial_note, trial_cells, trial_columns
 
 
 def sweep_page(doc: Mapping[str, Any]) -> Page:
@@ -57,21 +57,8 @@ def sweep_page(doc: Mapping[str, Any]) -> Page:
         for name in names
         if finished
     ]
-    rows: list[list[Cell]] = [
-        [
-            Value(t["number"], Unit.INTEGER),
-            Value(t["group"], Unit.INTEGER),
-            *(Value(t["params"].get(n), Unit.NUMBER, ".4g") for n in names),
-            Value(t["loss"], Unit.NUMBER, ".4g") if t["loss"] is not None else "diverged",
-        ]
-        for t in trials
-    ]
-    columns = (
-        Column("number", "trial", numeric=True),
-        Column("group", "group", numeric=True),
-        *(Column(f"params.{n}", n, numeric=True) for n in names),
-        Column("loss", "loss", numeric=True),
-    )
+    rows: list[list[Cell]] = [list(trial_cells(t, names, doc["best"])) for t in trials]
+    columns = tuple(Column(c.key, c.header, c.numeric) for c in trial_columns(names))
     table = page.table(
         columns,
         rows,
