@@ -240,10 +240,13 @@ def run_fused(
         shared_batches = shared(batch, k)
         optimizer.zero_grad(set_to_none=True)
         with guard(workload, "the fused training step"):
-            per_job = fused.per_job(workload.loss, shared_batches)
-            per_job.sum().backward()
+            if step < steps - 1:
+                fused.loss(workload.loss, shared_batches).backward()
+            else:  # each trial's own loss, to report
+                per_job = fused.per_job(workload.loss, shared_batches)
+                per_job.sum().backward()
+                losses = per_job.detach().float().cpu()
         optimizer.step()
-        losses = per_job.detach().float().cpu()
     skipped = optimizer.skipped.cpu()
     return [
         float(loss) if math.isfinite(float(loss)) and int(skipped[j]) == 0 else None

@@ -64,15 +64,26 @@ def fused_names(h: dict[str, float]) -> dict[str, float]:
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).norm() / b.norm())
+    return float((a - b).detach().norm() / b.detach().norm())
 
 
+def fused_loss(
+    fused: FusedModel, path: str, batch: tuple[torch.Tensor, torch.Tensor]
+) -> torch.Tensor:
+    """The K jobs' summed loss: under vmap ("per-job") or as `FusedModel.loss` takes it
+    ("folded": one batch through the layer rewrites, once its first call has checked it)."""
+    if path == "per-job":
+        return fused.per_job(loss_of, batch).sum()
+    return fused.loss(loss_of, batch)
+
+
+@pytest.mark.parametrize("path", ["per-job", "folded"])
 @pytest.mark.parametrize("kernels", [True, False], ids=["fused-kernels", "foreach"])
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float64, 1e-10), (torch.float32, 1e-4)])
 @pytest.mark.parametrize("model", ["plain", "batch-norm", "dropout"])
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
 def test_each_fused_job_trains_as_it_would_alone(
-    algorithm: str, model: str, dtype: torch.dtype, tolerance: float, kernels: bool
+    algorithm: str, model: str, dtype: torch.dtype, tolerance: float, kernels: bool, path: str
 ) -> None:
     build, hparams = ALGORITHMS[algorithm]
     torch.manual_seed(0)
@@ -90,12 +101,14 @@ def test_each_fused_job_trains_as_it_would_alone(
         xs = torch.randn(K, 8, 12, generator=g, dtype=dtype)
         ys = torch.randint(0, 4, (K, 8), generator=g)
         fused_opt.zero_grad()
-        fused.per_job(loss_of, (xs, ys)).sum().backward()
+        fused_loss(fused, path, (xs, ys)).backward()
         fused_opt.step()
         for j, (m, opt) in enumerate(zip(lone, lone_opts, strict=True)):
             opt.zero_grad()
             loss_of(m, (xs[j], ys[j])).backward()
             opt.step()
+    assert fused.direct  # an nn.Sequential of layers it rewrites
+    assert fused.folded is (True if path == "folded" else None)
     for j, m in enumerate(lone):
         state = fused.job_state_dict(j)
         for name, value in m.state_dict().items():
@@ -105,9 +118,12 @@ def test_each_fused_job_trains_as_it_would_alone(
                 assert torch.equal(state[name], value), (j, name)
 
 
+@pytest.mark.parametrize("path", ["per-job", "folded"])
 @pytest.mark.parametrize("kernels", [True, False], ids=["fused-kernels", "foreach"])
 @pytest.mark.parametrize("algorithm", ["adam", "sgd"])
-def test_a_diverging_job_stops_alone_and_the_others_go_on(algorithm: str, kernels: bool) -> None:
+def test_a_diverging_job_stops_alone_and_the_others_go_on(
+    algorithm: str, kernels: bool, path: str
+) -> None:
     torch.manual_seed(0)
     lone = [mlp(False).double() for _ in range(K)]
     fused = FusedModel(lone)
@@ -127,7 +143,7 @@ def test_a_diverging_job_stops_alone_and_the_others_go_on(algorithm: str, kernel
             before = fused.job_state_dict(1)
         for model, o, x in ((fused, opt, poisoned), (reference, reference_opt, xs)):
             o.zero_grad()
-            model.per_job(loss_of, (x, ys)).sum().backward()
+            fused_loss(model, path, (x, ys)).backward()
             o.step()
     assert opt.skipped.tolist() == [0, 3, 0]
     for name, value in fused.job_state_dict(1).items():
@@ -293,7 +309,8 @@ class TiedLM(nn.Module):
         return self.head(torch.tanh(self.mix(self.embedding(tokens))))
 
 
-def test_tied_weights_stay_tied_fused_and_out_again() -> None:
+@pytest.mark.parametrize("path", ["per-job", "folded"])
+def test_tied_weights_stay_tied_fused_and_out_again(path: str) -> None:
     def lm_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
         return nn.functional.cross_entropy(
             model(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten()
@@ -310,12 +327,17 @@ def test_tied_weights_stay_tied_fused_and_out_again() -> None:
     for _ in range(STEPS):
         tokens = torch.randint(0, 10, (2, 4, 6), generator=g)
         fused_opt.zero_grad()
-        fused.per_job(lm_loss, tokens).sum().backward()
+        if path == "per-job":
+            fused.per_job(lm_loss, tokens).sum().backward()
+        else:
+            fused.loss(lm_loss, tokens).backward()
         fused_opt.step()
         for j, (m, opt) in enumerate(zip(lone, lone_opts, strict=True)):
             opt.zero_grad()
             lm_loss(m, tokens[j]).backward()
             opt.step()
+    # Not an nn.Sequential: the model runs under vmap, folded or not.
+    assert not fused.direct and fused.folded is (True if path == "folded" else None)
     for j, m in enumerate(lone):
         job = fused.job(j)
         assert isinstance(job, TiedLM) and job.head.weight is job.embedding.weight
@@ -431,3 +453,94 @@ def test_a_job_taken_out_with_its_optimizer_state_goes_on_as_it_would_have_fused
         state = fused.job_state_dict(j)
         for name, value in m.state_dict().items():
             assert relative(value, state[name]) <= 1e-10, (j, name)
+
+
+def test_the_layer_rewrites_compute_what_vmap_computes() -> None:
+    def net() -> nn.Module:
+        return nn.Sequential(
+            nn.Linear(6, 8),
+            nn.BatchNorm1d(5),  # on [B, 5, 8]: five channels, statistics over B and 8
+            nn.GELU(),
+            nn.Sequential(nn.LayerNorm(8), SeededDropout(0.25, seed=3), nn.Tanh()),
+            nn.Flatten(),
+            nn.Linear(40, 3, bias=False),
+        ).double()
+
+    torch.manual_seed(0)
+    lone = [net() for _ in range(K)]
+    for j, m in enumerate(lone):
+        seeded_dropout(m, seed=j)
+        for module in m.modules():
+            if isinstance(module, SeededDropout):
+                module.seed.fill_(10 + j)
+    direct, under_vmap = FusedModel(lone), FusedModel(lone)
+    assert direct.direct
+    x = torch.randn(K, 4, 5, 6, dtype=torch.float64)
+    for _ in range(2):  # the second pass sees the first one's running statistics
+        got = direct(x)
+        want = under_vmap.per_job(lambda model, a: model(a), x)
+        assert got.shape == (K, 4, 3)
+        assert relative(got, want) <= 1e-12
+        (g,) = torch.autograd.grad(got.square().sum(), [direct.p0])
+        (w,) = torch.autograd.grad(want.square().sum(), [under_vmap.p0])
+        assert relative(g, w) <= 1e-12
+    for name, buffer in direct.named_buffers():
+        assert torch.equal(buffer, dict(under_vmap.named_buffers())[name]) or (
+            relative(buffer, dict(under_vmap.named_buffers())[name]) <= 1e-12
+        ), name
+    eval_direct, eval_vmap = direct.eval()(x), under_vmap.eval().per_job(lambda m, a: m(a), x)
+    assert relative(eval_direct, eval_vmap) <= 1e-12
+    assert not FusedModel([nn.Sequential(nn.Linear(2, 2), nn.Softmax(dim=1))]).direct
+
+
+@pytest.mark.parametrize(
+    "name, loss, folds",
+    [
+        # Mean and sum over samples: each job's loss and gradient from one batch of K × B.
+        ("mean", loss_of, True),
+        ("sum", lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1], reduction="sum"), True),
+        # The batch's own spread: its samples are not independent terms.
+        ("spread", lambda m, b: m(b[0]).std(), False),
+        # A mean over the labels not ignored: each job's count is its own.
+        (
+            "ignored",
+            lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1], ignore_index=0),
+            False,
+        ),
+    ],
+)
+def test_the_loss_folds_only_where_it_equals_the_jobs_own(
+    name: str, loss: Callable[..., torch.Tensor], folds: bool
+) -> None:
+    torch.manual_seed(0)
+    lone = [mlp(False).double() for _ in range(K)]
+    fused, reference = FusedModel(lone), FusedModel(lone)
+    g = torch.Generator().manual_seed(1)
+    xs = torch.randn(K, 8, 12, generator=g, dtype=torch.float64)
+    ys = torch.randint(0, 4, (K, 8), generator=g)
+    ys[0, :5] = 0  # job 0 ignores more labels than the others
+    for _ in range(2):  # the check, then the path it chose
+        got = fused.loss(loss, (xs, ys))
+        want = reference.per_job(loss, (xs, ys)).sum()
+        assert float(got.detach()) == pytest.approx(float(want.detach()), rel=1e-12), name
+        got_grads = torch.autograd.grad(got, list(fused.parameters()))
+        want_grads = torch.autograd.grad(want, list(reference.parameters()))
+        for a, b in zip(got_grads, want_grads, strict=True):
+            assert relative(a, b) <= 1e-10, name
+    assert fused.folded is folds, name
+
+
+def test_the_losss_check_leaves_random_state_and_buffers_as_one_call_would() -> None:
+    torch.manual_seed(0)
+    lone = [nn.Sequential(nn.Linear(12, 16), nn.BatchNorm1d(16), nn.Dropout(0.5), nn.Linear(16, 4))]
+    fused, reference = FusedModel(lone * 2), FusedModel(lone * 2)
+    assert not fused.direct  # torch's own dropout: vmap draws its masks
+    x, y = torch.randn(2, 8, 12), torch.randint(0, 4, (2, 8))
+    torch.manual_seed(5)
+    fused.loss(loss_of, (x, y))
+    after = torch.rand(())
+    torch.manual_seed(5)
+    reference.per_job(loss_of, (x, y))
+    assert torch.equal(torch.rand(()), after)
+    for (name, got), want in zip(fused.named_buffers(), reference.buffers(), strict=True):
+        assert torch.equal(got, want), name

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import logging
 import re
 import warnings
@@ -72,15 +73,28 @@ class SeededDropout(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0:
             return x
-        position = torch.arange(x.numel(), device=x.device).reshape(x.shape)
-        z = self.seed * _GOLDEN + self.calls * _MIX1 + position * _GOLDEN
-        z = (z ^ _shift(z, 30)) * _MIX1
-        z = (z ^ _shift(z, 27)) * _MIX2
-        z = z ^ _shift(z, 31)
-        uniform = _shift(z, 11).to(torch.float64) / float(1 << 53)
-        self.calls.add_(1)
-        keep = (uniform >= self.p).to(x.dtype)
-        return x * keep / (1 - self.p)
+        return _seeded_drop(x, self.seed, self.calls, self.p)
+
+
+def _seeded_drop(
+    x: torch.Tensor, seed: torch.Tensor, calls: torch.Tensor, p: float
+) -> torch.Tensor:
+    """`x` with `SeededDropout`'s mask applied and `calls` advanced. `seed` and `calls`
+    are one job's (0-d) or K jobs' (`[K]`, `x` then `[K, …]`, each job's element
+    positions counted within its own slice, so job k draws what it draws alone)."""
+    jobs = seed.dim()
+    shape = x.shape[jobs:]
+    position = torch.arange(shape.numel(), device=x.device).reshape(shape)
+    ones = (1,) * len(shape)
+    z = seed.view(*seed.shape, *ones) * _GOLDEN + calls.view(*calls.shape, *ones) * _MIX1
+    z = z + position * _GOLDEN
+    z = (z ^ _shift(z, 30)) * _MIX1
+    z = (z ^ _shift(z, 27)) * _MIX2
+    z = z ^ _shift(z, 31)
+    uniform = _shift(z, 11).to(torch.float64) / float(1 << 53)
+    calls.add_(1)
+    keep = (uniform >= p).to(x.dtype)
+    return x * keep / (1 - p)
 
 
 def _shift(z: torch.Tensor, bits: int) -> torch.Tensor:
@@ -131,6 +145,10 @@ class FusedModel(nn.Module):
         tied = set(self._aliases) | set(self._aliases.values())
         self._transposed = (_linear_weights(self.base) - tied) & set(self._names)
         self._watched = False
+        # How the loss is taken: undecided (None), the loss function and its factor once
+        # the first call has checked that folding holds, or it and 0 where it does not.
+        self._folding: tuple[Callable[..., Any], float] | None = None
+        self._plan = _direct_plan(self.base, "")
         for i, name in enumerate(self._names):
             data = params[name].detach()
             if name in self._transposed:
@@ -181,8 +199,92 @@ class FusedModel(nn.Module):
         report_fallbacks(caught)
         return found
 
+    @property
+    def direct(self) -> bool:
+        """Whether `forward` runs the jobs' stacked tensors through layer rewrites (a
+        Linear as one batched matrix product, …) rather than under vmap: the architecture
+        is an `nn.Sequential` of the layers `_direct_plan` knows."""
+        return self._plan is not None
+
+    @property
+    def folded(self) -> bool | None:
+        """Whether `loss` takes the K jobs' batches as one batch (see `loss`); None until
+        its first call with gradients on has checked it."""
+        return None if self._folding is None else self._folding[1] > 0
+
     def forward(self, *args: Any) -> Any:
+        if self._plan is not None and len(args) == 1 and isinstance(args[0], torch.Tensor):
+            return self._run_plan(self._plan, args[0])
         return self.per_job(lambda model, *a: model(*a), *args)
+
+    def _run_plan(self, plan: Sequence[_Layer], x: torch.Tensor) -> torch.Tensor:
+        params, buffers = self.stacked()
+        weights = {**params, **buffers}
+        weights.update((alias, weights[name]) for alias, name in self._aliases.items())
+        for layer in plan:
+            x = layer(x, weights, self.training)
+        return x
+
+    def loss(self, fn: Callable[..., torch.Tensor], *args: Any) -> torch.Tensor:
+        """The sum over the K jobs of `fn(model, *args)` (each job's loss, with `model`
+        and `args` job k's, as `per_job` gives them): the fused step's loss, whose
+        gradient with respect to job k's parameters is job k's own.
+
+        Most losses are a mean (or a sum) over samples of terms that each depend on one
+        sample; such a loss of the K jobs' batches taken as one batch of K × B samples,
+        through `forward`, is the mean (or the sum) of the jobs' losses, and runs without
+        vmap's per-op cost (cross-entropy under vmap is PyTorch's Python decomposition).
+        The first call with gradients on checks it: the folded loss against the jobs'
+        losses, and each job's gradient from it against the job's own (relative by norm,
+        within the square root of the dtype's epsilon), from the same random state and
+        buffers; where they differ or folding fails, the loss stays per job. `fn` is
+        checked once, so it should be the same function at every call."""
+        decided = self._folding
+        if decided is not None and decided[0] is fn:
+            factor = decided[1]
+            if factor > 0:
+                return fn(_Folded(self), *_map_tensors(args, _fold)) * factor
+            return self.per_job(fn, *args).sum()
+        params = [p for p in self.parameters() if p.requires_grad]
+        if not torch.is_grad_enabled() or not params:
+            return self.per_job(fn, *args).sum()
+        return self._decide(fn, args, params)
+
+    def _decide(
+        self, fn: Callable[..., torch.Tensor], args: tuple[Any, ...], params: Sequence[torch.Tensor]
+    ) -> torch.Tensor:
+        """`loss`'s first call: per job and folded from one random state and the same
+        buffers, folding kept where the two agree (see `loss`)."""
+        buffers = [b.detach().clone() for b in self.buffers()]
+        start = _random_state(params[0].device)
+
+        def rewind() -> None:
+            with torch.no_grad():
+                for b, saved in zip(self.buffers(), buffers, strict=True):
+                    b.copy_(saved)
+            _set_random_state(params[0].device, start)
+
+        losses = self.per_job(fn, *args)
+        if not bool(torch.isfinite(losses).all()):
+            # Nothing to compare against: the next call checks again.
+            return losses.sum()
+        reference = torch.autograd.grad(losses.sum(), params, allow_unused=True)
+        rewind()
+        factor = 0.0
+        try:
+            folded = fn(_Folded(self), *_map_tensors(args, _fold))
+            found = torch.autograd.grad(folded, params, retain_graph=True, allow_unused=True)
+            factor = _fold_factor(folded.detach(), losses.detach(), self.k)
+            if factor > 0 and not _same_per_job(found, reference, factor):
+                factor = 0.0
+        except Exception as exc:
+            # Folding is an optimisation: whatever it breaks, the loss per job stands.
+            logging.getLogger("lightspeed").debug("fusion: the loss does not fold: %s", exc)
+        self._folding = (fn, factor)
+        if factor > 0:
+            return folded * factor
+        rewind()
+        return self.per_job(fn, *args).sum()
 
     def job(self, k: int) -> nn.Module:
         """Job `k` as an ordinary module of the architecture, with its current weights."""
@@ -347,6 +449,224 @@ class _Bound(nn.Module):
         return getattr(self.__dict__["_call"][0], name)
 
 
+class _Folded(nn.Module):
+    """The fused model where a loss expects one job's: it takes the K jobs' inputs as
+    one batch of K × B samples (job k's at [k·B, (k+1)·B)), and returns its outputs so."""
+
+    def __init__(self, fused: FusedModel) -> None:
+        super().__init__()
+        self._fused = [fused]
+        self.training = fused.training
+
+    def forward(self, *args: Any) -> Any:
+        fused = self._fused[0]
+        found = fused(*_map_tensors(args, lambda t: t.unflatten(0, (fused.k, -1))))
+        return _map_tensors(found, _fold)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_fused"][0].base, name)
+
+
+def _fold(t: torch.Tensor) -> torch.Tensor:
+    """`[K, B, …]` as `[K·B, …]`."""
+    if t.dim() < 2:
+        raise ConfigError("fuse: a tensor without a batch dimension does not fold.")
+    return t.flatten(0, 1)
+
+
+def _fold_factor(folded: torch.Tensor, losses: torch.Tensor, k: int) -> float:
+    """K where the folded loss is the mean of the jobs' `losses`, 1 where it is their
+    sum, 0 where it is neither."""
+    if folded.dim() != 0:
+        return 0.0
+    total = losses.sum()
+    tolerance = _tolerance(total.dtype) * float(losses.abs().sum())
+    for factor in (float(k), 1.0):
+        if abs(float(folded) * factor - float(total)) <= tolerance:
+            return factor
+    return 0.0
+
+
+def _same_per_job(
+    found: Sequence[torch.Tensor | None], reference: Sequence[torch.Tensor | None], factor: float
+) -> bool:
+    """Whether each job's gradient (`found` × `factor`) equals its own (`reference`),
+    relative by norm over all of the job's parameters."""
+    difference: torch.Tensor | float = 0.0
+    size: torch.Tensor | float = 0.0
+    dtype = torch.float32
+    for got, want in zip(found, reference, strict=True):
+        if got is None and want is None:
+            continue
+        like = got if got is not None else want
+        assert like is not None
+        dtype = like.dtype
+        got = torch.zeros_like(like) if got is None else got * factor
+        want = torch.zeros_like(like) if want is None else want
+        jobs = want.shape[0]
+        difference = difference + (got - want).reshape(jobs, -1).double().pow(2).sum(1)
+        size = size + want.reshape(jobs, -1).double().pow(2).sum(1)
+    bound = _tolerance(dtype) * torch.as_tensor(size).sqrt()
+    return bool((torch.as_tensor(difference).sqrt() <= bound).all())
+
+
+def _tolerance(dtype: torch.dtype) -> float:
+    """Folded and per-job sums differ by rounding: the square root of `dtype`'s epsilon."""
+    return float(torch.finfo(dtype).eps) ** 0.5 if dtype.is_floating_point else 1e-6
+
+
+def _random_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    on_device = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    return torch.get_rng_state(), on_device
+
+
+def _set_random_state(
+    device: torch.device, state: tuple[torch.Tensor, torch.Tensor | None]
+) -> None:
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
+_Layer = Callable[[torch.Tensor, Mapping[str, torch.Tensor], bool], torch.Tensor]
+
+# Modules without weights that act on each element (or on the last dimensions), which
+# take the jobs' stacked tensors as they are.
+_ELEMENTWISE = (
+    nn.ReLU,
+    nn.ReLU6,
+    nn.GELU,
+    nn.SiLU,
+    nn.Tanh,
+    nn.Sigmoid,
+    nn.LeakyReLU,
+    nn.ELU,
+    nn.Softplus,
+    nn.Mish,
+    nn.Hardswish,
+    nn.Hardsigmoid,
+    nn.Hardtanh,
+    nn.Identity,
+)
+
+
+def _direct_plan(module: nn.Module, prefix: str) -> list[_Layer] | None:
+    """`module`'s forward as layers that each take the K jobs' stacked tensors
+    (`[K, B, …]`) and the stacked weights by name: an `nn.Sequential` of Linear,
+    BatchNorm, LayerNorm, Flatten, `SeededDropout` and elementwise activations, nested or
+    not. None for anything else (or a module with hooks): it runs under vmap."""
+    if module._forward_hooks or module._forward_pre_hooks:
+        return None
+    kind = type(module)
+    if kind is nn.Sequential:
+        plan: list[_Layer] = []
+        for name, child in module.named_children():
+            inner = _direct_plan(child, f"{prefix}{name}.")
+            if inner is None:
+                return None
+            plan += inner
+        return plan
+    if kind is nn.Linear:
+        bias = f"{prefix}bias" if module.bias is not None else None
+        return [functools.partial(_linear, weight=f"{prefix}weight", bias=bias)]
+    if kind in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d):
+        assert isinstance(module, nn.modules.batchnorm._BatchNorm)
+        if module.momentum is None:
+            return None  # a cumulative average: counted per job, left to vmap
+        return [functools.partial(_batch_norm, module=module, prefix=prefix)]
+    if kind is nn.LayerNorm:
+        assert isinstance(module, nn.LayerNorm)
+        return [functools.partial(_layer_norm, module=module, prefix=prefix)]
+    if kind is nn.Flatten:
+        assert isinstance(module, nn.Flatten)
+        start, end = (d + 1 if d >= 0 else d for d in (module.start_dim, module.end_dim))
+        return [lambda x, _w, _t: x.flatten(start, end)]
+    if kind is SeededDropout:
+        assert isinstance(module, SeededDropout)
+        p, seed, calls = module.p, f"{prefix}seed", f"{prefix}calls"
+        return [
+            lambda x, w, training: (
+                _seeded_drop(x, w[seed], w[calls], p) if training and p > 0 else x
+            )
+        ]
+    if kind in _ELEMENTWISE:
+        return [lambda x, _w, _t: module(x)]
+    return None
+
+
+def _linear(
+    x: torch.Tensor,
+    weights: Mapping[str, torch.Tensor],
+    _training: bool,
+    *,
+    weight: str,
+    bias: str | None,
+) -> torch.Tensor:
+    """K Linears as one batched matrix product: `[K, …, in]` to `[K, …, out]`."""
+    w = weights[weight]
+    flat = x.reshape(x.shape[0], -1, x.shape[-1])
+    # w.mT is the contiguous [K, in, out] a Linear's weight is stored as (FusedModel).
+    if bias is None:
+        out = torch.bmm(flat, w.mT)
+    else:
+        out = torch.baddbmm(weights[bias].unsqueeze(1), flat, w.mT)
+    return out.reshape(*x.shape[:-1], w.shape[1])
+
+
+def _batch_norm(
+    x: torch.Tensor,
+    weights: Mapping[str, torch.Tensor],
+    training: bool,
+    *,
+    module: nn.modules.batchnorm._BatchNorm,
+    prefix: str,
+) -> torch.Tensor:
+    """K BatchNorms as one over K × C channels, each job's statistics its own (HFTA's
+    rewrite): `[K, B, C, …]` taken as `[B, K·C, …]`; the running statistics are the
+    stacked buffers, updated in place through views."""
+    k, b = x.shape[:2]
+    spread = x.transpose(0, 1).reshape(b, -1, *x.shape[3:])
+
+    def flat(name: str) -> torch.Tensor | None:
+        found = weights.get(prefix + name)
+        return None if found is None else found.view(-1)
+
+    mean, var = flat("running_mean"), flat("running_var")
+    if training and module.track_running_stats:
+        weights[prefix + "num_batches_tracked"].add_(1)
+    out = nn.functional.batch_norm(
+        spread,
+        mean if not training or module.track_running_stats else None,
+        var if not training or module.track_running_stats else None,
+        flat("weight"),
+        flat("bias"),
+        training or (mean is None and var is None),
+        module.momentum or 0.0,
+        module.eps,
+    )
+    return out.reshape(b, k, *x.shape[2:]).transpose(0, 1)
+
+
+def _layer_norm(
+    x: torch.Tensor,
+    weights: Mapping[str, torch.Tensor],
+    _training: bool,
+    *,
+    module: nn.LayerNorm,
+    prefix: str,
+) -> torch.Tensor:
+    """K LayerNorms: the normalisation is each sample's own; each job's scale and
+    shift broadcast over its slice."""
+    shape = module.normalized_shape
+    out = nn.functional.layer_norm(x, shape, None, None, module.eps)
+    spread = (x.shape[0], *(1,) * (x.dim() - 1 - len(shape)), *shape)
+    if prefix + "weight" in weights:
+        out = out * weights[prefix + "weight"].view(spread)
+    if prefix + "bias" in weights:
+        out = out + weights[prefix + "bias"].view(spread)
+    return out
+
+
 def _on_meta(model: nn.Module) -> nn.Module:
     """A copy of `model` on the meta device, its ties kept (see `_tied_copy`)."""
     return _tied_copy(model, lambda m: m.to("meta"))
@@ -490,7 +810,7 @@ def fuse(
 
     def loss(fused: nn.Module, batch: Any) -> torch.Tensor:
         assert isinstance(fused, FusedModel)
-        return fused.per_job(workload.loss, batch).sum()
+        return fused.loss(workload.loss, batch)
 
     def optimizer(params: Any) -> torch.optim.Optimizer:
         return FusedOptimizer(params, algorithm, jobs, defaults=defaults, nesterov=nesterov)
