@@ -18,7 +18,7 @@ def test_hw_show_json_keys(run_cli: RunCli) -> None:
     code, out, _ = run_cli("hw", "show", "a100-80gb-sxm", "--json")
     assert code == 0
     doc = json.loads(out)
-    assert doc["schema_version"] == 3
+    assert doc["schema_version"] == 4
     assert doc["peak_flops_per_s"]["bf16"] == 312e12
     assert doc["memory_bandwidth_bytes_per_s"] == 2.039e12
     assert doc["kind"] == "gpu"
@@ -100,6 +100,7 @@ def test_time_reports_and_writes_json(
         "device": "cpu",
         "parameter_count": 64 * 128 + 128 + 128 * 128 + 128 + 128 * 10 + 10,
         "tokens_per_sample": None,
+        "parameter_tensors": 6,  # three Linears' weights and biases
     }
     timing = doc["timing"]
     assert timing["replicates"] == len(timing["times_s"]) >= 5

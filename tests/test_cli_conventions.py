@@ -115,7 +115,7 @@ def test_json_on_stdout_and_to_a_file(run_cli: RunCli, command: str, tmp_path: P
     code, out, _ = run_cli(*command.split(), *RUNS[command], "--json")
     assert code == 0
     on_stdout = json.loads(out)
-    assert on_stdout["schema_version"] == 3
+    assert on_stdout["schema_version"] == 4
 
     path = tmp_path / "out.json"
     code, out, err = run_cli(*command.split(), "--json", str(path), *RUNS[command])

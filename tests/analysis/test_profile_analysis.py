@@ -221,7 +221,7 @@ def test_tensor_core_finding_names_module_and_padded_shape() -> None:
 
 def test_json_has_the_documented_keys() -> None:
     doc = json.loads(dumps(render(profile_document(analyse(profile_of(OPS))))))
-    assert doc["schema_version"] == 3
+    assert doc["schema_version"] == 4
     assert set(doc["workload"]) >= {"name", "batch_size", "dtype", "device"}
     assert set(doc["timing"]) >= {"median_s", "replicates", "iqr_s", "samples_per_s"}
     assert set(doc["totals"]) >= {"flops", "bytes", "sol_time_s", "efficiency", "mfu"}

@@ -18,7 +18,15 @@ from lightspeed.facts.device import Device
 from lightspeed.facts.profile import Profile
 from lightspeed.facts.records import MemoryBreakdown, OpRecord, Phase
 from lightspeed.facts.timing import Measurement, WorkloadInfo
-from lightspeed.predict.fusion import FUSION_HELPS, fixed_op_cost_s, largest_k, on_fused
+from lightspeed.predict.fusion import (
+    FUSION_HELPS,
+    JOB_BY_JOB,
+    UPDATE_OPS_PER_STEP,
+    UPDATE_OPS_PER_TENSOR,
+    fixed_op_cost_s,
+    largest_k,
+    on_fused,
+)
 from lightspeed.predict.whatif import predict
 from lightspeed.report.profile_json import load_profile, save_profile
 
@@ -55,6 +63,7 @@ def hand_profile(times_s: list[float], *, outside_s: float, peak_bytes: int = 2*
             device=Device.CPU,
             precision=Precision.FP32,
             parameter_count=1000,
+            parameter_tensors=3,
         ),
         hardware=FAKE_CPU,
         timing=Measurement(times_s=(step, step, step), steps_per_replicate=1, warmup_steps=1),
@@ -100,10 +109,14 @@ def test_fixed_cost_once_work_k_times_outside_once() -> None:
     # Four ops doing little (3 µs each) and four doing more work, with 20 µs outside.
     times = [3 * US] * 4 + [5 * US, 7 * US, 9 * US, 11 * US]
     profile = hand_profile(times, outside_s=20 * US)
+    # Each working op an op of its own name: no name has the ops to fit a marginal rate.
     profile = dataclasses.replace(
         profile,
         ops=tuple(
-            dataclasses.replace(o, flops=10 if i < 4 else 10_000) for i, o in enumerate(profile.ops)
+            dataclasses.replace(o, flops=10)
+            if i < 4
+            else dataclasses.replace(o, flops=10_000, name=f"aten::work{i}")
+            for i, o in enumerate(profile.ops)
         ),
     )
     fused = on_fused(profile, 4)
@@ -186,6 +199,7 @@ def test_predict_composes_fusion_after_hardware(tmp_path: Path) -> None:
     save_profile(fused, path)
     again = load_profile(path)
     assert again.prediction == fused.prediction
+    assert again.workload == fused.workload and again.workload.parameter_tensors == 3
     assert json.loads(path.read_text())["prediction"]["fusion"]["jobs"] == 4
 
 
@@ -200,3 +214,91 @@ def test_cli_predicts_fusion_of_a_saved_profile(run_cli: RunCli, tmp_path: Path)
     assert "largest K" in out
     saved = json.loads((tmp_path / "o.json").read_text())
     assert saved["prediction"]["fusion"]["helps"] is False
+
+
+def test_a_kind_of_op_whose_small_ones_are_slow_adds_work_at_its_marginal_rate() -> None:
+    # Four matrix products whose time is 20 µs + 2 × their speed of light (a fitted line
+    # of slope 2), beside four small ops of another name that set c = 3 µs.
+    profile = hand_profile([3 * US] * 8, outside_s=0.0)
+    small = [dataclasses.replace(o, flops=10, name="aten::add") for o in profile.ops[:4]]
+    sized = [dataclasses.replace(o, flops=10**7 * 2**i) for i, o in enumerate(profile.ops[4:])]
+    sols = [a.sol_time_s for a in analyse_ops(dataclasses.replace(profile, ops=tuple(sized)))]
+    sized = [
+        dataclasses.replace(o, time_s=20 * US + 2 * s) for o, s in zip(sized, sols, strict=True)
+    ]
+    profile = dataclasses.replace(profile, ops=(*small, *sized))
+    fused = on_fused(profile, 8)
+    got = [o.time_s for o in fused.ops[4:]]
+    # Added work at the rate of 2 s a second of speed of light: t + 2 · 7 · SoL, where the
+    # same efficiency (min(t, c) + 8 (t − c)) would have been slower.
+    assert got == pytest.approx([20 * US + 2 * s + 2 * 7 * s for s in sols])
+    assert all(
+        g < 3 * US + 8 * (o.time_s - 3 * US) for g, o in zip(got, sized, strict=True) if o.time_s
+    )
+
+
+def test_an_op_vmap_runs_job_by_job_takes_k_times_as_long() -> None:
+    profile = hand_profile([3 * US] * 4 + [50 * US], outside_s=0.0)
+    attention = dataclasses.replace(
+        profile.ops[4], name=next(iter(JOB_BY_JOB)), flops=10**6, time_s=50 * US
+    )
+    profile = dataclasses.replace(profile, ops=(*profile.ops[:4], attention))
+    assert on_fused(profile, 4).ops[4].time_s == pytest.approx(200 * US)
+
+
+def test_the_update_becomes_one_kernel_pass_a_job_and_its_checks() -> None:
+    profile = hand_profile([3 * US] * 4 + [6 * US] * 4, outside_s=0.0)
+    update = [
+        dataclasses.replace(o, phase=Phase.OPTIMIZER, module="(optimizer)", flops=100)
+        for o in profile.ops[4:]
+    ]
+    profile = dataclasses.replace(
+        profile, ops=(*[dataclasses.replace(o, flops=10) for o in profile.ops[:4]], *update)
+    )
+    fused = on_fused(profile, 4)
+    c = fixed_op_cost_s(analyse_ops(profile))
+    kernels = [o for o in fused.ops if o.name == "aten::_fused_adam_"]
+    assert len(kernels) == 4  # one a job
+    # Parameters 100 B and state 200 B (Adam's two moments): read parameters, gradients
+    # and both moments; write parameters and moments. The measured update's arithmetic.
+    assert {(o.bytes_read, o.bytes_written, o.flops) for o in kernels} == {(400, 300, 400)}
+    assert all(o.time_s is not None and o.time_s >= c for o in kernels)
+    (checks,) = [o for o in fused.ops if o.name == "fused update: checks and views"]
+    assert checks.time_s == pytest.approx(c * (UPDATE_OPS_PER_TENSOR * 3 + UPDATE_OPS_PER_STEP))
+    assert [o.phase for o in fused.ops].count(Phase.OPTIMIZER) == 5
+
+
+@pytest.mark.parametrize("algorithm", ["adam", "adamw", "sgd"])
+def test_the_update_ops_the_model_counts_are_those_the_fused_optimizer_runs(
+    algorithm: str,
+) -> None:
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from lightspeed.optimize.fused_optim import FusedOptimizer
+
+    class Count(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            # Views (a gradient flattened) compute nothing; the model leaves them out.
+            if func.namespace != "profiler" and func._schema.name != "aten::view":
+                self.names.append(func._schema.name)
+            return func(*args, **(kwargs or {}))
+
+    k, shapes = 4, [(4, 8, 3), (4, 8), (4, 2, 8), (4, 2), (4, 5)]
+    params = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    hparams = [{"lr": 1e-2, **({"momentum": 0.9} if algorithm == "sgd" else {})}] * k
+    optimizer = FusedOptimizer(params, algorithm, hparams)
+    for _ in range(2):  # the second step: the state exists
+        for p in params:
+            p.grad = torch.randn_like(p)
+        with Count() as counted:
+            optimizer.step()
+    kernels = [n for n in counted.names if n.startswith("aten::_fused_")]
+    assert len(kernels) == k
+    others = len(counted.names) - len(kernels)
+    modelled = UPDATE_OPS_PER_TENSOR * len(params) + UPDATE_OPS_PER_STEP
+    assert 0 <= modelled - others <= 1, (others, modelled)

@@ -20,7 +20,7 @@ def test_trace_report_and_json(run_cli: RunCli, tmp_path: Path) -> None:
     assert code == 0, err
     assert "compute" in out and "Top kernels" in out and "Steps" in out
     doc = json.loads(out_path.read_text())
-    assert (doc["schema_version"], doc["document"]) == (3, "trace-analysis")
+    assert (doc["schema_version"], doc["document"]) == (4, "trace-analysis")
     (rank,) = doc["ranks"]
     assert set(rank["temporal_breakdown"]) >= {
         "compute_s",

@@ -207,6 +207,8 @@ class WorkloadInfo:
     precision: Precision
     parameter_count: int | None
     tokens_per_sample: int | None = None
+    # Trainable parameter tensors (a tied one counted once): what an optimizer loops over.
+    parameter_tensors: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

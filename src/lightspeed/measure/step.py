@@ -88,6 +88,11 @@ class PreparedStep:
             self.loss_checked = True
 
     @property
+    def parameter_tensors(self) -> int:
+        """Number of trainable parameter tensors (shared ones counted once)."""
+        return sum(1 for p in self.model.parameters() if p.requires_grad)
+
+    @property
     def parameter_count(self) -> int:
         """Number of trainable parameter elements (shared tensors counted once)."""
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)

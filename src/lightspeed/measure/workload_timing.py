@@ -14,7 +14,10 @@ from lightspeed.workload import Workload
 
 
 def workload_info(
-    workload: Workload, settings: StepSettings, parameter_count: int | None = None
+    workload: Workload,
+    settings: StepSettings,
+    parameter_count: int | None = None,
+    parameter_tensors: int | None = None,
 ) -> WorkloadInfo:
     """The WorkloadInfo of `workload` run with `settings` (its parameter count, once
     the model is built)."""
@@ -25,12 +28,18 @@ def workload_info(
         precision=settings.precision,
         parameter_count=parameter_count,
         tokens_per_sample=workload.tokens_per_sample,
+        parameter_tensors=parameter_tensors,
     )
 
 
 def prepared_info(prepared: PreparedStep) -> WorkloadInfo:
     """The WorkloadInfo of a prepared step."""
-    return workload_info(prepared.workload, prepared.settings, prepared.parameter_count)
+    return workload_info(
+        prepared.workload,
+        prepared.settings,
+        prepared.parameter_count,
+        prepared.parameter_tensors,
+    )
 
 
 def time_step(

@@ -234,8 +234,7 @@ class FusedOptimizer(torch.optim.Optimizer):
                     nesterov=self.nesterov,
                     first=not started[k],
                 )
-        for s in states:
-            s["started"] |= finite
+        _started(states, finite)
 
     def _slices(
         self, params: list[torch.Tensor], states: list[dict[str, Any]], names: Sequence[str]
@@ -321,8 +320,7 @@ class FusedOptimizer(torch.optim.Optimizer):
                     for d, g in zip(direction, grads, strict=True)
                 ]
             _commit(bufs, moved, finite, every)
-            for s in states:
-                s["started"] |= finite
+            _started(states, finite)
         stepped = _writable(params, every)
         torch._foreach_sub_(stepped, torch._foreach_mul(direction, h["lr"]))
         _commit(params, stepped, finite, every)
@@ -438,11 +436,20 @@ def _momentum_state(
     params: list[torch.Tensor], states: list[dict[str, Any]], finite: torch.Tensor
 ) -> None:
     """SGD's state started where missing: a momentum buffer of each parameter's shape,
-    and whether each job has taken its first step (PyTorch starts the buffer then)."""
+    and whether each job has taken its first step (PyTorch starts the buffer then). A
+    job steps every parameter or none, so the parameters started together share one
+    flag ([K]), as Adam's share their step counts."""
+    shared = torch.zeros_like(finite)
     for p, s in zip(params, states, strict=True):
         if "momentum_buffer" not in s:
             s["momentum_buffer"] = torch.zeros_like(p)
-            s["started"] = torch.zeros_like(finite)
+            s["started"] = shared
+
+
+def _started(states: list[dict[str, Any]], finite: torch.Tensor) -> None:
+    """SGD's jobs whose gradients are finite marked as started, each shared flag once."""
+    for flag in {id(s["started"]): s["started"] for s in states}.values():
+        flag |= finite
 
 
 def _counts(

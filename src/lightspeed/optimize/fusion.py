@@ -5,10 +5,14 @@ Hyper-parameter searches train many copies of one architecture, each too small t
 the hardware; HFTA runs K of them as one job whose operators take all K at once. Here
 the fusion is built for an arbitrary `nn.Module` with `torch.func`: the K copies'
 parameters and buffers are stacked on a new first dimension (`stack_module_state`),
-and the model, the loss and the backward run once under `vmap` over that dimension
-(`functional_call`), so a Linear becomes a batched matrix product and a convolution K
-convolutions in one call; the optimizer updates the K parameter sets at once, each with
-its own hyper-parameters (`fused_optim.FusedOptimizer`).
+and the model runs once under `vmap` over that dimension (`functional_call`), so a
+Linear becomes a batched matrix product and a convolution K convolutions in one call.
+vmap costs something on every op; an `nn.Sequential` of the layers `_direct_plan` knows
+runs through layer rewrites on the stacked tensors instead (HFTA's: a Linear as one
+`baddbmm`, a BatchNorm over K × C channels). The loss of a mean (or a sum) over samples
+takes the K jobs' batches as one batch (`FusedModel.loss`), once checked against the
+jobs' own. The optimizer updates the K parameter sets at once, each with its own
+hyper-parameters (`fused_optim.FusedOptimizer`).
 
 Equivalence: each job's parameters follow the ones it reaches alone, to rounding (the
 batched kernels sum in another order): the fused loss is the sum of the K jobs' losses,

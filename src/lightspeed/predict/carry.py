@@ -105,7 +105,7 @@ def carry_over(
     overhead = per_op_overhead_s(measured.ops)
     same = _by_signature(measured.ops)
     marginal = marginal_cost(measured.ops, hardware)
-    slowdowns = _slowdowns(measured.ops, hardware, overhead)
+    found_slowdowns = slowdowns(measured.ops, hardware, overhead)
     by_place = _by_place(measured.ops)
     seen: Counter[tuple[str, str, str]] = Counter()
     ops: list[OpRecord] = []
@@ -130,7 +130,7 @@ def carry_over(
         elif kernel_times is not None and op_key(op) in kernel_times[1]:
             time = kernel_times[1][op_key(op)]
         else:
-            time = _added(op, slowdowns, hardware, overhead)
+            time = added_op_time(op, found_slowdowns, hardware, overhead)
         ops.append(dataclasses.replace(op, time_s=time))
     outside = measured.unattributed_s
     if outside is not None and measured.ops:
@@ -288,9 +288,12 @@ def marginal_cost(ops: Iterable[OpRecord], hardware: Hardware) -> dict[str, floa
     return slopes
 
 
-def _added(
+def added_op_time(
     op: OpRecord, slowdowns: Mapping[str, list[float]], hardware: Hardware, overhead: float
 ) -> float:
+    """Seconds an op the measured step did not run takes: `overhead` plus its speed of
+    light at the median `slowdowns` of the ops of its name, or of all of them (1 where
+    there are none)."""
     sol = analyse_op(op, hardware).sol_time_s
     if sol <= 0:
         return overhead
@@ -298,7 +301,7 @@ def _added(
     return overhead + sol * (statistics.median(found) if found else 1.0)
 
 
-def _slowdowns(
+def slowdowns(
     ops: Iterable[OpRecord], hardware: Hardware, overhead: float
 ) -> dict[str, list[float]]:
     """Each timed op's time beyond the per-op overhead over its speed of light, by op

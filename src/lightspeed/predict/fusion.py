@@ -9,9 +9,18 @@ From the measured profile of one job:
 - the fixed cost of an op, c, is what the ops with the least work take: the median
   time of the quarter of the ops (among those that compute or move something) with the
   shortest speed of light;
-- each op keeps its fixed cost once and does its work K times, at the same speed:
+- each op keeps its fixed cost once and does its work K times at no worse a speed:
   t' = min(t, c) + K · max(t − c, 0) (K times the FLOPs and bytes, at the same
-  fraction of the speed of light);
+  fraction of the speed of light); where the profile holds enough ops of the op's name,
+  of sizes far enough apart, to fit the time they add per second of speed of light
+  (`predict.carry.marginal_cost`), the K − 1 jobs' work is added at that rate when it is
+  the faster: small matrix products run far from their speed of light, larger ones
+  nearer it;
+- an op vmap has no batching rule for (`JOB_BY_JOB`) runs once a job: K · t;
+- the update is the fused optimizer's: PyTorch's fused kernel once a job, one pass over
+  the job's parameters, gradients and optimizer state (c plus its speed of light at the
+  median efficiency of the measured ops bound by compute or memory), and the update's
+  checks of each job's gradients, at c an op;
 - the time outside ops (Python, the autograd engine) is paid once;
 - the step time moves by the change in the sum (`predict.carry.shifted_step`);
 - every memory category holds K jobs' tensors: K times the bytes, peak included.
@@ -29,12 +38,13 @@ import statistics
 from collections.abc import Sequence
 
 from lightspeed import units
-from lightspeed.analysis.step_roofline import OpAnalysis, analyse_ops
+from lightspeed.analysis.step_roofline import OpAnalysis, analyse_op, analyse_ops
 from lightspeed.errors import ConfigError
+from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import FusionPrediction, Prediction, Profile
-from lightspeed.facts.records import MemoryBreakdown, OpRecord
+from lightspeed.facts.records import OPTIMIZER_MODULE, MemoryBreakdown, OpRecord, Phase
 from lightspeed.facts.timing import Measurement
-from lightspeed.predict.carry import shifted_step
+from lightspeed.predict.carry import added_op_time, marginal_cost, shifted_step, slowdowns
 
 __all__ = ["FUSION_HELPS", "RULES", "fixed_op_cost_s", "largest_k", "on_fused"]
 
@@ -46,11 +56,34 @@ FUSION_HELPS = 1.2
 # nothing but their fixed cost.
 FIXED_COST_SHARE = 0.25
 
+# Ops PyTorch's vmap has no batching rule for (it says so when the fused step first
+# runs; torch 2.13), which the fused jobs run one job at a time, forward and backward.
+JOB_BY_JOB = frozenset(
+    {
+        "aten::_scaled_dot_product_flash_attention_for_cpu",
+        "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+    }
+)
+
+# The ops the fused update (`FusedOptimizer.step`) runs besides its kernels: for each
+# parameter tensor its gradient's per-job sums (the check for non-finite gradients) and
+# its per-job views; once a step, the check's verdict, the skip counts and the step
+# counts. Views that compute nothing are left out (tests/predict/
+# test_fusion_prediction.py counts them on the implementation).
+UPDATE_OPS_PER_TENSOR = 2
+UPDATE_OPS_PER_STEP = 12
+
 RULES = (
     "an op's fixed cost c: the median time of the quarter of the ops with the least work"
     " (the shortest speed of light)",
     "each op pays its fixed cost once and does its work K times at the same speed:"
-    " t' = min(t, c) + K · max(t − c, 0)",
+    " t' = min(t, c) + K · max(t − c, 0), or, where the profile's ops of its name fit the"
+    " time added per second of speed of light and that is faster, t plus K − 1 times its"
+    " speed of light at that rate",
+    "an op vmap has no batching rule for runs once a job: K · t",
+    "the update: PyTorch's fused kernel once a job over its parameters, gradients and"
+    " optimizer state (c plus its speed of light at the median efficiency of the measured"
+    " ops), and the checks of each job's gradients at c an op",
     "the time outside ops (Python, the autograd engine) is paid once for the K jobs",
     "every memory category holds K jobs' tensors (K times the bytes)",
     "speed-up: K measured steps run one after another over the fused step",
@@ -70,7 +103,15 @@ def on_fused(profile: Profile, k: int) -> Profile:
             " fusion from."
         )
     cost = fixed_op_cost_s(analyse_ops(profile))
-    ops = tuple(_fused_op(op, k, cost) for op in profile.ops)
+    slopes = marginal_cost(profile.ops, profile.hardware)
+    update = _fused_update(profile, k, cost)
+    ops = tuple(
+        _fused_op(op, k, cost, slopes.get(op.name), profile.hardware)
+        for op in profile.ops
+        if update is None or op.phase is not Phase.OPTIMIZER
+    ) + tuple(
+        dataclasses.replace(op, index=len(profile.ops) + j) for j, op in enumerate(update or ())
+    )
     timed = any(op.time_s is not None for op in profile.ops)
     outside = profile.unattributed_s
     timing, profiled = shifted_step(profile, ops, outside) if timed else _scaled(profile, k)
@@ -136,10 +177,23 @@ def fixed_op_cost_s(analyses: Sequence[OpAnalysis]) -> float:
     return statistics.median(least) if working else 0.0
 
 
-def _fused_op(op: OpRecord, k: int, cost: float) -> OpRecord:
+def _fused_op(
+    op: OpRecord, k: int, cost: float, slope: float | None, hardware: Hardware
+) -> OpRecord:
     time = op.time_s
     if time is not None:
-        time = min(time, cost) + k * max(time - cost, 0.0)
+        alike = min(time, cost) + k * max(time - cost, 0.0)
+        if op.name in JOB_BY_JOB:
+            time = k * time
+        elif slope is not None:
+            # The K − 1 jobs' work added at the rate the profile's own ops of this name
+            # add time per second of speed of light: a larger op of a kind whose small
+            # ones are slow for their size runs nearer its speed of light (and no
+            # slower than at the same efficiency).
+            sol = analyse_op(op, hardware).sol_time_s
+            time = min(alike, time + slope * (k - 1) * sol)
+        else:
+            time = alike
     return dataclasses.replace(
         op,
         input_shapes=tuple((k, *s) for s in op.input_shapes),
@@ -150,6 +204,56 @@ def _fused_op(op: OpRecord, k: int, cost: float) -> OpRecord:
         bytes_written=k * op.bytes_written,
         time_s=time,
     )
+
+
+def _fused_update(profile: Profile, k: int, cost: float) -> list[OpRecord] | None:
+    """The fused jobs' update (`optimize.fused_optim.FusedOptimizer`): PyTorch's fused
+    kernel once a job, one pass over the job's parameters, gradients and optimizer state
+    (reading all, writing the parameters and the state), with the arithmetic of the
+    measured update; each at the fixed cost c plus its speed of light at the median
+    efficiency of the measured ops bound by compute or memory. None where the profile
+    holds no update or no memory categories to size it by."""
+    memory = profile.memory
+    update = [op for op in profile.ops if op.phase is Phase.OPTIMIZER]
+    if memory is None or memory.parameters_bytes <= 0 or not update:
+        return None
+    params = memory.parameters_bytes
+    states = round(memory.optimizer_state_bytes / params)
+    first = update[0]
+    dtype = first.input_dtypes[0] if first.input_dtypes else "float32"
+    kernel = OpRecord(
+        index=0,
+        name="aten::_fused_adam_" if states >= 2 else "aten::_fused_sgd_",
+        module=OPTIMIZER_MODULE,
+        phase=Phase.OPTIMIZER,
+        input_shapes=(),
+        input_dtypes=(dtype,),
+        output_shapes=(),
+        output_dtypes=(),
+        flops=sum(op.flops for op in update),
+        macs=None,
+        bytes_read=params * (2 + states),
+        bytes_written=params * (1 + states),
+    )
+    found = slowdowns(profile.ops, profile.hardware, cost)
+    time = added_op_time(kernel, found, profile.hardware, cost)
+    tensors = profile.workload.parameter_tensors or 0
+    checks = OpRecord(
+        index=0,
+        name="fused update: checks and views",
+        module=OPTIMIZER_MODULE,
+        phase=Phase.OPTIMIZER,
+        input_shapes=(),
+        input_dtypes=(dtype,),
+        output_shapes=(),
+        output_dtypes=(),
+        flops=0,
+        macs=None,
+        bytes_read=0,
+        bytes_written=0,
+        time_s=cost * (UPDATE_OPS_PER_TENSOR * tensors + UPDATE_OPS_PER_STEP),
+    )
+    return [*(dataclasses.replace(kernel, time_s=time) for _ in range(k)), checks]
 
 
 def _scaled(profile: Profile, k: int) -> tuple[Measurement | None, float | None]:
@@ -185,11 +289,11 @@ def _assumptions(
         f"{verdict.overhead_share:.0%} of the measured step is paid once (the ops' fixed"
         f" costs and the time outside ops); the rest, the ops' work, is done"
         f" {verdict.jobs} times",
-        "the jobs' ops run under torch.func.vmap, whose own cost per op is not counted,"
-        " nor larger kernels' better speed",
-        "the fused jobs' optimizer runs PyTorch's fused kernel (one pass over each tensor),"
-        " which a job alone also reaches with its optimizer's fused=True; what that kernel"
-        " gains is not counted as fusion's",
+        "an nn.Sequential of Linear, normalisation, dropout and activation layers runs"
+        " as batched ops; another model runs under torch.func.vmap, whose own cost per op"
+        " (and its copies around an op it runs job by job) is not counted",
+        "the fused update runs PyTorch's fused kernel once a job, which a job alone also"
+        " reaches with its optimizer's fused=True: part of the speed-up is that kernel's",
     ]
     if not timed:
         said.append("ops were not timed: the whole step taken as work, done K times")

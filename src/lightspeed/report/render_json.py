@@ -23,9 +23,10 @@ from lightspeed.document import Document
 # 3: what the HTML report draws kept in the result: a profile's memory `over_step` (bytes
 # live by category as the step ran) and `environment` (torch version), a trace rank's
 # `timeline` of one step.
-SCHEMA_VERSION = 3
+# 4: a workload's `parameter_tensors` (trainable parameter tensors; null where older).
+SCHEMA_VERSION = 4
 # Profile documents of these versions hold the same facts and still load.
-READABLE_PROFILE_VERSIONS = (1, 2, 3)
+READABLE_PROFILE_VERSIONS = (1, 2, 3, 4)
 
 Clock = Callable[[], datetime.datetime]
 

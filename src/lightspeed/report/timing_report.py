@@ -32,6 +32,7 @@ def workload_data(wl: WorkloadInfo) -> dict[str, Any]:
         "device": wl.device.value,
         "parameter_count": wl.parameter_count,
         "tokens_per_sample": wl.tokens_per_sample,
+        "parameter_tensors": wl.parameter_tensors,
     }
 
 
