@@ -153,6 +153,8 @@ class FusedModel(nn.Module):
         # the first call has checked that folding holds, or it and 0 where it does not.
         self._folding: tuple[Callable[..., Any], float] | None = None
         self._plan = _direct_plan(self.base, "")
+        # In a list: a module held as an attribute would become a submodule.
+        self._folded_view = [_Folded(self)]
         for i, name in enumerate(self._names):
             data = params[name].detach()
             if name in self._transposed:
@@ -244,15 +246,22 @@ class FusedModel(nn.Module):
         buffers; where they differ or folding fails, the loss stays per job. `fn` is
         checked once, so it should be the same function at every call."""
         decided = self._folding
-        if decided is not None and decided[0] is fn:
+        # ==, not `is`: a bound method is made anew at every attribute access.
+        if decided is not None and decided[0] == fn:
             factor = decided[1]
             if factor > 0:
-                return fn(_Folded(self), *_map_tensors(args, _fold)) * factor
+                return fn(self._as_one_batch(), *_map_tensors(args, _fold)) * factor
             return self.per_job(fn, *args).sum()
         params = [p for p in self.parameters() if p.requires_grad]
         if not torch.is_grad_enabled() or not params:
             return self.per_job(fn, *args).sum()
         return self._decide(fn, args, params)
+
+    def _as_one_batch(self) -> _Folded:
+        """The model as `loss` hands it to a folded loss, in this model's train mode."""
+        view = self._folded_view[0]
+        view.training = self.training
+        return view
 
     def _decide(
         self, fn: Callable[..., torch.Tensor], args: tuple[Any, ...], params: Sequence[torch.Tensor]
@@ -276,7 +285,7 @@ class FusedModel(nn.Module):
         rewind()
         factor = 0.0
         try:
-            folded = fn(_Folded(self), *_map_tensors(args, _fold))
+            folded = fn(self._as_one_batch(), *_map_tensors(args, _fold))
             found = torch.autograd.grad(folded, params, retain_graph=True, allow_unused=True)
             factor = _fold_factor(folded.detach(), losses.detach(), self.k)
             if factor > 0 and not _same_per_job(found, reference, factor):
@@ -534,8 +543,8 @@ def _set_random_state(
 
 _Layer = Callable[[torch.Tensor, Mapping[str, torch.Tensor], bool], torch.Tensor]
 
-# Modules without weights that act on each element (or on the last dimensions), which
-# take the jobs' stacked tensors as they are.
+# Modules without weights that act on each element, which take the jobs' stacked
+# tensors as they are.
 _ELEMENTWISE = (
     nn.ReLU,
     nn.ReLU6,

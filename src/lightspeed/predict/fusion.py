@@ -238,17 +238,10 @@ def _fused_update(profile: Profile, k: int, cost: float) -> list[OpRecord] | Non
     found = slowdowns(profile.ops, profile.hardware, cost)
     time = added_op_time(kernel, found, profile.hardware, cost)
     tensors = profile.workload.parameter_tensors or 0
-    checks = OpRecord(
-        index=0,
+    checks = dataclasses.replace(
+        kernel,
         name="fused update: checks and views",
-        module=OPTIMIZER_MODULE,
-        phase=Phase.OPTIMIZER,
-        input_shapes=(),
-        input_dtypes=(dtype,),
-        output_shapes=(),
-        output_dtypes=(),
         flops=0,
-        macs=None,
         bytes_read=0,
         bytes_written=0,
         time_s=cost * (UPDATE_OPS_PER_TENSOR * tensors + UPDATE_OPS_PER_STEP),
