@@ -323,19 +323,26 @@ class FusedModel(nn.Module):
 
 
 _FALLBACK = re.compile(r"not yet implemented the batching rule for (\S+?)\.")
+_FALLBACK_WARNING = (
+    "There is a performance drop because we have not yet implemented the batching rule"
+)
 
 
 def report_fallbacks(caught: Sequence[warnings.WarningMessage]) -> list[str]:
     """The ops PyTorch's warnings in `caught` say vmap has no batching rule for, each
-    logged as a lightspeed warning (the fused jobs run it one job at a time); every other
-    warning is issued again as it was."""
-    ops = []
+    logged once as a lightspeed warning (the fused jobs run it one job at a time); every
+    other warning is issued again as it was."""
+    ops: list[str] = []
     for record in caught:
         match = _FALLBACK.search(str(record.message))
         if match is None:
             warnings.warn_explicit(record.message, record.category, record.filename, record.lineno)
             continue
+        if match.group(1) in ops:  # warned at every call: a model's every attention layer
+            continue
         ops.append(match.group(1))
+        # Said once here; PyTorch would say it again, raw, at the next call.
+        warnings.filterwarnings("ignore", message=_FALLBACK_WARNING, category=record.category)
         logging.getLogger("lightspeed").warning(
             "fusion: PyTorch has no batching rule for %s under vmap, so the fused jobs run"
             " it one job at a time; it gains nothing from fusion",
