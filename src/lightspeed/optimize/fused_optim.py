@@ -448,7 +448,7 @@ def _momentum_state(
 
 def _started(states: list[dict[str, Any]], finite: torch.Tensor) -> None:
     """SGD's jobs whose gradients are finite marked as started, each shared flag once."""
-    for flag in {id(s["started"]): s["started"] for s in states}.values():
+    for flag in _distinct(states, "started"):
         flag |= finite
 
 
@@ -465,10 +465,15 @@ def _counts(
             s["exp_avg"] = torch.zeros_like(p)
             s["exp_avg_sq"] = torch.zeros_like(p)
             s["step"] = shared
-    counts = {id(s["step"]): s["step"] for s in states}
-    for t in counts.values():
+    counts = _distinct(states, "step")
+    for t in counts:
         t.add_(finite.to(t.dtype))
-    return counts
+    return {id(t): t for t in counts}
+
+
+def _distinct(states: list[dict[str, Any]], key: str) -> list[torch.Tensor]:
+    """The distinct tensors the states hold under `key` (parameters share one)."""
+    return list({id(s[key]): s[key] for s in states}.values())
 
 
 def _writable(tensors: list[torch.Tensor], every: bool) -> list[torch.Tensor]:

@@ -118,10 +118,7 @@ class FusedModel(nn.Module):
         aliases = self._aliases
 
         def one(params: dict[str, Any], buffers: dict[str, Any], *job_args: Any) -> Any:
-            weights = {**params, **buffers}
-            # Every name a tied tensor goes by, so functional_call need not tie them.
-            weights.update((alias, weights[name]) for alias, name in aliases.items())
-            return fn(_Bound(base, weights, training), *job_args)
+            return fn(_Bound(base, _by_every_name(params, buffers, aliases), training), *job_args)
 
         if base.training != training:
             base.train(training)
@@ -157,9 +154,7 @@ class FusedModel(nn.Module):
         return self.per_job(lambda model, *a: model(*a), *args)
 
     def _run_plan(self, plan: Sequence[Layer], x: torch.Tensor) -> torch.Tensor:
-        params, buffers = self.stacked()
-        weights = {**params, **buffers}
-        weights.update((alias, weights[name]) for alias, name in self._aliases.items())
+        weights = _by_every_name(*self.stacked(), self._aliases)
         for layer in plan:
             x = layer(x, weights, self.training)
         return x
@@ -321,6 +316,16 @@ def job_optimizer(
             found["momentum_buffer"] = None
         lone.state[targets[name]] = found
     return lone
+
+
+def _by_every_name(
+    params: Mapping[str, Any], buffers: Mapping[str, Any], aliases: Mapping[str, str]
+) -> dict[str, Any]:
+    """Parameters and buffers under every name a tied tensor goes by (`aliases`), so that
+    functional_call and the layer rewrites need not tie them."""
+    weights = {**params, **buffers}
+    weights.update((alias, weights[name]) for alias, name in aliases.items())
+    return weights
 
 
 def _aliases(model: nn.Module) -> dict[str, str]:
