@@ -1,12 +1,19 @@
 """Do two versions of lightspeed write the same documents? Write, then compare.
 
     # with each version on PYTHONPATH in turn (a git worktree of the old one):
+    python benchmarks/compare_documents.py capture RESULTS_DIR   # once, by the old version
     python benchmarks/compare_documents.py write OUT_DIR [--traces DIR] [--profiles DIR]
+                                                 [--results RESULTS_DIR]
     python benchmarks/compare_documents.py compare OLD_DIR NEW_DIR
 
 `write` analyses every `*.json.gz` trace of `--traces` (default ../shared/traces) and
 re-analyses every saved profile of `--profiles` (their measured facts are the same
-for both versions), writing each document to OUT_DIR. `compare` lists, per document,
+for both versions), writing each document to OUT_DIR. `capture` measures once what a
+document is drawn from (profiles of tiny suite workloads, a bench run and a tune run,
+pickled: their facts are frozen dataclasses of `lightspeed.facts`); `write --results`
+draws each of them, and the profiles' predictions on catalog GPUs, both as terminal
+text (120 columns) and as JSON, so the terminal output is compared byte for byte too.
+`compare` lists, per document,
 the JSON paths that differ once the renames between schema versions are applied to
 the old one (bound and finding names of schema 1; renamed keys show as a removed and
 an added key). Numbers compare exactly, to within 1e-12 relative.
@@ -49,7 +56,107 @@ def _trace_writer() -> Any:
         return lambda path: trace_doc(analyse_traces(load_traces([path])))
 
 
-def write(out: Path, traces: Path, profiles: Path | None) -> None:
+_TINY = ("mlp-tiny", "resnet18-tiny", "gpt2-tiny")
+# Predictions that measure nothing on this machine, so both versions predict from the
+# same facts (a batch size, a link or checkpointing's own cost are timed here).
+_PREDICTIONS = (("--hardware", "h100-sxm"), ("--hardware", "h100-sxm", "--fuse", "4"))
+
+
+def _read_only(mapping: dict[Any, Any]) -> Any:
+    """A read-only view of `mapping`, as the facts keep theirs (pickles name this)."""
+    import types
+
+    return types.MappingProxyType(mapping)
+
+
+def capture(results: Path) -> None:
+    """Measure what the documents are drawn from, once, with the version at hand."""
+    import copyreg
+    import pickle
+    import types
+
+    import lightspeed
+    from lightspeed.suite import get
+
+    # Facts keep their mappings read-only; a pickle keeps them as such.
+    copyreg.pickle(types.MappingProxyType, lambda m: (_read_only, (dict(m),)))
+
+    try:
+        from lightspeed.workflows.bench import bench
+        from lightspeed.workflows.tune import tune
+    except ImportError:  # before the workflows had a folder
+        from lightspeed.workflows.bench import bench  # type: ignore
+        from lightspeed.workflows.tune import tune  # type: ignore
+
+    results.mkdir(parents=True, exist_ok=True)
+    hardware = lightspeed.resolve_hardware("local", lightspeed.Device.CPU)
+    for name in _TINY:
+        if not (results / f"profile-{name}.json").exists():
+            lightspeed.save_profile(lightspeed.profile(name), results / f"profile-{name}.json")
+    run = bench([get("mlp-tiny")], hardware, rounds=2, budget_s=0.3)
+    (results / "bench.pickle").write_bytes(pickle.dumps(run))
+    tuning = tune(get("mlp-tiny"), only=["amp", "checkpoint"], budget_s=0.3)
+    (results / "tune.pickle").write_bytes(pickle.dumps(tuning))
+
+
+def _terminal(doc: Any) -> str:
+    from lightspeed.report.render_terminal import render_text
+
+    return render_text(doc, width=120)
+
+
+def _cli(*args: str) -> tuple[str, str]:
+    """`lightspeed ARGS…` run here: (terminal text, JSON text)."""
+    import contextlib
+    import io
+    import os
+    import tempfile
+
+    from lightspeed.cli import main
+
+    def run(*extra: str) -> str:
+        out = io.StringIO()
+        os.environ["COLUMNS"] = "120"
+        with contextlib.redirect_stdout(out):
+            try:
+                main([*args, *extra])
+            except SystemExit as exit_:
+                if exit_.code:
+                    raise
+        return out.getvalue()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run("--json", f"{tmp}/doc.json")
+        return run(), Path(f"{tmp}/doc.json").read_text()
+
+
+def _results(out: Path, results: Path) -> None:
+    """Every document drawn from `results` (see `capture`)."""
+    import pickle
+
+    import lightspeed
+    from lightspeed.report import render_json
+    from lightspeed.report.bench_report import bench_document
+    from lightspeed.report.profile_report import profile_document
+    from lightspeed.report.tune_report import tune_document
+
+    for path in sorted(results.glob("profile-*.json")):
+        analysis = lightspeed.analyse(lightspeed.load_profile(path))
+        doc = profile_document(analysis)
+        (out / f"{path.stem}.txt").write_text(_terminal(doc))
+        for i, args in enumerate(_PREDICTIONS):
+            text, data = _cli("predict", str(path), *args)
+            (out / f"predict{i}-{path.stem}.txt").write_text(text)
+            (out / f"predict{i}-{path.stem}.json").write_text(data)
+    for name, draw in (("bench", bench_document), ("tune", tune_document)):
+        pickled = results / f"{name}.pickle"
+        if pickled.exists():
+            doc = draw(pickle.loads(pickled.read_bytes()))
+            (out / f"{name}.txt").write_text(_terminal(doc))
+            (out / f"{name}.json").write_text(json.dumps(render_json.render(doc), indent=2))
+
+
+def write(out: Path, traces: Path, profiles: Path | None, results: Path | None = None) -> None:
     import lightspeed
 
     out.mkdir(parents=True, exist_ok=True)
@@ -57,8 +164,13 @@ def write(out: Path, traces: Path, profiles: Path | None) -> None:
     for path in sorted(traces.glob("*.json.gz")):
         name = f"trace-{path.name.removesuffix('.json.gz')}.json"
         (out / name).write_text(json.dumps(document_of(path), indent=2, default=str))
+        if results is not None:
+            text, _ = _cli("trace", str(path))
+            (out / f"{name.removesuffix('.json')}.txt").write_text(text)
     for path in sorted(profiles.glob("*.json")) if profiles else []:
         lightspeed.save_profile(lightspeed.load_profile(path), out / f"profile-{path.name}")
+    if results is not None:
+        _results(out, results)
 
 
 def _renamed(value: Any) -> Any:
@@ -102,6 +214,10 @@ def diff(a: Any, b: Any, path: str = "") -> Iterator[str]:
 
 
 def compare(old: Path, new: Path) -> None:
+    for path in sorted(old.glob("*.txt")):
+        other = new / path.name
+        same = other.exists() and other.read_bytes() == path.read_bytes()
+        print(f"{path.name}: {'byte-equal' if same else 'DIFFERS'}")
     for path in sorted(old.glob("*.json")):
         other = new / path.name
         if not other.exists():
@@ -125,12 +241,17 @@ def main() -> None:
     w.add_argument("out", type=Path)
     w.add_argument("--traces", type=Path, default=Path("../shared/traces"))
     w.add_argument("--profiles", type=Path, default=None)
+    w.add_argument("--results", type=Path, default=None)
+    m = sub.add_parser("capture")
+    m.add_argument("results", type=Path)
     c = sub.add_parser("compare")
     c.add_argument("old", type=Path)
     c.add_argument("new", type=Path)
     args = parser.parse_args()
     if args.command == "write":
-        write(args.out, args.traces, args.profiles)
+        write(args.out, args.traces, args.profiles, args.results)
+    elif args.command == "capture":
+        capture(args.results)
     else:
         compare(args.old, args.new)
 

@@ -34,7 +34,7 @@ from torch import nn
 
 from lightspeed.measure.device import cpu_model_name
 from lightspeed.measure.step import StepSettings, prepare
-from lightspeed.optimize.fusion import fuse, lone_optimizer, optimizer_hparams
+from lightspeed.optimize.fusion.fuse import fuse, lone_optimizer, optimizer_hparams
 from lightspeed.suite import get
 from lightspeed.workload import Workload
 

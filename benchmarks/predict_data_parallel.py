@@ -34,16 +34,16 @@ from pathlib import Path
 import torch
 
 import lightspeed
-from lightspeed.api import run_setup
 from lightspeed.errors import LightspeedError
 from lightspeed.facts.device import Device
 from lightspeed.facts.link import CoRun, Link
 from lightspeed.facts.profile import Profile
 from lightspeed.hardware.resolve import resolve_hardware
-from lightspeed.measure.ddp_timing import time_data_parallel
-from lightspeed.measure.link_bench import measure_corun, measure_link
+from lightspeed.measure.distributed.ddp_timing import time_data_parallel
+from lightspeed.measure.distributed.link_bench import measure_corun, measure_link
 from lightspeed.measure.timer import TimerConfig
 from lightspeed.predict.data_parallel import communication, corun_slowdown, on_data_parallel
+from lightspeed.workflows.profile import run_setup
 
 # Tiny suite workloads, at batch sizes that make a 1-thread step 10–50 ms here.
 WORKLOADS = {
@@ -132,8 +132,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.log:  # torchrun's own output, to see why a launch failed
         handler = logging.FileHandler(args.log)
-        logging.getLogger("lightspeed.measure.torchrun").addHandler(handler)
-        logging.getLogger("lightspeed.measure.torchrun").setLevel(logging.DEBUG)
+        logging.getLogger("lightspeed.measure.distributed.torchrun").addHandler(handler)
+        logging.getLogger("lightspeed.measure.distributed.torchrun").setLevel(logging.DEBUG)
     torch.set_num_threads(1)
     hw = resolve_hardware("local", Device.CPU)
     config = TimerConfig(budget_s=args.budget)

@@ -3,7 +3,7 @@ from one job's profile, and measured.
 
     PYTHONPATH=src .venv/bin/python benchmarks/predict_fusion.py --rounds 5
 
-For each workload and K, in each round: one job's profile (`lightspeed.api.profile`)
+For each workload and K, in each round: one job's profile (`lightspeed.workflows.profile.profile`)
 and the fused step predicted from it (`predict.fusion.on_fused`), then the single step
 and the fused step (`lightspeed.fuse`) timed, in an order that alternates between
 rounds. The error is on the speed-up (K single steps over one fused step), which is the
@@ -26,12 +26,12 @@ import time
 
 import torch
 
-from lightspeed.api import profile
 from lightspeed.facts.profile import FusionPrediction
 from lightspeed.measure.device import cpu_model_name
 from lightspeed.measure.step import StepSettings, prepare
-from lightspeed.optimize.fusion import fuse
+from lightspeed.optimize.fusion.fuse import fuse
 from lightspeed.predict.fusion import on_fused
+from lightspeed.workflows.profile import profile
 from lightspeed.workload import Workload
 
 CASES = (

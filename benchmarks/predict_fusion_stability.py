@@ -15,10 +15,10 @@ import statistics
 import torch
 
 from lightspeed.analysis.step_roofline import analyse_ops
-from lightspeed.api import profile
 from lightspeed.measure.device import cpu_model_name
 from lightspeed.predict.fusion import fixed_op_cost_s, on_fused
 from lightspeed.suite import get
+from lightspeed.workflows.profile import profile
 
 
 def main() -> None:

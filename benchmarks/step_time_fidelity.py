@@ -27,7 +27,7 @@ import lightspeed
 from lightspeed.facts.device import Device
 from lightspeed.measure.device import device_name
 from lightspeed.measure.step import StepSettings, prepare
-from lightspeed.targets import load_target
+from lightspeed.workload.targets import load_target
 
 WORKLOADS = ("mlp", "mlp-tiny", "gpt2-tiny", "resnet18-tiny", "transformer-encoder-tiny")
 

@@ -4,7 +4,7 @@ estimate from a sample against the whole serial sweep measured, and the best tri
     PYTHONPATH=src .venv/bin/python benchmarks/sweep_speed.py --rounds 3
 
 Per round, in an order that alternates between rounds:
-- fused: `lightspeed.sweep.sweep(workload, SPACE, trials=32, k=8, steps=N)`, which also
+- fused: `lightspeed.workflows.sweep.sweep(workload, SPACE, trials=32, k=8, steps=N)`, which also
   runs its default sample of 4 trials alone and estimates the serial sweep from them
   (the sample's time is not in the fused wall time);
 - serial: every trial the fused sweep ran, run alone one after another
@@ -28,7 +28,7 @@ import torch
 from lightspeed.facts.sweep import Sweep, Trial
 from lightspeed.measure.device import cpu_model_name
 from lightspeed.suite import get
-from lightspeed.sweep import run_alone, sweep
+from lightspeed.workflows.sweep import run_alone, sweep
 from lightspeed.workload import Workload
 
 SPACE = "lr=loguniform(1e-4,1e-1) weight_decay=[0,0.01,0.1]"

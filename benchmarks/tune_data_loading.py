@@ -27,9 +27,9 @@ from torch.utils.data import BatchSampler, RandomSampler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from lightspeed.loader_tuning import tune_loader
 from lightspeed.measure.device import cpu_model_name
 from lightspeed.optimize.bucketing import BucketBatchSampler, padding_waste
+from lightspeed.workflows.loader_tuning import tune_loader
 from loading_workloads import BURNER, SLEEPY
 
 

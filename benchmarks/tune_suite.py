@@ -3,7 +3,7 @@ measured step time, and what was kept.
 
     PYTHONPATH=src .venv/bin/python benchmarks/tune_suite.py
 
-Every tiny suite workload is tuned with every candidate (`lightspeed.tune.tune`, no
+Every tiny suite workload is tuned with every candidate (`lightspeed.workflows.tune.tune`, no
 memory budget, 0.5 s of timing a profile, 1 thread). For each candidate that ran and has
 a prediction, the error is predicted / measured − 1 of its step time; the median and the
 worst |error| over all of them close the table. Candidates that were skipped, or whose
@@ -20,7 +20,7 @@ import torch
 
 from lightspeed.errors import LightspeedError
 from lightspeed.suite import get, names
-from lightspeed.tune import tune
+from lightspeed.workflows.tune import tune
 
 
 def main() -> None:

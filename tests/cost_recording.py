@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 from torch._ops import OpOverload, OpOverloadPacket
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from lightspeed.measure.costs import OpCost, op_cost
+from lightspeed.measure.costs.op_cost import OpCost, op_cost
 
 
 class Call(NamedTuple):

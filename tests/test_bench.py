@@ -11,7 +11,6 @@ import pytest
 
 from conftest import FAKE_CPU, RunCli
 from lightspeed import progress, suite
-from lightspeed.bench import bench, bench_names, families, variants
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError, UnknownNameError
 from lightspeed.facts.bench import BenchResult, BenchRun
@@ -19,7 +18,8 @@ from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.timing import Measurement, WorkloadInfo
 from lightspeed.report.bench_report import bench_document
-from lightspeed.targets import load_target
+from lightspeed.workflows.bench import bench, bench_names, families, variants
+from lightspeed.workload.targets import load_target
 
 DATA = Path(__file__).parent / "data" / "workloads.py"
 INFO = WorkloadInfo(

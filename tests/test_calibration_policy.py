@@ -389,7 +389,7 @@ def _demo_against(
     the noise check finds the machine busy twice, then quiet, and the calibration
     returns `measured`. The step is stubbed: each op takes between 1 and 1.5 times its
     speed-of-light time on `machine`, the ceilings the machine really has."""
-    import lightspeed.api as api_module
+    import lightspeed.workflows.profile as api_module
     from lightspeed.analysis.step_roofline import analyse_op
 
     order: list[str] = []

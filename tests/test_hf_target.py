@@ -14,8 +14,8 @@ from conftest import RunCli
 from lightspeed.analysis.profile_analysis import analyse
 from lightspeed.errors import ConfigError, UnknownNameError
 from lightspeed.facts.hardware import Hardware
-from lightspeed.hf_target import hf_workload
 from lightspeed.measure.step import StepSettings, prepare
+from lightspeed.workload.hf import hf_workload
 
 transformers = pytest.importorskip("transformers")
 
@@ -87,7 +87,7 @@ def test_the_default_llama_is_refused_before_anything_is_allocated() -> None:
 def test_the_refusal_is_one_line_on_the_command_line(
     run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lightspeed import hf_target
+    from lightspeed.workload import hf as hf_target
 
     monkeypatch.setattr(hf_target, "machine_memory_bytes", lambda: 24 * GIB)
     code, _, err = run_cli("profile", "hf:llama")

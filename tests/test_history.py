@@ -21,10 +21,10 @@ import torch
 from conftest import FAKE_CPU, RunCli
 from lightspeed import history
 from lightspeed.analysis.bench_compare import Verdict, compare_runs
-from lightspeed.bench import bench
 from lightspeed.history import StoreError
 from lightspeed.report import render_json
 from lightspeed.report.bench_report import bench_document
+from lightspeed.workflows.bench import bench
 from lightspeed.workload import Workload
 
 

@@ -34,8 +34,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("workload",),
     ("optimize",),  # Workload → Workload transforms
     ("suite",),
-    ("targets", "hf_target"),
+    ("workload.targets", "workload.hf"),
     ("measure",),
+    ("measure.distributed",),  # runs measure's step in N processes under torchrun
     (
         "hardware.calibrate",
         "hardware.bandwidth",
@@ -49,7 +50,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "predict.encodings",
         "predict.checkpointing",
     ),  # predictions that run the step's shapes
-    ("api", "observation", "bench", "tune", "loader_tuning", "sweep"),
+    ("workflows",),
     ("cli", "__main__"),
     ("",),  # the package root: its lazy facade names everything
 )
@@ -220,6 +221,28 @@ def test_a_planted_cycle_is_caught(tmp_path: Path) -> None:
     errors = tree / "errors.py"
     errors.write_text(errors.read_text() + "\nimport lightspeed.dtypes\n")
     assert "import cycle: lightspeed.dtypes → lightspeed.errors" in list(violations(tree))
+
+
+# Each package of the layout and a module of it made to import above its layer.
+PLANTED = [
+    ("workload/workload.py", "lightspeed.measure.step"),
+    ("measure/costs/flop_registry.py", "lightspeed.measure.distributed.torchrun"),
+    ("measure/distributed/torchrun.py", "lightspeed.workflows.bench"),
+    ("optimize/fusion/layers.py", "lightspeed.measure.timer"),
+    ("workflows/tune.py", "lightspeed.cli.common"),
+]
+
+
+@pytest.mark.parametrize(("path", "target"), PLANTED)
+def test_a_planted_import_in_each_package_is_caught(tmp_path: Path, path: str, target: str) -> None:
+    tree = tmp_path / "lightspeed"
+    shutil.copytree(PACKAGE, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    module = tree / path
+    module.write_text(module.read_text() + f"\nimport {target}\n")
+    name = "lightspeed." + path.removesuffix(".py").replace("/", ".")
+    assert f"{name} imports {target} (a higher layer), directly or through others" in list(
+        violations(tree)
+    )
 
 
 def _run_without_torch(code: str) -> str:

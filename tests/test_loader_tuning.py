@@ -16,16 +16,16 @@ from torch.utils.data import DataLoader
 
 from conftest import RunCli
 from lightspeed import glossary
-from lightspeed import loader_tuning as loader_tuning_module
 from lightspeed.errors import ConfigError, WorkloadError
 from lightspeed.facts.device import Device
 from lightspeed.facts.tuning import LoaderOptions, LoaderRun, LoaderTuning, Tuning
-from lightspeed.loader_tuning import tune_loader
 from lightspeed.measure.data_loading import time_loader
 from lightspeed.measure.step import StepSettings, prepare
 from lightspeed.report.profile_json import load_profile
 from lightspeed.report.tune_report import tune_document
-from lightspeed.tune import plan_code, tune
+from lightspeed.workflows import loader_tuning as loader_tuning_module
+from lightspeed.workflows.loader_tuning import tune_loader
+from lightspeed.workflows.tune import plan_code, tune
 from lightspeed.workload import Workload
 from test_nproc import printed_labels
 

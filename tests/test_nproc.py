@@ -14,7 +14,7 @@ from lightspeed.document import Document, Fields, Section, Table
 from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.hardware.links import catalog_link, link_ids
-from lightspeed.measure.link_bench import fit_link
+from lightspeed.measure.distributed.link_bench import fit_link
 from lightspeed.report.data_parallel_report import link_document, link_list_document
 
 WORKLOADS = Path(__file__).parent / "data" / "workloads.py"

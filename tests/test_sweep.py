@@ -16,7 +16,7 @@ from torch import nn
 from conftest import RunCli
 from lightspeed.errors import ConfigError
 from lightspeed.suite import get
-from lightspeed.sweep import parse_space, run_alone, run_fused, sweep
+from lightspeed.workflows.sweep import parse_space, run_alone, run_fused, sweep
 from lightspeed.workload import Workload
 
 

@@ -13,14 +13,14 @@ import torch
 
 from conftest import RunCli
 from lightspeed import glossary
-from lightspeed import tune as tune_module
 from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.tuning import Candidate, Equivalence
 from lightspeed.measure.equivalence import gradients_match
 from lightspeed.optimize.encodings import GistMaxPool2d, GistReLU
 from lightspeed.report.tune_report import tune_document
-from lightspeed.tune import plan_code, tune
+from lightspeed.workflows import tune as tune_module
+from lightspeed.workflows.tune import plan_code, tune
 from optimize.test_gist import VGGStyle, vgg_workload
 from test_nproc import printed_labels
 
@@ -175,8 +175,8 @@ def test_segments_gist_and_amp_emit_code_that_compiles(tuned: object) -> None:
 @pytest.mark.usefixtures("calibrated_cpu")
 def test_amp_and_checkpoint_that_each_passed_are_tried_together(tuned: object) -> None:
     from conftest import FAKE_CPU
-    from lightspeed.api import profile
     from lightspeed.suite import get
+    from lightspeed.workflows.profile import profile
 
     workload = get("gpt2-tiny")
     baseline = profile(workload, hardware=FAKE_CPU, budget_s=0.05, steps=1)
@@ -233,7 +233,7 @@ def printed_notes(doc: object) -> set[str]:
 def test_the_optimize_package_names_each_transform_and_a_budget_plans_checkpointing() -> None:
     import lightspeed.optimize as optimize
     from lightspeed.suite import get
-    from lightspeed.tune import checkpoint_for_budget
+    from lightspeed.workflows.tune import checkpoint_for_budget
 
     assert optimize.autocast(get("mlp-tiny"), "bf16").name == "mlp-tiny+amp-bf16"
     assert optimize.gist(vgg_workload()).name.endswith("+gist")

@@ -22,7 +22,7 @@ from lightspeed.errors import (
 )
 from lightspeed.facts.records import Phase
 from lightspeed.measure.step import StepSettings, prepare, to_device
-from lightspeed.targets import load_target
+from lightspeed.workload.targets import load_target
 
 DATA = Path(__file__).parent / "data" / "workloads.py"
 

@@ -22,7 +22,11 @@ _EXPORTS = {
     "ProfileAnalysis": "lightspeed.analysis.profile_analysis",
     "analyse": "lightspeed.analysis.profile_analysis",
     "load_profile": "lightspeed.report.profile_json",
-    "profile": "lightspeed.api",
+    "profile": "lightspeed.workflows.profile",
+    "bench": "lightspeed.workflows.bench",
+    "tune": "lightspeed.workflows.tune",
+    "checkpoint_for_budget": "lightspeed.workflows.tune",
+    "sweep": "lightspeed.workflows.sweep",
     "predict": "lightspeed.predict.whatif",
     "save_profile": "lightspeed.report.profile_json",
     "save_html": "lightspeed.report.html_save",
@@ -42,13 +46,13 @@ _EXPORTS = {
     "TimerConfig": "lightspeed.measure.timer",
     "StepTiming": "lightspeed.facts.timing",
     "time_workload": "lightspeed.measure.workload_timing",
-    "observe": "lightspeed.observation",
-    "Observation": "lightspeed.observation",
+    "observe": "lightspeed.workflows.observe",
+    "Observation": "lightspeed.workflows.observe",
     "analyse_traces": "lightspeed.trace",
     "load_traces": "lightspeed.trace",
     "Workload": "lightspeed.workload",
-    "fuse": "lightspeed.optimize.fusion",
-    "load_target": "lightspeed.targets",
+    "fuse": "lightspeed.optimize.fusion.fuse",
+    "load_target": "lightspeed.workload.targets",
 }
 
 __all__ = [
@@ -74,8 +78,10 @@ __all__ = [
     "Workload",
     "analyse",
     "analyse_traces",
+    "bench",
     "catalog_hardware",
     "catalog_ids",
+    "checkpoint_for_budget",
     "fuse",
     "load_profile",
     "load_target",
@@ -87,7 +93,9 @@ __all__ = [
     "resolve_hardware",
     "save_html",
     "save_profile",
+    "sweep",
     "time_workload",
+    "tune",
 ]
 
 
@@ -107,7 +115,6 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from lightspeed.analysis.profile_analysis import ProfileAnalysis, analyse
     from lightspeed.analysis.roofline import Ceilings, RooflinePoint, place
-    from lightspeed.api import profile
     from lightspeed.dtypes import Precision
     from lightspeed.errors import LightspeedError, ProfileIncomplete, TraceError
     from lightspeed.facts.device import Device
@@ -119,12 +126,16 @@ if TYPE_CHECKING:
     from lightspeed.measure.step import StepSettings
     from lightspeed.measure.timer import TimerConfig
     from lightspeed.measure.workload_timing import time_workload
-    from lightspeed.observation import Observation, observe
-    from lightspeed.optimize.fusion import fuse
+    from lightspeed.optimize.fusion.fuse import fuse
     from lightspeed.predict.whatif import predict
     from lightspeed.report.html_save import save_html
     from lightspeed.report.profile_json import load_profile, save_profile
     from lightspeed.rules import Bound, Finding, FindingKind
-    from lightspeed.targets import load_target
     from lightspeed.trace import analyse_traces, load_traces
+    from lightspeed.workflows.bench import bench
+    from lightspeed.workflows.observe import Observation, observe
+    from lightspeed.workflows.profile import profile
+    from lightspeed.workflows.sweep import sweep
+    from lightspeed.workflows.tune import checkpoint_for_budget, tune
     from lightspeed.workload import Workload
+    from lightspeed.workload.targets import load_target

@@ -1,7 +1,7 @@
 """Exact per-op costs of real torch code on the CPU, recorded by a TorchDispatchMode.
 
 Every expected number carries its arithmetic; the conventions are those documented in
-lightspeed.measure.costs and the flops_* modules. torch.utils.flop_counter is the
+lightspeed.measure.costs.op_cost and the flops_* modules. torch.utils.flop_counter is the
 reference where it counts an op.
 """
 
@@ -22,14 +22,14 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from cost_recording import recorded
 from lightspeed import suite
-from lightspeed.measure.costs import OpCost, attention_causal, known_flops, op_cost
-from lightspeed.measure.flop_registry import (
+from lightspeed.measure.costs.flop_registry import (
     FlopRegistrationError,
     aten_family,
     per_element,
     register_flops,
     registered_packets,
 )
+from lightspeed.measure.costs.op_cost import OpCost, attention_causal, known_flops, op_cost
 from lightspeed.measure.torch_internals import (
     bind_arguments,
     is_view,
@@ -199,7 +199,7 @@ TORCH_COUNTED_OPS = {
 
 def test_lightspeed_formulas_only_fill_torchs_gaps() -> None:
     assert registered_packets() & torch_flop_packets() == frozenset()
-    # costs.py reads every torch formula as matmul-class (MACs = FLOPs / 2): true of
+    # op_cost.py reads every torch formula as matmul-class (MACs = FLOPs / 2): true of
     # these; check any op a newer torch adds before extending this set.
     assert {packet.__name__ for packet in torch_flop_packets()} == TORCH_COUNTED_OPS
 
@@ -552,7 +552,7 @@ def test_is_view_reads_the_schema() -> None:
     assert is_view(aten.t.default) and is_view(aten.expand.default)
     assert not is_view(aten.add.Tensor)
     assert not is_view(aten.reshape.default)  # composite: may copy
-    assert not is_view(aten._unsafe_view.default)  # no alias mark (costs.py handles it)
+    assert not is_view(aten._unsafe_view.default)  # no alias mark (op_cost.py handles it)
 
 
 def test_storage_identity() -> None:

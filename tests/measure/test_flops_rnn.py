@@ -23,7 +23,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from lightspeed import Workload
 from lightspeed.facts.records import OpRecord, Phase
 from lightspeed.measure.capture import capture_forward, capture_step
-from lightspeed.measure.costs import OpCost, known_flops, op_cost
+from lightspeed.measure.costs.op_cost import OpCost, known_flops, op_cost
 from lightspeed.measure.step import StepSettings, prepare
 
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")

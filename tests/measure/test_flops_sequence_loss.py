@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch._ops import OpOverload
 
 from cost_recording import CostRecorder
-from lightspeed.measure.costs import OpCost, known_flops, op_cost
+from lightspeed.measure.costs.op_cost import OpCost, known_flops, op_cost
 
 aten = torch.ops.aten
 

@@ -11,8 +11,14 @@ from torch import nn
 
 from lightspeed.errors import ConfigError
 from lightspeed.measure.step import StepSettings, prepare
-from lightspeed.optimize.fused_optim import FusedOptimizer
-from lightspeed.optimize.fusion import FusedModel, SeededDropout, drop_jobs, fuse, seeded_dropout
+from lightspeed.optimize.fusion.fuse import (
+    FusedModel,
+    SeededDropout,
+    drop_jobs,
+    fuse,
+    seeded_dropout,
+)
+from lightspeed.optimize.fusion.optimizer import FusedOptimizer
 from lightspeed.workload import Workload
 
 K = 3
@@ -346,7 +352,7 @@ def test_tied_weights_stay_tied_fused_and_out_again(path: str) -> None:
 
 
 def test_each_job_has_a_loss_scale_of_its_own() -> None:
-    from lightspeed.optimize.fused_optim import JobLossScaler
+    from lightspeed.optimize.fusion.optimizer import JobLossScaler
 
     torch.manual_seed(0)
     lone = [mlp(False) for _ in range(K)]
@@ -376,7 +382,7 @@ def test_each_job_has_a_loss_scale_of_its_own() -> None:
 
 
 def test_a_loss_scale_backs_off_on_overflow_and_grows_after_an_interval() -> None:
-    from lightspeed.optimize.fused_optim import JobLossScaler
+    from lightspeed.optimize.fusion.optimizer import JobLossScaler
 
     opt = FusedOptimizer([nn.Parameter(torch.zeros(2, 3))], "sgd", [{}, {}])
     scaler = JobLossScaler(2, init_scale=8.0, growth_interval=3)
@@ -395,7 +401,7 @@ def test_an_op_vmap_runs_job_by_job_is_reported_and_other_warnings_pass_through(
 ) -> None:
     import warnings
 
-    from lightspeed.optimize.fusion import report_fallbacks
+    from lightspeed.optimize.fusion.fuse import report_fallbacks
 
     text = (
         "There is a performance drop because we have not yet implemented the batching rule"
@@ -420,7 +426,7 @@ def test_an_op_vmap_runs_job_by_job_is_reported_and_other_warnings_pass_through(
 def test_a_job_taken_out_with_its_optimizer_state_goes_on_as_it_would_have_fused(
     algorithm: str,
 ) -> None:
-    from lightspeed.optimize.fusion import job_optimizer
+    from lightspeed.optimize.fusion.fuse import job_optimizer
 
     _, hparams = ALGORITHMS[algorithm]
     torch.manual_seed(0)

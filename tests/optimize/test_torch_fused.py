@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lightspeed.optimize import torch_fused
+from lightspeed.optimize.fusion import torch_fused
 
 
 def tensors(seed: int) -> list[torch.Tensor]:

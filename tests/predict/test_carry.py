@@ -12,7 +12,6 @@ import pytest
 
 from conftest import FAKE_CPU, RunCli
 from lightspeed.analysis.step_roofline import analyse_op
-from lightspeed.api import profile
 from lightspeed.facts.records import Phase
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.measure.step import StepSettings
@@ -22,6 +21,7 @@ from lightspeed.predict.shapes import largest_batch
 from lightspeed.predict.whatif import predict
 from lightspeed.report.profile_json import load_profile, save_profile
 from lightspeed.suite import get
+from lightspeed.workflows.profile import profile
 from predict.test_hardware import HAND_BUILT, op
 
 

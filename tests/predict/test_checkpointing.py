@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import FAKE_CPU
-from lightspeed.api import profile
 from lightspeed.errors import ConfigError
 from lightspeed.predict.checkpointing import plan_checkpoint
+from lightspeed.workflows.profile import profile
 from optimize.test_checkpoint import convnet_workload
 
 

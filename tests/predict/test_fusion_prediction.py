@@ -275,7 +275,7 @@ def test_the_update_ops_the_model_counts_are_those_the_fused_optimizer_runs(
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from lightspeed.optimize.fused_optim import FusedOptimizer
+    from lightspeed.optimize.fusion.optimizer import FusedOptimizer
 
     class Count(TorchDispatchMode):
         def __init__(self) -> None:

@@ -116,7 +116,7 @@ def sweep_result() -> dict[str, Any]:
     """A small sweep of mlp-tiny as `lightspeed sweep --json` writes it."""
     from lightspeed.report.sweep_report import sweep_document
     from lightspeed.suite import get
-    from lightspeed.sweep import sweep
+    from lightspeed.workflows.sweep import sweep
 
     found = sweep(
         get("mlp-tiny"),

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from lightspeed import suite
 from lightspeed.facts.records import OpRecord
 from lightspeed.measure.capture import capture_forward, capture_step
-from lightspeed.measure.costs import op_cost
+from lightspeed.measure.costs.op_cost import op_cost
 from lightspeed.measure.step import StepSettings, prepare
 from lightspeed.suite.bert import CLS, IGNORE, MASK, SEP, Bert, BertConfig, segment_ids
 from lightspeed.suite.translation import Transformer, TransformerConfig

@@ -14,7 +14,7 @@ import torch
 from lightspeed import suite
 from lightspeed.facts.records import OpRecord
 from lightspeed.measure.capture import capture_forward, capture_step
-from lightspeed.measure.flops_rnn import GRU_CELL_FORWARD_FLOPS
+from lightspeed.measure.costs.flops_rnn import GRU_CELL_FORWARD_FLOPS
 from lightspeed.measure.step import StepSettings, prepare
 from lightspeed.suite.recommendation import NEGATIVES_PER_POSITIVE
 from lightspeed.suite.speech import DeepSpeech2Config

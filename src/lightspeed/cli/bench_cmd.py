@@ -63,11 +63,11 @@ def bench_command(
     throughput, fraction of the speed of light, MFU, peak memory, bound. The run is
     added to the results store (`lightspeed history`, `lightspeed compare`)."""
     from lightspeed import history
-    from lightspeed.api import run_setup
-    from lightspeed.bench import bench, bench_names
     from lightspeed.report import render_json
     from lightspeed.report.bench_report import bench_document
     from lightspeed.suite import get
+    from lightspeed.workflows.bench import bench, bench_names
+    from lightspeed.workflows.profile import run_setup
 
     path = store or history.default_store()
     history.check(path)  # a file that is no store is refused before any work

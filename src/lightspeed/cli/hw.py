@@ -110,7 +110,7 @@ def link_command(
     between GPUs): ping-pong from 4 B to 64 MiB, then its latency and bandwidth."""
     from lightspeed.errors import ConfigError
     from lightspeed.facts.device import Device
-    from lightspeed.measure.link_bench import measure_link
+    from lightspeed.measure.distributed.link_bench import measure_link
     from lightspeed.report.data_parallel_report import link_document
 
     if max_bytes < 16:

@@ -89,13 +89,13 @@ def predict_command(
     checkpointing, other hardware, K jobs fused, data parallelism — from a measured
     profile, with the largest batch that fits the memory."""
     from lightspeed.analysis.profile_analysis import analyse
-    from lightspeed.api import profile as profile_step
     from lightspeed.facts.device import Device
     from lightspeed.hardware.resolve import resolve_hardware
     from lightspeed.predict.whatif import predict
     from lightspeed.report.profile_json import load_profile
     from lightspeed.report.profile_report import profile_document, with_batch_sizes
-    from lightspeed.targets import load_target
+    from lightspeed.workflows.profile import profile as profile_step
+    from lightspeed.workload.targets import load_target
 
     use_threads(threads)
     sizes = _batch_sizes(batch_sizes)
@@ -138,7 +138,7 @@ def _data_parallel(
     from the catalog) and, on a CPU, how much slower N processes compute side by side."""
     from lightspeed.errors import ConfigError
     from lightspeed.hardware.links import catalog_link
-    from lightspeed.measure.link_bench import measure_corun, measure_link
+    from lightspeed.measure.distributed.link_bench import measure_corun, measure_link
 
     if processes < 1:
         raise ConfigError(f"--dp {processes} must be at least 1.")

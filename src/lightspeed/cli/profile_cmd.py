@@ -64,11 +64,11 @@ def profile_command(
 ) -> None:
     """Place every op of one training step on the roofline; report time, headroom and memory."""
     from lightspeed.analysis.profile_analysis import analyse
-    from lightspeed.api import profile as profile_step
-    from lightspeed.api import profile_shapes
     from lightspeed.errors import ConfigError, ProfileIncomplete
     from lightspeed.facts.profile import Profile
     from lightspeed.report.profile_report import profile_document
+    from lightspeed.workflows.profile import profile as profile_step
+    from lightspeed.workflows.profile import profile_shapes
 
     use_threads(threads)
     if quick:

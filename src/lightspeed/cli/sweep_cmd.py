@@ -57,8 +57,8 @@ def sweep_command(
     from lightspeed.errors import SweepIncomplete
     from lightspeed.facts.sweep import Sweep
     from lightspeed.report.sweep_report import sweep_document
-    from lightspeed.sweep import sweep
-    from lightspeed.targets import load_target
+    from lightspeed.workflows.sweep import sweep
+    from lightspeed.workload.targets import load_target
 
     use_threads(threads)
     workload = load_target(target)

@@ -50,15 +50,15 @@ def time_command(
     json_path: Path | None = JsonOption,
 ) -> None:
     """Time a workload's training step: median with IQR, samples/s, tokens/s where known."""
-    from lightspeed.api import run_setup
     from lightspeed.measure.timer import TimerConfig
+    from lightspeed.workflows.profile import run_setup
 
     if nproc is None:
         use_threads(threads)
     workload, settings, hw = run_setup(target, device, dtype, batch_size, hardware)
     config = TimerConfig(warmup_steps=warmup, budget_s=budget, min_replicates=min_replicates)
     if nproc is not None:
-        from lightspeed.measure.ddp_timing import time_data_parallel
+        from lightspeed.measure.distributed.ddp_timing import time_data_parallel
         from lightspeed.report.data_parallel_report import data_parallel_timing_document
 
         run = time_data_parallel(target, workload, settings, nproc, config=config, threads=threads)

@@ -79,9 +79,9 @@ def tune_command(
     from lightspeed.report.profile_json import save_profile
     from lightspeed.report.render_json import write_text
     from lightspeed.report.tune_report import tune_document
-    from lightspeed.targets import load_target
-    from lightspeed.tune import plan_code, tune
     from lightspeed.units import parse_size
+    from lightspeed.workflows.tune import plan_code, tune
+    from lightspeed.workload.targets import load_target
 
     use_threads(threads)
     workload = load_target(target)

@@ -1,4 +1,4 @@
-"""What a hyper-parameter sweep found (`lightspeed.sweep`): its search space, each trial's
+"""What a hyper-parameter sweep found (`lightspeed.workflows.sweep`): its search space, each trial's
 hyper-parameters and final loss, the best trial, and the sweep's wall time beside what
 the trials one after another would have taken."""
 

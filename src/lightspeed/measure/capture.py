@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
 from lightspeed.facts.records import OPTIMIZER_MODULE, OpRecord, Phase
-from lightspeed.measure.costs import attention_causal, op_cost
+from lightspeed.measure.costs.op_cost import attention_causal, op_cost
 from lightspeed.measure.step import PreparedStep
 from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.measure.torch_internals import name_modules

@@ -7,13 +7,13 @@ docstring names its source, its preconditions and the equivalence it keeps:
   precision), fp16 with a dynamic loss scaler.
 - `checkpoint` (`checkpointing`): activation checkpointing of chosen modules, planned by
   `checkpoint_plan.checkpoint_plan` (√N segments of the main stack of blocks by
-  default); `lightspeed.tune.checkpoint_for_budget` plans one for a memory budget.
+  default); `lightspeed.workflows.tune.checkpoint_for_budget` plans one for a memory budget.
 - `gist` (`encodings`): lossless encodings of the activations ReLU, ReLU6, LeakyReLU
   and max-pooling keep for backward (a bit an element; a byte a pooling window).
 - `compiled` (`compile`): the model under `torch.compile` (Inductor); equal within
   rounding.
 - `fuse` (`fusion`): K training jobs of one model as one job (HFTA), each job with its
-  own hyper-parameters (`FusedOptimizer`, `fused_optim`), and a loss scale of its own
+  own hyper-parameters (`FusedOptimizer`, `fusion.optimizer`), and a loss scale of its own
   for fp16 (`JobLossScaler`); each trains as it would alone.
 - `BucketBatchSampler` (`bucketing`): batches of samples of similar length, for
   sequences padded to the longest in their batch (`padding_waste` says what padding
@@ -41,11 +41,11 @@ _EXPORTS = {
     "gist": "encodings",
     "gist_model": "encodings",
     "compiled": "compile",
-    "fuse": "fusion",
-    "FusedModel": "fusion",
-    "FusedOptimizer": "fused_optim",
-    "JobLossScaler": "fused_optim",
-    "job_optimizer": "fusion",
+    "fuse": "fusion.fuse",
+    "FusedModel": "fusion.fuse",
+    "FusedOptimizer": "fusion.optimizer",
+    "JobLossScaler": "fusion.optimizer",
+    "job_optimizer": "fusion.fuse",
     "BucketBatchSampler": "bucketing",
     "padding_waste": "bucketing",
     "padding_suggestions": "padding",
@@ -87,7 +87,7 @@ if TYPE_CHECKING:
     from lightspeed.optimize.checkpointing import checkpoint, checkpoint_model
     from lightspeed.optimize.compile import compiled
     from lightspeed.optimize.encodings import gist, gist_model
-    from lightspeed.optimize.fused_optim import FusedOptimizer, JobLossScaler
-    from lightspeed.optimize.fusion import FusedModel, fuse, job_optimizer
+    from lightspeed.optimize.fusion.fuse import FusedModel, fuse, job_optimizer
+    from lightspeed.optimize.fusion.optimizer import FusedOptimizer, JobLossScaler
     from lightspeed.optimize.padding import padding_suggestions
     from lightspeed.optimize.precision import LossScaling, autocast

@@ -207,7 +207,7 @@ def _fused_op(
 
 
 def _fused_update(profile: Profile, k: int, cost: float) -> list[OpRecord] | None:
-    """The fused jobs' update (`optimize.fused_optim.FusedOptimizer`): PyTorch's fused
+    """The fused jobs' update (`optimize.fusion.optimizer.FusedOptimizer`): PyTorch's fused
     kernel once a job, one pass over the job's parameters, gradients and optimizer state
     (reading all, writing the parameters and the state), with the arithmetic of the
     measured update; each at the fixed cost c plus its speed of light at the median

@@ -243,7 +243,7 @@ def _identity(profile: Profile) -> Prediction:
 
 def _workload_of(profile: Profile) -> Workload:
     """The workload `profile` measured, loaded again by its name."""
-    from lightspeed.targets import load_target
+    from lightspeed.workload.targets import load_target
 
     name = profile.workload.name
     try:

@@ -16,7 +16,7 @@ from lightspeed import progress
 from lightspeed.errors import ConfigError
 from lightspeed.facts.device import Device
 from lightspeed.facts.link import CoRun, Link, LinkMeasurement
-from lightspeed.measure.torchrun import default_threads, run_workers
+from lightspeed.measure.distributed.torchrun import default_threads, run_workers
 
 # Message sizes from 4 B to 64 MiB, ×4 apart.
 DEFAULT_SIZES = tuple(4 * 4**i for i in range(13))
@@ -26,7 +26,7 @@ BANDWIDTH_MIN_BYTES = 2**20
 # Seconds each block of round trips lasts, at least.
 BLOCK_S = 0.02
 
-WORKER = "lightspeed.measure.ddp_worker"
+WORKER = "lightspeed.measure.distributed.ddp_worker"
 
 
 def measure_link(

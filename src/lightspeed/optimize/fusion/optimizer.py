@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from lightspeed.errors import ConfigError
-from lightspeed.optimize import torch_fused
+from lightspeed.optimize.fusion import torch_fused
 
 __all__ = ["HYPERPARAMETERS", "FusedOptimizer", "JobLossScaler", "check_hparams"]
 

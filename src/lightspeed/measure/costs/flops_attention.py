@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch._ops import OpOverload
 
-from lightspeed.measure.flop_registry import ShapeArgs, numel, register_flops
+from lightspeed.measure.costs.flop_registry import ShapeArgs, numel, register_flops
 from lightspeed.measure.torch_internals import bind_arguments
 
 aten = torch.ops.aten

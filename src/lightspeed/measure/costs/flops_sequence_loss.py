@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from lightspeed.measure.flop_registry import ShapeArgs, numel, register_flops, zero_flops
+from lightspeed.measure.costs.flop_registry import ShapeArgs, numel, register_flops, zero_flops
 
 aten = torch.ops.aten
 

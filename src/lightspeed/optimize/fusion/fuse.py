@@ -7,12 +7,12 @@ the fusion is built for an arbitrary `nn.Module` with `torch.func`: the K copies
 parameters and buffers are stacked on a new first dimension (`stack_module_state`),
 and the model runs once under `vmap` over that dimension (`functional_call`), so a
 Linear becomes a batched matrix product and a convolution K convolutions in one call.
-vmap costs something on every op; an `nn.Sequential` of the layers `fused_layers.direct_plan` knows
+vmap costs something on every op; an `nn.Sequential` of the layers `layers.direct_plan` knows
 runs through layer rewrites on the stacked tensors instead (HFTA's: a Linear as one
 `baddbmm`, a BatchNorm over K × C channels). The loss of a mean (or a sum) over samples
 takes the K jobs' batches as one batch (`FusedModel.loss`), once checked against the
 jobs' own. The optimizer updates the K parameter sets at once, each with its own
-hyper-parameters (`fused_optim.FusedOptimizer`).
+hyper-parameters (`optimizer.FusedOptimizer`).
 
 Equivalence: each job's parameters follow the ones it reaches alone, to rounding (the
 batched kernels sum in another order): the fused loss is the sum of the K jobs' losses,
@@ -34,8 +34,8 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from lightspeed.errors import ConfigError
-from lightspeed.optimize.fused_layers import Layer, SeededDropout, direct_plan, seeded_dropout
-from lightspeed.optimize.fused_optim import HYPERPARAMETERS, FusedOptimizer, check_hparams
+from lightspeed.optimize.fusion.layers import Layer, SeededDropout, direct_plan, seeded_dropout
+from lightspeed.optimize.fusion.optimizer import HYPERPARAMETERS, FusedOptimizer, check_hparams
 from lightspeed.workload import Workload
 
 __all__ = [
@@ -139,7 +139,7 @@ class FusedModel(nn.Module):
     def direct(self) -> bool:
         """Whether `forward` runs the jobs' stacked tensors through layer rewrites (a
         Linear as one batched matrix product, …) rather than under vmap: the architecture
-        is an `nn.Sequential` of the layers `fused_layers.direct_plan` knows."""
+        is an `nn.Sequential` of the layers `layers.direct_plan` knows."""
         return self._plan is not None
 
     @property

@@ -8,7 +8,7 @@ Each convention covers the op, its in-place `op_` variant and its `out=` overloa
 
 from __future__ import annotations
 
-from lightspeed.measure.flop_registry import aten_family, per_element, register_flops
+from lightspeed.measure.costs.flop_registry import aten_family, per_element, register_flops
 
 
 def _register_per_element(flops_per_element: int, *names: str) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 
 from lightspeed import suite
 from lightspeed.errors import TargetError, WorkloadError
-from lightspeed.hf_target import hf_workload, is_hf_target
 from lightspeed.units import a_kind
 from lightspeed.workload import Workload
+from lightspeed.workload.hf import hf_workload, is_hf_target
 
 
 def load_target(target: str) -> Workload:

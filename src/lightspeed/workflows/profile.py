@@ -11,8 +11,8 @@ from lightspeed.hardware.resolve import resolve_hardware
 from lightspeed.measure.profile_run import profile_workload
 from lightspeed.measure.step import StepSettings
 from lightspeed.measure.timer import TimerConfig
-from lightspeed.targets import load_target
 from lightspeed.workload import Workload
+from lightspeed.workload.targets import load_target
 
 __all__ = ["profile", "profile_shapes", "run_setup"]
 

@@ -2,7 +2,7 @@
 1), `corun` (fixed kernels timed alone and with every rank at once) or `step` (a
 workload's training step under DistributedDataParallel).
 
-Run as `python -m torch.distributed.run … -m lightspeed.measure.ddp_worker KIND …
+Run as `python -m torch.distributed.run … -m lightspeed.measure.distributed.ddp_worker KIND …
 --out PATH` (`measure/torchrun.run_workers`); rank 0 writes its result as JSON to PATH.
 The process group is gloo on a CPU and NCCL on CUDA, one GPU per local rank.
 """
@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from lightspeed.errors import LightspeedError, WorkloadError
 from lightspeed.facts.device import Device
-from lightspeed.measure.torchrun import error_path
+from lightspeed.measure.distributed.torchrun import error_path
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lightspeed.measure.ddp_worker")
+    parser = argparse.ArgumentParser(prog="lightspeed.measure.distributed.ddp_worker")
     parser.add_argument("kind", choices=("link", "corun", "step"))
     parser.add_argument("--out", required=True)
     parser.add_argument("--device", default="cpu")
@@ -199,7 +199,7 @@ def _step(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     from lightspeed.measure.noise import NoiseProbe
     from lightspeed.measure.step import StepSettings, guard, prepare
     from lightspeed.measure.timer import TimerConfig, measure
-    from lightspeed.targets import load_target
+    from lightspeed.workload.targets import load_target
 
     workload = load_target(args.target)
     if args.batch_size is not None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from lightspeed.measure.flop_registry import (
+from lightspeed.measure.costs.flop_registry import (
     ShapeArgs,
     aten_family,
     first_output_numel,

@@ -31,7 +31,7 @@ import torch
 from torch._ops import OpOverload
 
 # The formula modules register their formulas on import.
-from lightspeed.measure import (
+from lightspeed.measure.costs import (
     flops_activation,
     flops_pointwise,
     flops_pooling,
@@ -40,9 +40,9 @@ from lightspeed.measure import (
     flops_sequence,
     flops_sequence_loss,
 )
-from lightspeed.measure.bytes_moved import bytes_moved
-from lightspeed.measure.flop_registry import flop_rule
-from lightspeed.measure.flops_attention import attention_causal
+from lightspeed.measure.costs.bytes_moved import bytes_moved
+from lightspeed.measure.costs.flop_registry import flop_rule
+from lightspeed.measure.costs.flops_attention import attention_causal
 from lightspeed.measure.torch_internals import bind_arguments, is_view, torch_flop_formula
 
 __all__ = ["OpCost", "attention_causal", "is_metadata_only", "known_flops", "op_cost"]

@@ -57,7 +57,7 @@ from typing import Any
 
 import torch
 
-from lightspeed.measure.flop_registry import (
+from lightspeed.measure.costs.flop_registry import (
     ShapeArgs,
     numel,
     register_flops,

@@ -35,13 +35,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-from lightspeed.api import profile
 from lightspeed.errors import ConfigError, LightspeedError
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import Profile
 from lightspeed.facts.tuning import Candidate, Equivalence, LoaderTuning, Tuning
-from lightspeed.loader_tuning import tune_loader
 from lightspeed.measure.equivalence import gradients_match, loss_curves_match
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.optimize.checkpointing import checkpoint
@@ -53,6 +51,8 @@ from lightspeed.predict.encodings import gist_savings
 from lightspeed.predict.shapes import settings_of
 from lightspeed.predict.whatif import predict
 from lightspeed.report.tune_report import speedup
+from lightspeed.workflows.loader_tuning import tune_loader
+from lightspeed.workflows.profile import profile
 from lightspeed.workload import Workload
 
 __all__ = ["CANDIDATES", "MIN_GAIN", "checkpoint_for_budget", "plan_code", "tune"]
@@ -158,7 +158,7 @@ def checkpoint_for_budget(
 def _fuse(workload: Workload, baseline: Profile, jobs: int) -> list[_Trial]:
     """K jobs of the step fused: predicted from the plain step, checked by each job's
     loss after a few steps fused against the same job alone."""
-    from lightspeed.optimize.fusion import fuse
+    from lightspeed.optimize.fusion.fuse import fuse
     from lightspeed.predict.fusion import on_fused
     from lightspeed.report.profile_report import fusion_verdict
 
@@ -191,7 +191,7 @@ _FUSED_CHECK_TOLERANCE = 1e-4
 
 def _jobs_match(workload: Workload, jobs: int) -> Equivalence:
     """Each of `jobs` fused jobs' loss after a few steps against the same job alone."""
-    from lightspeed.sweep import run_alone, run_fused
+    from lightspeed.workflows.sweep import run_alone, run_fused
 
     numbers = list(range(jobs))
     fused = run_fused(workload, [{}] * jobs, numbers, steps=_FUSED_CHECK_STEPS, seed=0)

@@ -17,13 +17,13 @@ from typing import Any
 from lightspeed import progress
 from lightspeed.errors import ConfigError
 from lightspeed.facts.timing import Measurement, NoiseCheck, StepTiming
+from lightspeed.measure.distributed.torchrun import default_threads, run_workers
 from lightspeed.measure.step import StepSettings
 from lightspeed.measure.timer import TimerConfig
-from lightspeed.measure.torchrun import default_threads, run_workers
 from lightspeed.measure.workload_timing import workload_info
 from lightspeed.workload import Workload
 
-WORKER = "lightspeed.measure.ddp_worker"
+WORKER = "lightspeed.measure.distributed.ddp_worker"
 # DistributedDataParallel's default bucket_cap_mb.
 BUCKET_CAP_MB = 25.0
 

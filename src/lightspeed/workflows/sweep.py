@@ -42,14 +42,14 @@ from lightspeed.facts.sweep import Dimension, SerialCheck, Sweep, Trial
 from lightspeed.measure.device import require
 from lightspeed.measure.step import StepSettings, guard, to_device
 from lightspeed.measure.workload_timing import workload_info
-from lightspeed.optimize.fused_optim import HYPERPARAMETERS, FusedOptimizer
-from lightspeed.optimize.fusion import (
+from lightspeed.optimize.fusion.fuse import (
     FusedModel,
     build_job,
     lone_optimizer,
     optimizer_hparams,
     shared,
 )
+from lightspeed.optimize.fusion.optimizer import HYPERPARAMETERS, FusedOptimizer
 from lightspeed.workload import Workload
 
 __all__ = ["parse_space", "run_alone", "run_fused", "sweep"]

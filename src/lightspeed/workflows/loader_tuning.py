@@ -29,7 +29,7 @@ from lightspeed.facts.device import Device
 from lightspeed.facts.tuning import LoaderOptions, LoaderRun, LoaderTuning
 from lightspeed.measure.data_loading import batches, build_loader, queued, step_on, time_loader
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
-from lightspeed.observation import observe
+from lightspeed.workflows.observe import observe
 from lightspeed.workload import Workload
 
 __all__ = ["NOTHING_TO_GAIN", "tune_loader"]

@@ -1,7 +1,7 @@
 """PyTorch's fused optimizer kernels (`torch._fused_adamw_`, `_fused_adam_`,
 `_fused_sgd_`), the private API behind `torch.optim.AdamW(fused=True)` and its kin: one
 pass over each tensor per update, where the `_foreach_` form makes a dozen. This is the
-one module that calls them; `fused_optim.FusedOptimizer` calls them once a job, with
+one module that calls them; `optimizer.FusedOptimizer` calls them once a job, with
 that job's hyper-parameters, on views of its slices, and falls back to its own
 `_foreach_` arithmetic where they are missing.
 

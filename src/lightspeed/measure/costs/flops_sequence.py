@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from lightspeed.measure.flop_registry import aten_family, per_element, register_flops
+from lightspeed.measure.costs.flop_registry import aten_family, per_element, register_flops
 
 aten = torch.ops.aten
 
