@@ -22,6 +22,7 @@ an added key). Numbers compare exactly, to within 1e-12 relative.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import re
@@ -130,6 +131,27 @@ def _cli(*args: str) -> tuple[str, str]:
         return run(), Path(f"{tmp}/doc.json").read_text()
 
 
+def _current(tuning: Any) -> Any:
+    """`tuning` (an unpickled `Tuning`) as the version at hand keeps it. A tuning pickled
+    before candidates had a kind (`Candidate.kind`) and a `Verdict` (a plain string then)
+    gets both: the kind read from the candidate's name, the only record of it then."""
+    try:
+        from lightspeed.facts.tuning import Verdict, kind_named
+    except ImportError:  # a version before both reads its own pickles as they are
+        return tuning
+
+    def current(c: Any) -> Any:
+        if "kind" in vars(c):
+            return c
+        return dataclasses.replace(c, kind=kind_named(c.name), verdict=Verdict(c.verdict))
+
+    return dataclasses.replace(
+        tuning,
+        candidates=tuple(current(c) for c in tuning.candidates),
+        chosen=None if tuning.chosen is None else current(tuning.chosen),
+    )
+
+
 def _results(out: Path, results: Path) -> None:
     """Every document drawn from `results` (see `capture`)."""
     import pickle
@@ -148,7 +170,11 @@ def _results(out: Path, results: Path) -> None:
             text, data = _cli("predict", str(path), *args)
             (out / f"predict{i}-{path.stem}.txt").write_text(text)
             (out / f"predict{i}-{path.stem}.json").write_text(data)
-    for name, draw in (("bench", bench_document), ("tune", tune_document)):
+
+    def tuned(tuning: Any) -> Any:
+        return tune_document(_current(tuning))
+
+    for name, draw in (("bench", bench_document), ("tune", tuned)):
         pickled = results / f"{name}.pickle"
         if pickled.exists():
             doc = draw(pickle.loads(pickled.read_bytes()))

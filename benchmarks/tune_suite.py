@@ -51,7 +51,7 @@ def main() -> None:
             else:
                 figures = f"{'':>31s}"
             why = f" ({c.reason})" if c.reason else ""
-            print(f"{name:26s}{c.name:12s}{figures}  {c.verdict}{why}"[:200], flush=True)
+            print(f"{name:26s}{c.name:12s}{figures}  {c.verdict.value}{why}"[:200], flush=True)
     if errors:
         print(
             f"\n{len(errors)} predictions: median |error| {statistics.median(errors):.1%},"

@@ -25,7 +25,8 @@ from lightspeed.report.profile_json import load_profile
 from lightspeed.report.tune_report import tune_document
 from lightspeed.workflows import loader_tuning as loader_tuning_module
 from lightspeed.workflows.loader_tuning import tune_loader
-from lightspeed.workflows.tune import plan_code, tune
+from lightspeed.workflows.tune import tune
+from lightspeed.workflows.tune_code import plan_code
 from lightspeed.workload import Workload
 from test_nproc import printed_labels
 

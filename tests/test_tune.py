@@ -15,12 +15,20 @@ from conftest import RunCli
 from lightspeed import glossary
 from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
-from lightspeed.facts.tuning import Candidate, Equivalence
+from lightspeed.facts.tuning import (
+    Candidate,
+    CandidateKind,
+    Equivalence,
+    Tuning,
+    Verdict,
+    kind_named,
+)
 from lightspeed.measure.equivalence import gradients_match
 from lightspeed.optimize.encodings import GistMaxPool2d, GistReLU
-from lightspeed.report.tune_report import tune_document
+from lightspeed.report.tune_report import COLUMNS, tune_document
 from lightspeed.workflows import tune as tune_module
-from lightspeed.workflows.tune import plan_code, tune
+from lightspeed.workflows.tune import tune
+from lightspeed.workflows.tune_code import plan_code
 from optimize.test_gist import VGGStyle, vgg_workload
 from test_nproc import printed_labels
 
@@ -40,7 +48,8 @@ def test_each_candidate_is_predicted_checked_and_measured(tuned: object) -> None
     assert gist.equivalence.error == 0.0  # bit for bit
     assert gist.predicted_peak_bytes is not None and gist.measured_peak_bytes is not None
     assert gist.measured_step_s is not None and gist.predicted_step_s is None
-    assert gist.verdict in {"kept", "faster", "slower"}
+    assert gist.kind is CandidateKind.GIST
+    assert gist.verdict in {Verdict.KEPT, Verdict.FASTER, Verdict.SLOWER}
     doc = tune_document(tuned)  # type: ignore[arg-type]
     assert doc.kind == "tune" and doc.data["candidates"][0]["name"]
     missing = {label for label in printed_labels(doc) if glossary.lookup(label) is None}
@@ -57,6 +66,7 @@ def test_a_candidate_that_changes_the_gradients_is_failed_not_kept(
         return [
             tune_module._Trial(
                 name="gist",
+                kind=CandidateKind.GIST,
                 transform="halved loss",
                 changed=changed,
                 predicted_step_s=None,
@@ -68,7 +78,7 @@ def test_a_candidate_that_changes_the_gradients_is_failed_not_kept(
     monkeypatch.setattr(tune_module, "_gist", broken)
     found = tune(vgg_workload(), only=["gist"], budget_s=0.05)
     (candidate,) = found.candidates
-    assert candidate.verdict == "failed check" and found.chosen is None
+    assert candidate.verdict is Verdict.FAILED_CHECK and found.chosen is None
     assert (
         "gradients after one step" in candidate.reason
         and "over the tolerance 0" in candidate.reason
@@ -82,17 +92,22 @@ def test_mixed_precision_measured_slower_is_never_kept(tuned: object) -> None:
     passed = Equivalence(check="loss curve", passed=True, error=0.1, tolerance=0.3, worst="3")
     bf16 = Candidate(
         name="amp-bf16",
+        kind=CandidateKind.AMP,
         predicted_step_s=step / 2,  # predicted twice as fast …
         measured_step_s=step * 1.5,  # … measured slower
         equivalence=passed,
-        verdict="measured",
     )
-    found = tune_module._judged(base, None, [bf16])
-    assert found.chosen is None and found.candidates[0].verdict == "slower"
+
+    def kept(measured: Candidate) -> object:
+        judged = tune_module._judged(measured, base, None)
+        return tune_module._kept(base, None, [judged])
+
+    found = kept(bf16)
+    assert found.chosen is None and found.candidates[0].verdict is Verdict.SLOWER  # type: ignore[attr-defined]
     within_drift = dataclasses.replace(bf16, measured_step_s=step / 1.02)
-    assert tune_module._judged(base, None, [within_drift]).chosen is None
-    faster = dataclasses.replace(bf16, measured_step_s=step / 1.2)
-    assert tune_module._judged(base, None, [faster]).chosen.name == "amp-bf16"  # type: ignore[union-attr]
+    assert kept(within_drift).chosen is None  # type: ignore[attr-defined]
+    faster = kept(dataclasses.replace(bf16, measured_step_s=step / 1.2))
+    assert faster.chosen.name == "amp-bf16" and faster.chosen.verdict is Verdict.KEPT  # type: ignore[attr-defined]
 
 
 def test_an_unknown_candidate_is_refused() -> None:
@@ -116,7 +131,7 @@ def test_cli_writes_the_tuning_as_json(
     doc = json.loads(path.read_text())
     assert doc["document"] == "tune" and doc["kept"] is None
     (gist,) = doc["candidates"]
-    assert gist["verdict"] == "skipped" and "frees memory" in gist["reason"]
+    assert gist["verdict"] == Verdict.SKIPPED.value and "frees memory" in gist["reason"]
     assert "Why not" in out
 
 
@@ -126,10 +141,15 @@ def test_cli_refuses_a_bad_memory_budget(run_cli: RunCli) -> None:
     assert code == 2 and err.count("\n") == 1 and "is not a size" in err
 
 
-def tuning_keeping(name: str, transform: str, tuned: object) -> object:
+def tuning_keeping(kind: CandidateKind, name: str, transform: str, tuned: object) -> object:
     arguments = tuple(re.findall(r"'([^']+)'", transform))
     kept = Candidate(
-        name=name, transform=transform, arguments=arguments, measured_step_s=0.01, verdict="kept"
+        name=name,
+        kind=kind,
+        transform=transform,
+        arguments=arguments,
+        measured_step_s=0.01,
+        verdict=Verdict.KEPT,
     )
     return dataclasses.replace(tuned, candidates=(kept,), chosen=kept)  # type: ignore[type-var]
 
@@ -137,7 +157,12 @@ def tuning_keeping(name: str, transform: str, tuned: object) -> object:
 @pytest.mark.usefixtures("calibrated_cpu")
 def test_the_kept_checkpoint_runs_as_plain_pytorch_in_a_users_script(tuned: object) -> None:
     code = plan_code(
-        tuning_keeping("checkpoint", "checkpoint(['features.0', 'features.5'])", tuned)
+        tuning_keeping(
+            CandidateKind.CHECKPOINT,
+            "checkpoint",
+            "checkpoint(['features.0', 'features.5'])",
+            tuned,
+        )
     )  # type: ignore[arg-type]
     assert "kept checkpoint" in code and "lightspeed" not in code.split("\n", 1)[1]
     torch.manual_seed(0)
@@ -153,21 +178,27 @@ def test_the_kept_checkpoint_runs_as_plain_pytorch_in_a_users_script(tuned: obje
 
 @pytest.mark.usefixtures("calibrated_cpu")
 def test_segments_gist_and_amp_emit_code_that_compiles(tuned: object) -> None:
-    for name, transform in (
-        ("checkpoint", "checkpoint(['features.0:2'])"),
-        ("gist", "gist(['features.3', 'features.4'])"),
-        ("amp-bf16", "autocast('bf16')"),
-        ("amp-fp16", "autocast('fp16')"),
-        ("amp-bf16+checkpoint", "checkpoint(autocast(workload, 'bf16'), ['features.0'])"),
+    gist = (CandidateKind.GIST, "gist", "gist(['features.3', 'features.4'])")
+    fp16 = (CandidateKind.AMP, "amp-fp16", "autocast('fp16')")
+    for kind, name, transform in (
+        (CandidateKind.CHECKPOINT, "checkpoint", "checkpoint(['features.0:2'])"),
+        gist,
+        (CandidateKind.AMP, "amp-bf16", "autocast('bf16')"),
+        fp16,
+        (
+            CandidateKind.AMP_CHECKPOINT,
+            "amp-bf16+checkpoint",
+            "checkpoint(autocast(workload, 'bf16'), ['features.0'])",
+        ),
     ):
-        code = plan_code(tuning_keeping(name, transform, tuned))  # type: ignore[arg-type]
+        code = plan_code(tuning_keeping(kind, name, transform, tuned))  # type: ignore[arg-type]
         compile(code, "plan.py", "exec")
         assert f"kept {name}" in code
-    gist_code = plan_code(tuning_keeping("gist", "gist(['features.3', 'features.4'])", tuned))  # type: ignore[arg-type]
+    gist_code = plan_code(tuning_keeping(*gist, tuned))  # type: ignore[arg-type]
     model = VGGStyle()
     exec(compile(gist_code, "plan.py", "exec"), {"model": model})
     assert isinstance(model.features[3], GistReLU) and isinstance(model.features[4], GistMaxPool2d)
-    assert "GradScaler" in plan_code(tuning_keeping("amp-fp16", "autocast('fp16')", tuned))  # type: ignore[arg-type]
+    assert "GradScaler" in plan_code(tuning_keeping(*fp16, tuned))  # type: ignore[arg-type]
     nothing = dataclasses.replace(tuned, chosen=None)  # type: ignore[type-var]
     assert "no candidate was" in plan_code(nothing)  # type: ignore[arg-type]
 
@@ -180,15 +211,20 @@ def test_amp_and_checkpoint_that_each_passed_are_tried_together(tuned: object) -
 
     workload = get("gpt2-tiny")
     baseline = profile(workload, hardware=FAKE_CPU, budget_s=0.05, steps=1)
-    assert tune_module._combined(workload, baseline, {"amp-bf16": ("bf16",)}) is None
+    amp = Candidate(name="amp-bf16", kind=CandidateKind.AMP, arguments=("bf16",))
+    plan = Candidate(name="checkpoint", kind=CandidateKind.CHECKPOINT, arguments=("blocks.0",))
+    assert tune_module._combined(workload, baseline, {CandidateKind.AMP: amp}) is None
     both = tune_module._combined(
-        workload, baseline, {"amp-bf16": ("bf16",), "checkpoint": ("blocks.0",)}
+        workload, baseline, {CandidateKind.AMP: amp, CandidateKind.CHECKPOINT: plan}
     )
     assert both is not None and both.name == "amp-bf16+checkpoint"
+    assert both.kind is CandidateKind.AMP_CHECKPOINT
     assert both.arguments == ("bf16", "blocks.0")
     assert both.changed.name == "gpt2-tiny+amp-bf16+checkpoint"
     assert both.predicted_step_s is not None and both.predicted_peak_bytes is not None
-    kept = tuning_keeping("amp-bf16+checkpoint", "x(['bf16', 'blocks.0'])", tuned)
+    kept = tuning_keeping(
+        CandidateKind.AMP_CHECKPOINT, "amp-bf16+checkpoint", "x(['bf16', 'blocks.0'])", tuned
+    )
     code = plan_code(kept)  # type: ignore[arg-type]
     assert "torch.utils.checkpoint" in code and "torch.autocast" in code
 
@@ -212,7 +248,9 @@ def test_mixed_precision_names_the_layer_sizes_to_pad(tuned: object) -> None:
         return model
 
     assert tune_module._padding(dataclasses.replace(workload, model=needs_data), "bf16") == ()
-    bf16 = Candidate(name="amp-bf16", verdict="slower", suggestions=pads)
+    bf16 = Candidate(
+        name="amp-bf16", kind=CandidateKind.AMP, verdict=Verdict.SLOWER, suggestions=pads
+    )
     doc = tune_document(dataclasses.replace(tuned, candidates=(bf16,)))  # type: ignore[type-var]
     assert "Shapes to pad (by hand)" in printed_notes(doc)
     assert doc.data["candidates"][0]["suggestions"] == list(pads)
@@ -257,18 +295,19 @@ def test_fusion_of_a_sweeps_jobs_is_predicted_checked_and_measured_per_job() -> 
 
     found = tune(get("mlp-tiny"), only=["fuse"], jobs=4, budget_s=0.05)
     (fused,) = found.candidates
-    assert fused.name == "fuse4" and fused.transform == "fuse(workload, 4)"
+    assert fused.name == "fuse4" and fused.kind is CandidateKind.FUSE
+    assert fused.transform == "fuse(workload, 4)"
     assert fused.equivalence is not None and fused.equivalence.passed
     assert fused.equivalence.error <= 1e-4
     assert fused.predicted_step_s is not None and fused.measured_step_s is not None
     # The step is a job's share: a quarter of a fused step, which trains 4 jobs.
     assert fused.profile is not None and fused.profile.step_time_s is not None
     assert fused.measured_step_s == pytest.approx(fused.profile.step_time_s / 4)
-    assert fused.verdict in {"kept", "faster", "slower"}
+    assert fused.verdict in {Verdict.KEPT, Verdict.FASTER, Verdict.SLOWER}
     doc = tune_document(found)
     missing = {label for label in printed_labels(doc) if glossary.lookup(label) is None}
     assert missing == set()
-    if fused.verdict == "kept":
+    if fused.verdict is Verdict.KEPT:
         code = plan_code(found)
         assert "lightspeed.fuse(workload, 4" in code
         compile(code, "plan.py", "exec")
@@ -279,3 +318,41 @@ def test_fusion_needs_the_number_of_jobs() -> None:
         tune(vgg_workload(), only=["fuse"])
     with pytest.raises(ConfigError, match="--jobs 1: fusion needs 2 jobs or more"):
         tune(vgg_workload(), only=["fuse"], jobs=1)
+
+
+def test_a_candidate_known_by_its_name_alone_has_its_kind() -> None:
+    names = ("amp-bf16", "amp-fp16", "checkpoint", "gist", "fuse4", "amp-bf16+checkpoint")
+    assert [kind_named(name) for name in names] == [
+        CandidateKind.AMP,
+        CandidateKind.AMP,
+        CandidateKind.CHECKPOINT,
+        CandidateKind.GIST,
+        CandidateKind.FUSE,
+        CandidateKind.AMP_CHECKPOINT,
+    ]
+    assert CandidateKind.AMP_CHECKPOINT.parts == {CandidateKind.AMP, CandidateKind.CHECKPOINT}
+
+
+def test_the_html_report_captions_the_candidates_as_the_terminal_does() -> None:
+    from lightspeed.document import Table
+    from lightspeed.report import render_json
+    from lightspeed.report.html import render_html
+    from lightspeed.report.html.markup import text
+    from lightspeed.report.profile_json import load_profile
+
+    baseline = load_profile(next((Path(__file__).parent / "data" / "profiles").glob("*.json")))
+    fused = Candidate(name="fuse4", kind=CandidateKind.FUSE, verdict=Verdict.SLOWER)
+    gist = Candidate(name="gist", kind=CandidateKind.GIST, verdict=Verdict.SLOWER)
+    for candidate, fuse_note in ((fused, True), (gist, False)):
+        tuning = Tuning(
+            baseline=baseline, memory_budget_bytes=None, candidates=(candidate,), chosen=None
+        )
+        doc = tune_document(tuning)
+        (caption,) = (
+            block.caption
+            for section in doc.sections
+            for block in section.blocks
+            if isinstance(block, Table) and block.columns == COLUMNS
+        )
+        assert ("fuseK:" in str(caption)) == fuse_note
+        assert f"<caption>{text(caption)}</caption>" in render_html(render_json.render(doc))

@@ -129,6 +129,12 @@ def max_speedup(fraction: float) -> float:
     return 1 / (1 - max(0.0, fraction))
 
 
+def speedup(before_s: float | None, after_s: float | None) -> float | None:
+    """How many times faster a step of `after_s` seconds is than one of `before_s`
+    (a plain step's time over a changed one's; None: either unknown or zero)."""
+    return before_s / after_s if before_s and after_s else None
+
+
 def syncs_dominate(syncs: int, ops: int) -> bool:
     """Whether host syncs are frequent enough to serialize the step (see SYNC_MIN_COUNT)."""
     return syncs >= SYNC_MIN_COUNT and ops <= SYNC_OPS_PER_SYNC * syncs

@@ -87,7 +87,7 @@ def tune_result() -> dict[str, Any]:
     """A tuning run of mlp-tiny as `lightspeed tune --json` writes it: one candidate kept,
     one slower, one skipped (the figures made up, the plain step profiled)."""
     import lightspeed
-    from lightspeed.facts.tuning import Candidate, Equivalence, Tuning
+    from lightspeed.facts.tuning import Candidate, CandidateKind, Equivalence, Tuning, Verdict
     from lightspeed.report.tune_report import tune_document
     from lightspeed.suite import get
 
@@ -97,15 +97,19 @@ def tune_result() -> dict[str, Any]:
         check="gradients after one step", passed=True, error=0.0, tolerance=0.0, worst=""
     )
     kept = Candidate(
-        name="amp-bf16", transform="autocast('bf16')", predicted_step_s=0.8 * step,
-        predicted_peak_bytes=900_000, measured_step_s=0.85 * step, measured_peak_bytes=950_000,
-        equivalence=check, verdict="kept",
+        name="amp-bf16", kind=CandidateKind.AMP, transform="autocast('bf16')",
+        predicted_step_s=0.8 * step, predicted_peak_bytes=900_000, measured_step_s=0.85 * step,
+        measured_peak_bytes=950_000, equivalence=check, verdict=Verdict.KEPT,
     )  # fmt: skip
     slower = dataclasses.replace(
-        kept, name="checkpoint", transform="checkpoint(['0'])", predicted_step_s=1.2 * step,
-        measured_step_s=1.3 * step, verdict="slower",
+        kept, name="checkpoint", kind=CandidateKind.CHECKPOINT, transform="checkpoint(['0'])",
+        predicted_step_s=1.2 * step, measured_step_s=1.3 * step, verdict=Verdict.SLOWER,
     )  # fmt: skip
-    skipped = Candidate(name="gist", reason="no ReLU or max-pool encoding frees memory here.")
+    skipped = Candidate(
+        name="gist",
+        kind=CandidateKind.GIST,
+        reason="no ReLU or max-pool encoding frees memory here.",
+    )
     tuning = Tuning(
         baseline=baseline, memory_budget_bytes=None, candidates=(kept, slower, skipped), chosen=kept
     )

@@ -80,7 +80,8 @@ def tune_command(
     from lightspeed.report.render_json import write_text
     from lightspeed.report.tune_report import tune_document
     from lightspeed.units import parse_size
-    from lightspeed.workflows.tune import plan_code, tune
+    from lightspeed.workflows.tune import tune
+    from lightspeed.workflows.tune_code import plan_code
     from lightspeed.workload.targets import load_target
 
     use_threads(threads)

@@ -3,8 +3,53 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 from lightspeed.facts.profile import Profile
+
+
+class Verdict(str, enum.Enum):
+    """What became of a candidate: kept, or why not."""
+
+    KEPT = "kept"  # the one chosen
+    FASTER = "faster"  # equivalent and faster, but another was faster still
+    SLOWER = "slower"  # equivalent, not faster than the plain step by enough
+    OVER_BUDGET = "over budget"  # its measured peak exceeds the memory budget
+    FAILED_CHECK = "failed check"  # it does not compute what the plain step computes
+    SKIPPED = "skipped"  # not applicable to this workload, so never run
+    ERROR = "error"  # applying, checking or measuring it failed
+
+
+class CandidateKind(str, enum.Enum):
+    """Which optimization a candidate is, whatever its name adds (a dtype, a job count).
+    `--only` names all but the combination, which is tried when its parts each pass."""
+
+    AMP = "amp"  # mixed precision: autocast (and fp16's loss scaler)
+    CHECKPOINT = "checkpoint"  # activation checkpointing of the planner's modules
+    GIST = "gist"  # Gist's encodings of ReLU and max-pool outputs
+    FUSE = "fuse"  # K jobs of the step fused into one
+    LOADER = "loader"  # the DataLoader's options, tuned apart from the step
+    AMP_CHECKPOINT = "amp+checkpoint"  # mixed precision and checkpointing together
+
+    @property
+    def parts(self) -> frozenset[CandidateKind]:
+        """The single optimizations this kind applies: the combination's two, else itself."""
+        if self is CandidateKind.AMP_CHECKPOINT:
+            return frozenset((CandidateKind.AMP, CandidateKind.CHECKPOINT))
+        return frozenset((self,))
+
+
+def kind_named(name: str) -> CandidateKind:
+    """The kind of a candidate known by its name alone ("amp-bf16", "fuse4",
+    "amp-bf16+checkpoint"): a tune JSON document names its candidates but does not
+    record their kinds, nor does a `Tuning` pickled before `Candidate.kind` existed.
+    Code that makes a candidate sets its kind; only readers of such records ask this."""
+    if "+" in name:
+        return CandidateKind.AMP_CHECKPOINT
+    for kind in (CandidateKind.AMP, CandidateKind.FUSE):
+        if name.startswith(kind.value):
+            return kind
+    return CandidateKind(name)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -23,16 +68,17 @@ class Equivalence:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Candidate:
-    """One optimization tried: `name` ("amp-bf16", "checkpoint", "gist"), `transform`
-    (how it was applied, as `lightspeed.optimize` takes it), the step time in seconds and
-    peak memory in bytes predicted before it ran and measured after, its equivalence
-    check, and `verdict`: "kept", "faster", "slower", "over budget", "failed check",
-    "skipped", or "error". `reason` says why, for the last three.
+    """One optimization tried: `name` ("amp-bf16", "checkpoint", "gist", "fuse4"), `kind`
+    (which optimization it is), `transform` (how it was applied, as `lightspeed.optimize`
+    takes it), the step time in seconds and peak memory in bytes predicted before it ran
+    and measured after, its equivalence check, and `verdict`. `reason` says why, for
+    failed check, skipped and error.
     `arguments`: what the transform took (the dtype, then module names). `profile`: the
     measured profile (None when it did not run). `suggestions`: what else would help it
     that lightspeed cannot apply itself (layer sizes to pad for tensor cores)."""
 
     name: str
+    kind: CandidateKind
     transform: str = ""
     arguments: tuple[str, ...] = ()
     predicted_step_s: float | None = None
@@ -40,7 +86,7 @@ class Candidate:
     measured_step_s: float | None = None
     measured_peak_bytes: int | None = None
     equivalence: Equivalence | None = None
-    verdict: str = "skipped"
+    verdict: Verdict = Verdict.SKIPPED
     reason: str = ""
     profile: Profile | None = None
     suggestions: tuple[str, ...] = ()

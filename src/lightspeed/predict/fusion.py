@@ -46,7 +46,14 @@ from lightspeed.facts.records import OPTIMIZER_MODULE, MemoryBreakdown, OpRecord
 from lightspeed.facts.timing import Measurement
 from lightspeed.predict.carry import added_op_time, marginal_cost, shifted_step, slowdowns
 
-__all__ = ["FUSION_HELPS", "RULES", "fixed_op_cost_s", "largest_k", "on_fused"]
+__all__ = [
+    "FUSION_HELPS",
+    "RULES",
+    "fixed_op_cost_s",
+    "fusion_verdict",
+    "largest_k",
+    "on_fused",
+]
 
 # The least predicted speed-up at which fusion is worth its trouble (a sweep's jobs
 # rewritten into one, memory K times).
@@ -154,6 +161,21 @@ def on_fused(profile: Profile, k: int) -> Profile:
             assumptions=_assumptions(profile, verdict, cost, timed),
             fusion=verdict,
         ),
+    )
+
+
+def fusion_verdict(helps: bool, overhead_share: float, jobs: int) -> str:
+    """Whether fusing `jobs` jobs is worth it (`helps`: the predicted speed-up reaches
+    `FUSION_HELPS`), and why, in one sentence: `overhead_share` (a fraction of a job's
+    step) is what fusion pays once for all the jobs."""
+    if helps:
+        return (
+            f"fusion pays: {overhead_share:.0%} of a job's step is overhead paid once for"
+            f" all {jobs}"
+        )
+    return (
+        f"fusion will not help: {1 - overhead_share:.0%} of a job's step is its ops' work"
+        f" (compute and memory traffic), which {jobs} fused jobs still do once each"
     )
 
 

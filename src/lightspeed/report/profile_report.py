@@ -29,6 +29,7 @@ from lightspeed.document import (
 from lightspeed.facts.hardware import MemoryLevel, hardware_to_dict
 from lightspeed.facts.profile import FusionPrediction, Profile
 from lightspeed.facts.records import MemoryBreakdown
+from lightspeed.predict.fusion import fusion_verdict
 from lightspeed.report.timing_report import (
     timing_data,
     workload_data,
@@ -231,19 +232,6 @@ def _fusion_rows(f: FusionPrediction, profile: Profile) -> list[tuple[str, Line]
             )
         )
     return rows
-
-
-def fusion_verdict(helps: bool, overhead_share: float, jobs: int) -> str:
-    """Whether fusing `jobs` jobs is worth it, and why, in one sentence."""
-    if helps:
-        return (
-            f"fusion pays: {overhead_share:.0%} of a job's step is overhead paid once for"
-            f" all {jobs}"
-        )
-    return (
-        f"fusion will not help: {1 - overhead_share:.0%} of a job's step is its ops' work"
-        f" (compute and memory traffic), which {jobs} fused jobs still do once each"
-    )
 
 
 def _largest_batch(samples: int, profile: Profile) -> Line:

@@ -1,5 +1,8 @@
 """The report of `lightspeed tune`: each candidate's predicted and measured step time and
-peak memory side by side, its equivalence check and its verdict; the one kept."""
+peak memory side by side, its equivalence check and its verdict; the one kept.
+
+The column headings, captions and titles are the HTML report's too
+(`report/html/tune_page.py` draws the same tables from the JSON document)."""
 
 from __future__ import annotations
 
@@ -19,8 +22,9 @@ from lightspeed.document import (
     Value,
     line,
 )
-from lightspeed.facts.tuning import Candidate, Tuning
+from lightspeed.facts.tuning import Candidate, CandidateKind, Tuning, Verdict
 from lightspeed.report.timing_report import workload_data
+from lightspeed.rules import speedup
 
 DOCUMENT = "tune"
 
@@ -34,6 +38,26 @@ COLUMNS = (
     Column("equivalence", "check"),
     Column("verdict", "outcome"),
 )
+CANDIDATES_TITLE = "Candidates: predicted, then applied, checked and measured"
+WHY_NOT = "Why not"
+TO_PAD = "Shapes to pad (by hand)"
+APPLIED_AS = "Applied as (lightspeed.optimize)"
+
+
+def candidates_caption(fused: bool) -> str:
+    """The candidates table's caption; `fused`: a fuseK row is in it, whose figures are
+    a job's share."""
+    return (
+        "step, peak: measured (pred.: predicted before it ran); speed-up: the plain step"
+        " over the measured one; check: gradients bit for bit (checkpoint, gist) or the loss"
+        " curve within the seed-to-seed spread (amp)"
+        + (
+            "; fuseK: step is a job's share of the fused step (K jobs a step), peak the K"
+            " jobs', check each job's loss fused against alone"
+            if fused
+            else ""
+        )
+    )
 
 
 def tune_document(tuning: Tuning) -> Document:
@@ -66,30 +90,22 @@ def tune_document(tuning: Tuning) -> Document:
         )
     )
     table = Table(
-        title="Candidates: predicted, then applied, checked and measured",
+        title=CANDIDATES_TITLE,
         columns=COLUMNS,
         rows=tuple(_row(c, step) for c in tuning.candidates),
-        caption="step, peak: measured (pred.: predicted before it ran); speed-up: the plain step"
-        " over the measured one; check: gradients bit for bit (checkpoint, gist) or the loss"
-        " curve within the seed-to-seed spread (amp)"
-        + (
-            "; fuseK: step is a job's share of the fused step (K jobs a step), peak the K"
-            " jobs', check each job's loss fused against alone"
-            if any(c.name.startswith("fuse") for c in tuning.candidates)
-            else ""
-        ),
+        caption=candidates_caption(any(c.kind is CandidateKind.FUSE for c in tuning.candidates)),
         framed=True,
     )
     blocks: list[Any] = [summary, table] if tuning.candidates else [summary]
     reasons = tuple(f"{c.name}: {c.reason}" for c in tuning.candidates if c.reason)
     if reasons:
-        blocks.append(Notes(reasons, title="Why not"))
+        blocks.append(Notes(reasons, title=WHY_NOT))
     pads = tuple(f"{c.name}: {text}" for c in tuning.candidates for text in c.suggestions)
     if pads:
-        blocks.append(Notes(pads, title="Shapes to pad (by hand)"))
+        blocks.append(Notes(pads, title=TO_PAD))
     applied = tuple(f"{c.name}: {c.transform}" for c in tuning.candidates if c.transform)
     if applied:
-        blocks.append(Notes(applied, title="Applied as (lightspeed.optimize)"))
+        blocks.append(Notes(applied, title=APPLIED_AS))
     return Document(
         kind=DOCUMENT,
         data=tune_data(tuning),
@@ -123,6 +139,19 @@ LOADER_COLUMNS = (
     Column("first_batch_s", "first batch", numeric=True, optional=True),
     Column("outcome", "outcome"),
 )
+LOADER_TITLE = "DataLoader settings, each measured in the training loop"
+LOADER_CAPTION = (
+    "wait, step, loop: mean a step over the timed steps; pred. loop: max(step, wait without"
+    " workers ÷ workers), which assumes workers on cores of their own"
+)
+NO_LOADER = (
+    "not tuned: the workload has no data loader (Workload.loader); its step reuses one batch"
+)
+
+
+def loader_setting(label: str, threads: int) -> str:
+    """A measured DataLoader setting: its options' `label` and the step's own CPU threads."""
+    return f"{label}; {threads} thread{'s' if threads != 1 else ''}"
 
 
 def loading_blocks(tuning: Tuning) -> tuple[Any, ...]:
@@ -130,10 +159,7 @@ def loading_blocks(tuning: Tuning) -> tuple[Any, ...]:
     and after; one line saying why when it was not tuned."""
     found = tuning.loading
     if found is None:
-        why = tuning.loading_error or (
-            "not tuned: the workload has no data loader (Workload.loader); its step"
-            " reuses one batch"
-        )
+        why = tuning.loading_error or NO_LOADER
         return (Fields((("data loading", line(why)),)),)
     kept = found.kept
     removed = found.wait_removed
@@ -173,11 +199,11 @@ def loading_blocks(tuning: Tuning) -> tuple[Any, ...]:
         )
     )
     table = Table(
-        title="DataLoader settings, each measured in the training loop",
+        title=LOADER_TITLE,
         columns=LOADER_COLUMNS,
         rows=tuple(
             (
-                f"{run.options.label}; {run.threads} thread{'s' if run.threads != 1 else ''}",
+                loader_setting(run.options.label, run.threads),
                 Value(run.wait_s, Unit.SECONDS),
                 Value(run.compute_s, Unit.SECONDS),
                 Value(run.predicted_loop_s, Unit.SECONDS),
@@ -188,8 +214,7 @@ def loading_blocks(tuning: Tuning) -> tuple[Any, ...]:
             )
             for i, run in enumerate(found.runs)
         ),
-        caption="wait, step, loop: mean a step over the timed steps; pred. loop: max(step,"
-        " wait without workers ÷ workers), which assumes workers on cores of their own",
+        caption=LOADER_CAPTION,
         framed=True,
     )
     blocks: list[Any] = [summary, table]
@@ -263,23 +288,18 @@ def _candidate_data(c: Candidate, plain_step: float | None) -> dict[str, Any]:
         "measured_peak_bytes": c.measured_peak_bytes,
         "speedup": speedup(plain_step, c.measured_step_s),
         "equivalence": None if c.equivalence is None else dataclasses.asdict(c.equivalence),
-        "verdict": c.verdict,
+        "verdict": c.verdict.value,
         "reason": c.reason,
         "suggestions": list(c.suggestions),
     }
 
 
 _VERDICT_STYLES = {
-    "kept": Style.BOLD,
-    "failed check": Style.ERROR,
-    "error": Style.ERROR,
-    "over budget": Style.WARNING,
+    Verdict.KEPT: Style.BOLD,
+    Verdict.FAILED_CHECK: Style.ERROR,
+    Verdict.ERROR: Style.ERROR,
+    Verdict.OVER_BUDGET: Style.WARNING,
 }
-
-
-def speedup(plain_step: float | None, measured_step: float | None) -> float | None:
-    """The plain step's time over a candidate's measured one (None: either unknown)."""
-    return plain_step / measured_step if plain_step and measured_step else None
 
 
 def _row(c: Candidate, plain_step: float | None) -> tuple[Span, ...]:
@@ -297,5 +317,5 @@ def _row(c: Candidate, plain_step: float | None) -> tuple[Span, ...]:
             "passed" if check.passed else "failed",
             style=Style.PLAIN if check.passed else Style.ERROR,
         ),
-        Value(c.verdict, style=_VERDICT_STYLES.get(c.verdict, Style.PLAIN)),
+        Value(c.verdict.value, style=_VERDICT_STYLES.get(c.verdict, Style.PLAIN)),
     )

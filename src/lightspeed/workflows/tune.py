@@ -26,6 +26,8 @@ The candidates:
 - `loader`: for a workload with a data loader (`Workload.loader`), its DataLoader
   options tuned against the loop's measured wait for data (`loader_tuning`), reported
   apart: they change the loop, not the step, and what the step computes stays the same.
+
+`tune_code.plan_code` writes the kept candidate as code for the user's own script.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from lightspeed.errors import ConfigError, LightspeedError
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import Profile
-from lightspeed.facts.tuning import Candidate, Equivalence, LoaderTuning, Tuning
+from lightspeed.facts.tuning import Candidate, CandidateKind, Equivalence, Tuning, Verdict
 from lightspeed.measure.equivalence import gradients_match, loss_curves_match
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.optimize.checkpointing import checkpoint
@@ -50,14 +52,20 @@ from lightspeed.predict.checkpointing import plan_checkpoint
 from lightspeed.predict.encodings import gist_savings
 from lightspeed.predict.shapes import settings_of
 from lightspeed.predict.whatif import predict
-from lightspeed.report.tune_report import speedup
 from lightspeed.workflows.loader_tuning import tune_loader
 from lightspeed.workflows.profile import profile
 from lightspeed.workload import Workload
 
-__all__ = ["CANDIDATES", "MIN_GAIN", "checkpoint_for_budget", "plan_code", "tune"]
+__all__ = ["CANDIDATES", "MIN_GAIN", "checkpoint_for_budget", "tune"]
 
-CANDIDATES = ("amp", "checkpoint", "gist", "fuse", "loader")
+# The kinds `only` may name, in the order they are tried.
+CANDIDATES = (
+    CandidateKind.AMP,
+    CandidateKind.CHECKPOINT,
+    CandidateKind.GIST,
+    CandidateKind.FUSE,
+    CandidateKind.LOADER,
+)
 # The least speed-up a candidate must show to be kept without a memory budget: less is
 # within what this kind of machine drifts between measurements.
 MIN_GAIN = 1.03
@@ -78,24 +86,10 @@ def tune(
     `budget_s` seconds of timing (see the module's docstring). `jobs`: K jobs of this
     step to run (a sweep's trials), which adds fusion. A candidate that cannot run says
     why in its row; the others go on."""
-    names = list(CANDIDATES if only is None else only)
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 2):
-        raise ConfigError(f"--jobs {jobs!r}: fusion needs 2 jobs or more.")
-    if only is not None and "fuse" in names and jobs is None:
-        raise ConfigError(
-            "--only fuse: say how many jobs of this step there are to fuse (--jobs K, the"
-            " trials of a sweep)."
-        )
-    if jobs is None:
-        names = [n for n in names if n != "fuse"]
-    unknown = [n for n in names if n not in CANDIDATES]
-    if unknown:
-        raise ConfigError(
-            f"--only {','.join(unknown)}: not a candidate; choose from {', '.join(CANDIDATES)}."
-        )
+    kinds = _kinds(CANDIDATES if only is None else only, asked=only is not None, jobs=jobs)
     if memory_budget_bytes is not None and memory_budget_bytes < 1:
         raise ConfigError(f"--memory-budget {memory_budget_bytes} must be at least 1 byte.")
-    if only is not None and "loader" in names and workload.loader is None:
+    if only is not None and CandidateKind.LOADER in kinds and workload.loader is None:
         raise ConfigError(
             f"--only loader: workload {workload.name!r} has no data loader; give its"
             " Workload a loader (loader=lambda batch_size, **options: DataLoader(dataset,"
@@ -103,36 +97,58 @@ def tune(
         )
     baseline = profile(workload, device=device, hardware=hardware, budget_s=budget_s)
     loading, loading_error = None, ""
-    if "loader" in names and workload.loader is not None:
+    if CandidateKind.LOADER in kinds and workload.loader is not None:
         try:
             loading = tune_loader(workload, settings_of(baseline))
         except LightspeedError as exc:
             loading_error = str(exc)
-    names = [n for n in names if n != "loader"]
-    makers: dict[str, Callable[[Workload, Profile, int | None], list[_Trial]]] = {
-        "amp": _amp,
-        "checkpoint": _checkpoint,
-        "gist": _gist,
-        "fuse": lambda w, b, _budget: _fuse(w, b, jobs or 2),
+    makers: dict[CandidateKind, Callable[[Workload, Profile, int | None], list[_Trial]]] = {
+        CandidateKind.AMP: _amp,
+        CandidateKind.CHECKPOINT: _checkpoint,
+        CandidateKind.GIST: _gist,
+        CandidateKind.FUSE: lambda w, b, _budget: _fuse(w, b, jobs or 2),
     }
     candidates: list[Candidate] = []
-    passed: dict[str, tuple[str, ...]] = {}  # equivalent candidates: their dtype or modules
-    for name in names:
+    passed: dict[CandidateKind, Candidate] = {}  # the first equivalent one of each kind
+    for kind in kinds:
+        if kind not in makers:
+            continue  # the loader, tuned above
         try:
-            trials = makers[name](workload, baseline, memory_budget_bytes)
+            trials = makers[kind](workload, baseline, memory_budget_bytes)
         except LightspeedError as exc:
-            candidates.append(Candidate(name=name, verdict="skipped", reason=str(exc)))
+            candidates.append(
+                Candidate(name=kind.value, kind=kind, verdict=Verdict.SKIPPED, reason=str(exc))
+            )
             continue
         for trial in trials:
-            found = _run(trial, baseline, device, budget_s)
+            found = _run(trial, baseline, device, budget_s, memory_budget_bytes)
             candidates.append(found)
             if found.equivalence is not None and found.equivalence.passed:
-                passed[trial.name] = trial.arguments
+                passed.setdefault(found.kind, found)
     combined = _combined(workload, baseline, passed)
     if combined is not None:
-        candidates.append(_run(combined, baseline, device, budget_s))
-    tuning = _judged(baseline, memory_budget_bytes, candidates)
+        candidates.append(_run(combined, baseline, device, budget_s, memory_budget_bytes))
+    tuning = _kept(baseline, memory_budget_bytes, candidates)
     return dataclasses.replace(tuning, loading=loading, loading_error=loading_error)
+
+
+def _kinds(names: Sequence[str], *, asked: bool, jobs: int | None) -> list[CandidateKind]:
+    """The kinds `names` asks for, in its order; fusion only with `jobs`, which without
+    them is left out, or refused when `asked` for by `--only`."""
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 2):
+        raise ConfigError(f"--jobs {jobs!r}: fusion needs 2 jobs or more.")
+    if asked and CandidateKind.FUSE in names and jobs is None:
+        raise ConfigError(
+            "--only fuse: say how many jobs of this step there are to fuse (--jobs K, the"
+            " trials of a sweep)."
+        )
+    if jobs is None:
+        names = [n for n in names if n != CandidateKind.FUSE]
+    unknown = [n for n in names if n not in CANDIDATES]
+    if unknown:
+        choices = ", ".join(kind.value for kind in CANDIDATES)
+        raise ConfigError(f"--only {','.join(unknown)}: not a candidate; choose from {choices}.")
+    return [CandidateKind(n) for n in names]
 
 
 def checkpoint_for_budget(
@@ -159,18 +175,18 @@ def _fuse(workload: Workload, baseline: Profile, jobs: int) -> list[_Trial]:
     """K jobs of the step fused: predicted from the plain step, checked by each job's
     loss after a few steps fused against the same job alone."""
     from lightspeed.optimize.fusion.fuse import fuse
-    from lightspeed.predict.fusion import on_fused
-    from lightspeed.report.profile_report import fusion_verdict
+    from lightspeed.predict.fusion import fusion_verdict, on_fused
 
     changed = fuse(workload, jobs)
     predicted = on_fused(baseline, jobs)
     made = predicted.prediction
     assert made is not None and made.fusion is not None
-    verdict = made.fusion
+    fusion = made.fusion
     step = predicted.step_time_s
     return [
         _Trial(
             name=f"fuse{jobs}",
+            kind=CandidateKind.FUSE,
             transform=f"fuse(workload, {jobs})",
             changed=changed,
             predicted_step_s=None if step is None else step / jobs,
@@ -178,7 +194,7 @@ def _fuse(workload: Workload, baseline: Profile, jobs: int) -> list[_Trial]:
             check=lambda: _jobs_match(workload, jobs),
             arguments=(str(jobs),),
             jobs=jobs,
-            reason="" if verdict.helps else fusion_verdict(False, verdict.overhead_share, jobs),
+            reason="" if fusion.helps else fusion_verdict(False, fusion.overhead_share, jobs),
         )
     ]
 
@@ -214,19 +230,21 @@ def _jobs_match(workload: Workload, jobs: int) -> Equivalence:
 
 
 def _combined(
-    workload: Workload, baseline: Profile, passed: Mapping[str, tuple[str, ...]]
+    workload: Workload, baseline: Profile, passed: Mapping[CandidateKind, Candidate]
 ) -> _Trial | None:
-    """Mixed precision with the checkpoint plan, when each passed its check alone: the
-    memory checkpointing frees at the speed autocast gains. None when either did not."""
-    amp = next((name for name in passed if name.startswith("amp-")), None)
-    if amp is None or "checkpoint" not in passed:
+    """Mixed precision with the checkpoint plan, when each passed its check alone (the
+    first of each kind in `passed`): the memory checkpointing frees at the speed autocast
+    gains. None when either did not."""
+    amp, plan = passed.get(CandidateKind.AMP), passed.get(CandidateKind.CHECKPOINT)
+    if amp is None or plan is None:
         return None
-    (dtype,), modules = passed[amp], list(passed["checkpoint"])
+    (dtype,), modules = amp.arguments, list(plan.arguments)
     changed = checkpoint(autocast(workload, dtype), modules)
     predicted = predict(baseline, workload=workload, dtype=dtype, checkpoint=",".join(modules))
     settings = settings_of(baseline)
     return _Trial(
-        name=f"{amp}+checkpoint",
+        name=f"{amp.name}+{plan.name}",
+        kind=CandidateKind.AMP_CHECKPOINT,
         transform=f"checkpoint(autocast(workload, {dtype!r}), {modules!r})",
         changed=changed,
         predicted_step_s=predicted.step_time_s,
@@ -241,6 +259,7 @@ class _Trial:
     """A candidate ready to run: its changed workload, its prediction, and its check."""
 
     name: str
+    kind: CandidateKind
     transform: str
     changed: Workload
     predicted_step_s: float | None
@@ -269,6 +288,7 @@ def _amp(workload: Workload, baseline: Profile, budget: int | None) -> list[_Tri
         trials.append(
             _Trial(
                 name=f"amp-{dtype}",
+                kind=CandidateKind.AMP,
                 transform=f"autocast({dtype!r})",
                 changed=changed,
                 predicted_step_s=predicted.step_time_s,
@@ -309,6 +329,7 @@ def _checkpoint(workload: Workload, baseline: Profile, budget: int | None) -> li
     return [
         _Trial(
             name="checkpoint",
+            kind=CandidateKind.CHECKPOINT,
             transform=f"checkpoint({modules!r})",
             changed=changed,
             predicted_step_s=predicted.step_time_s,
@@ -331,6 +352,7 @@ def _gist(workload: Workload, baseline: Profile, budget: int | None) -> list[_Tr
     return [
         _Trial(
             name="gist",
+            kind=CandidateKind.GIST,
             transform=f"gist({list(savings.helpful)!r})",
             changed=changed,
             predicted_step_s=None,  # its cost is its own kernels', which nothing predicts
@@ -340,10 +362,14 @@ def _gist(workload: Workload, baseline: Profile, budget: int | None) -> list[_Tr
     ]
 
 
-def _run(trial: _Trial, baseline: Profile, device: str | Device, budget_s: float) -> Candidate:
-    """`trial` checked, then measured; a failure of either says so in its row."""
+def _run(
+    trial: _Trial, baseline: Profile, device: str | Device, budget_s: float, budget: int | None
+) -> Candidate:
+    """`trial` checked, then measured, then judged against the plain step and the memory
+    budget (bytes, None: none); a failure of either says so in its row."""
     found = Candidate(
         name=trial.name,
+        kind=trial.kind,
         transform=trial.transform,
         arguments=trial.arguments,
         predicted_step_s=trial.predicted_step_s,
@@ -357,49 +383,54 @@ def _run(trial: _Trial, baseline: Profile, device: str | Device, budget_s: float
             trial.changed, device=device, hardware=baseline.hardware, budget_s=budget_s
         )
     except LightspeedError as exc:
-        return dataclasses.replace(found, verdict="error", reason=str(exc))
+        return dataclasses.replace(found, verdict=Verdict.ERROR, reason=str(exc))
     step = measured.step_time_s
-    return dataclasses.replace(
+    found = dataclasses.replace(
         found,
         equivalence=equivalence,
         measured_step_s=None if step is None else step / trial.jobs,
         measured_peak_bytes=_peak(measured),
         profile=measured,
-        verdict="measured",
     )
+    return _judged(found, baseline, budget)
 
 
-def _judged(baseline: Profile, budget: int | None, candidates: list[Candidate]) -> Tuning:
-    """Each measured candidate's verdict, and the one kept."""
-    step = baseline.step_time_s or 0.0
-    judged: list[Candidate] = []
-    for c in candidates:
-        if c.verdict != "measured":
-            judged.append(c)
-            continue
-        if c.equivalence is not None and not c.equivalence.passed:
-            verdict, reason = "failed check", _failure(c.equivalence)
-        elif budget is not None and (c.measured_peak_bytes or 0) > budget:
-            verdict, reason = "over budget", c.reason
-        elif c.measured_step_s is not None and c.measured_step_s * MIN_GAIN < step:
-            verdict, reason = "faster", c.reason
-        else:
-            verdict, reason = "slower", c.reason
-        judged.append(dataclasses.replace(c, verdict=verdict, reason=reason))
+def _judged(found: Candidate, baseline: Profile, budget: int | None) -> Candidate:
+    """The verdict on measured `found`: failed check, over budget, faster (by more than
+    `MIN_GAIN`), or slower, with the reason for a failed check."""
+    if found.equivalence is not None and not found.equivalence.passed:
+        return dataclasses.replace(
+            found, verdict=Verdict.FAILED_CHECK, reason=_failure(found.equivalence)
+        )
+    if budget is not None and (found.measured_peak_bytes or 0) > budget:
+        verdict = Verdict.OVER_BUDGET
+    elif found.measured_step_s is not None and found.measured_step_s * MIN_GAIN < (
+        baseline.step_time_s or 0.0
+    ):
+        verdict = Verdict.FASTER
+    else:
+        verdict = Verdict.SLOWER
+    return dataclasses.replace(found, verdict=verdict)
+
+
+def _kept(baseline: Profile, budget: int | None, candidates: list[Candidate]) -> Tuning:
+    """The tuning run with the one kept: with a memory budget the plain step exceeds, the
+    fastest that fits it; otherwise the fastest of those judged faster."""
+    over = budget is not None and (_peak(baseline) or 0) > budget
     eligible = [
         c
-        for c in judged
-        if c.verdict == "faster"
-        or (budget is not None and c.verdict == "slower" and (_peak(baseline) or 0) > budget)
+        for c in candidates
+        if c.verdict is Verdict.FASTER or (over and c.verdict is Verdict.SLOWER)
     ]
     chosen = min(eligible, key=lambda c: c.measured_step_s or float("inf"), default=None)
     if chosen is not None:
-        judged = [dataclasses.replace(c, verdict="kept") if c is chosen else c for c in judged]
-        chosen = next(c for c in judged if c.verdict == "kept")
+        kept = dataclasses.replace(chosen, verdict=Verdict.KEPT)
+        candidates = [kept if c is chosen else c for c in candidates]
+        chosen = kept
     return Tuning(
         baseline=baseline,
         memory_budget_bytes=budget,
-        candidates=tuple(judged),
+        candidates=tuple(candidates),
         chosen=chosen,
     )
 
@@ -413,119 +444,3 @@ def _failure(check: Equivalence) -> str:
 
 def _peak(found: Profile) -> int | None:
     return found.memory.peak_bytes if found.memory is not None else None
-
-
-def plan_code(tuning: Tuning) -> str:
-    """The kept candidate as Python a training script can run on its own model (named
-    `model`) and around its own loss: plain PyTorch where PyTorch has it (autocast, its
-    loss scaler, checkpoint of whole modules), lightspeed's own modules where it does not
-    (segments of blocks, Gist's encodings). A comment when nothing was kept."""
-    base = tuning.baseline
-    head = f"# lightspeed tune {base.workload.name}"
-    chosen = tuning.chosen
-    loading = _loader_code(tuning.loading) if tuning.loading is not None else []
-    if chosen is None and not tuning.candidates:
-        lines = [f"{head}: the data loader's options."]
-    elif chosen is None:
-        lines = [f"{head}: no candidate was equivalent and faster (or fit the budget)."]
-    else:
-        faster = speedup(base.step_time_s, chosen.measured_step_s)
-        speed = f", {faster:.2f}× the plain step's speed" if faster is not None else ""
-        lines = [f"{head}: kept {chosen.name}{speed}.", *_code(chosen)]
-    if loading:
-        lines += ["", *loading]
-    return "\n".join(lines) + "\n"
-
-
-def _loader_code(loading: LoaderTuning) -> list[str]:
-    """The kept DataLoader options as code (nothing when the first setting was kept)."""
-    if loading.chosen == 0:
-        return []
-    kept = loading.kept
-    options = ", ".join(f"{k}={v!r}" for k, v in kept.options.kwargs().items())
-    removed = loading.wait_removed
-    threads = kept.threads != loading.runs[0].threads
-    lines = [
-        *(["import torch"] if threads else []),
-        "from torch.utils.data import DataLoader",
-        "",
-        "# The DataLoader options that waited least for data"
-        + (f" ({removed:.0%} of the wait removed, measured)." if removed is not None else "."),
-        f"loader = DataLoader(dataset, batch_size=batch_size, {options})",
-    ]
-    if threads:
-        lines += [
-            "# The step's own threads, leaving the workers cores of their own.",
-            f"torch.set_num_threads({kept.threads})",
-        ]
-    return lines
-
-
-def _code(chosen: Candidate) -> list[str]:
-    """The lines that apply `chosen` (each part of a combination, checkpointing first)."""
-    if chosen.name.startswith("fuse"):
-        (jobs,) = chosen.arguments
-        return [
-            "import lightspeed",
-            "",
-            f"# {jobs} jobs of the step (a sweep's trials) as one: each job's"
-            " hyper-parameters in hparams.",
-            f"fused = lightspeed.fuse(workload, {jobs}, hparams=[{{}}] * {jobs})",
-        ]
-    parts = chosen.name.split("+")
-    amp = next((part for part in parts if part.startswith("amp-")), None)
-    modules = list(chosen.arguments[1:] if amp else chosen.arguments)
-    lines: list[str] = []
-    if "checkpoint" in parts:
-        lines += _checkpoint_code(modules)
-    if "gist" in parts:
-        lines += [
-            "from lightspeed.optimize.encodings import gist_model",
-            "",
-            "# ReLU and max-pool modules that keep a bit (a byte) an element for backward.",
-            f"gist_model(model, lambda name: name in {set(modules)!r})",
-        ]
-    if amp is not None:
-        lines += _amp_code({"amp-bf16": "bfloat16", "amp-fp16": "float16"}[amp])
-    return lines
-
-
-def _amp_code(dtype: str) -> list[str]:
-    lines = [
-        "import torch",
-        "",
-        "# The forward and the loss under autocast; backward and the optimizer outside it.",
-        f"with torch.autocast(device_type='cpu', dtype=torch.{dtype}):  # or 'cuda'",
-        "    loss = loss_fn(model(inputs), targets)",
-    ]
-    if dtype == "float16":
-        lines += [
-            "# fp16: a dynamic loss scaler (growth 2, back-off 0.5, interval 2000).",
-            "scaler = torch.amp.GradScaler()  # once, before the loop",
-            "scaler.scale(loss).backward()",
-            "scaler.step(optimizer)",
-            "scaler.update()",
-        ]
-    return lines
-
-
-def _checkpoint_code(modules: list[str]) -> list[str]:
-    if any(":" in m for m in modules):
-        return [
-            "from lightspeed.optimize.checkpointing import checkpoint_model",
-            "",
-            "# Segments of consecutive blocks (STACK.I:J), each recomputed as one in backward.",
-            f"checkpoint_model(model, {modules!r})",
-        ]
-    return [
-        "import torch.utils.checkpoint",
-        "",
-        "# Each module's forward recomputed in backward instead of keeping its activations.",
-        f"for name in {modules!r}:",
-        "    module = model.get_submodule(name)",
-        "    module.forward = lambda *args, _forward=module.forward, **kwargs: (",
-        "        torch.utils.checkpoint.checkpoint(",
-        "            _forward, *args, use_reentrant=False, **kwargs",
-        "        )",
-        "    )",
-    ]

@@ -10,11 +10,12 @@ from typing import Any
 from lightspeed import units
 from lightspeed.analysis.diagnosis import shapes_text
 from lightspeed.document import Unit, Value
+from lightspeed.predict.fusion import fusion_verdict
 from lightspeed.report.html import roofline
 from lightspeed.report.html.markup import Column, Markup, Page, fields, findings, label, notes, text
 from lightspeed.report.html.memory_charts import memory_charts
 from lightspeed.report.html.op_table import op_label, op_table
-from lightspeed.report.profile_report import BATCH_COLUMNS, batch_cells, fusion_verdict
+from lightspeed.report.profile_report import BATCH_COLUMNS, batch_cells
 
 
 def profile_page(doc: Mapping[str, Any]) -> Page:

@@ -1,7 +1,8 @@
 """The HTML report of a tuning run, from its JSON document: the plain step, each
 candidate's predicted and measured step time and peak memory side by side with its
 equivalence check and outcome, a chart of predicted against measured, and how each
-candidate was applied or why it was not."""
+candidate was applied or why it was not. The tables' headings and captions are the
+terminal report's (`report/tune_report.py`)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from lightspeed.document import Unit, Value
+from lightspeed.facts.tuning import CandidateKind, kind_named
 from lightspeed.report.html.markup import Cell, Column, Page, fields, label, notes
-
-_COLUMNS = (
-    Column("candidate", "candidate"),
-    Column("predicted_step_s", "pred. step", numeric=True),
-    Column("measured_step_s", "step", numeric=True),
-    Column("speedup", "speed-up", numeric=True),
-    Column("predicted_peak_bytes", "pred. peak", numeric=True),
-    Column("measured_peak_bytes", "peak", numeric=True),
-    Column("check", "check"),
-    Column("outcome", "outcome"),
+from lightspeed.report.tune_report import (
+    APPLIED_AS,
+    COLUMNS,
+    LOADER_CAPTION,
+    LOADER_COLUMNS,
+    NO_LOADER,
+    TO_PAD,
+    WHY_NOT,
+    candidates_caption,
+    loader_setting,
 )
+
+_COLUMNS = tuple(Column(c.key, c.header, c.numeric) for c in COLUMNS)
+_LOADER_COLUMNS = tuple(Column(c.key, c.header, c.numeric) for c in LOADER_COLUMNS)
 
 
 def tune_page(doc: Mapping[str, Any]) -> Page:
@@ -51,14 +56,8 @@ def tune_page(doc: Mapping[str, Any]) -> Page:
         page.table(
             _COLUMNS,
             rows,
-            caption="step, peak: measured (pred.: predicted before the candidate ran);"
-            " speed-up: the plain step over the measured one; check: gradients bit for bit"
-            " (checkpoint, gist) or the loss curve within the seed-to-seed spread (amp)"
-            + (
-                "; fuseK: step is a job's share of the fused step (K jobs a step), peak the"
-                " K jobs', check each job's loss fused against alone."
-                if any(str(c["name"]).startswith("fuse") for c in candidates)
-                else "."
+            caption=candidates_caption(
+                any(kind_named(str(c["name"])) is CandidateKind.FUSE for c in candidates)
             ),
             kind="tune",
         )
@@ -79,44 +78,29 @@ def tune_page(doc: Mapping[str, Any]) -> Page:
     pads = [f"{c['name']}: {text}" for c in candidates for text in c.get("suggestions") or ()]
     blocks = []
     if reasons:
-        blocks.append(notes(reasons, title="Why not"))
+        blocks.append(notes(reasons, title=WHY_NOT))
     if pads:
-        blocks.append(notes(pads, title="Shapes to pad (by hand)"))
+        blocks.append(notes(pads, title=TO_PAD))
     if applied:
-        blocks.append(notes(applied, title="Applied as (lightspeed.optimize)"))
+        blocks.append(notes(applied, title=APPLIED_AS))
     if blocks:
         page.section("How", *blocks, anchor="how")
     _loading_section(page, doc.get("loading"))
     return page
 
 
-_LOADER_COLUMNS = (
-    Column("setting", "DataLoader"),
-    Column("threads", "threads", numeric=True),
-    Column("wait_s", "wait", numeric=True),
-    Column("compute_s", "step", numeric=True),
-    Column("predicted_loop_s", "pred. loop", numeric=True),
-    Column("loop_s", "loop", numeric=True),
-    Column("samples_per_s", "samples/s", numeric=True),
-    Column("first_batch_s", "first batch", numeric=True),
-    Column("outcome", "outcome"),
-)
-
-
 def _loading_section(page: Page, loading: Mapping[str, Any] | None) -> None:
     """The loader's settings as measured and the loop's diagnosis before and after;
     one line when it was not tuned."""
     if loading is None or "runs" not in loading:
-        why = (loading or {}).get("error") or (
-            "not tuned: the workload has no data loader (Workload.loader)"
-        )
+        why = (loading or {}).get("error") or NO_LOADER
         page.section("Data loading", fields([("data loading", str(why))]), anchor="loading")
         return
     runs = loading["runs"]
     kept = runs[loading["kept"]]
     summary = fields(
         [
-            ("kept", f"{kept['setting']}; {kept['threads']} threads"),
+            ("kept", loader_setting(kept["setting"], kept["threads"])),
             ("wait removed", Value(loading.get("wait_removed"), Unit.FRACTION)),
             ("bound before", str(loading["bound_before"])),
             ("bound after", str(loading["bound_after"])),
@@ -125,8 +109,7 @@ def _loading_section(page: Page, loading: Mapping[str, Any] | None) -> None:
     )
     rows: list[list[Cell]] = [
         [
-            str(run["setting"]),
-            Value(run.get("threads"), Unit.INTEGER),
+            loader_setting(run["setting"], run["threads"]),
             Value(run.get("wait_s"), Unit.SECONDS),
             Value(run.get("compute_s"), Unit.SECONDS),
             Value(run.get("predicted_loop_s"), Unit.SECONDS),
@@ -142,9 +125,7 @@ def _loading_section(page: Page, loading: Mapping[str, Any] | None) -> None:
         page.table(
             _LOADER_COLUMNS,
             rows,
-            caption="wait, step, loop: mean a step over the timed steps; pred. loop:"
-            " max(step, wait without workers ÷ workers), which assumes workers on cores of"
-            " their own.",
+            caption=LOADER_CAPTION,
             kind="loading",
         ),
         page.chart(
