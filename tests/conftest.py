@@ -1,35 +1,27 @@
-"""Shared fixtures: a private cache directory, and a calibrated CPU that needs no measuring."""
+"""Shared fixtures: a private cache directory, a calibrated CPU that needs no measuring,
+the real calibration measured once a session, and the Hypothesis profiles (a few
+examples locally, the full count in CI)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
+from hypothesis import settings
 
-from lightspeed.dtypes import Precision
+from factories import CI_EXAMPLES, DEV_EXAMPLES, FAKE_CPU, RunCli
 from lightspeed.facts.device import Device
-from lightspeed.facts.hardware import Calibration, DeviceKind, Hardware
+from lightspeed.facts.hardware import Hardware
 from lightspeed.hardware.cache import save_calibration
 
-# Ceilings of a made-up CPU: round numbers so tests can check arithmetic on them.
-FAKE_CPU = Hardware(
-    id="local",
-    name="test CPU",
-    kind=DeviceKind.CPU,
-    peak_flops_per_s={Precision.FP32: 100e9, Precision.FP64: 50e9, Precision.BF16: 200e9},
-    memory_bandwidth_bytes_per_s=20e9,
-    memory_bytes=8 * 2**30,
-    sources={"*": "test fixture"},
-    calibration=Calibration(
-        method="fixture",
-        library="none",
-        threads=torch.get_num_threads(),
-        torch_version=torch.__version__,
-        measured_at="2026-01-01T00:00:00+00:00",
-        best_matmul_size={Precision.FP32: 1024},
-    ),
+# "ci": each property test's full count of examples (`factories.examples`); "dev": a
+# few, for a quick local run. CI sets CI=true; HYPOTHESIS_PROFILE chooses either.
+settings.register_profile("ci", max_examples=CI_EXAMPLES)
+settings.register_profile("dev", max_examples=DEV_EXAMPLES)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
 )
 
 
@@ -42,6 +34,55 @@ def private_cache(
     monkeypatch.setenv("LIGHTSPEED_CACHE_DIR", str(path))
     monkeypatch.setenv("LIGHTSPEED_DATA_DIR", str(tmp_path_factory.mktemp("data")))
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_calibration_a_session() -> Iterator[None]:
+    """The local device's real calibration (about 45 s on a 2-core CPU) is measured once a
+    session for each machine key (device, CPU flags, threads, torch), then given to every
+    test that calibrates: the cache policy around it (canary, plausibility, the progress
+    it shows) still runs in each test. An implausible calibration is not kept, and a
+    test that replaces `resolve.calibrate` with its own fake is unaffected."""
+    from lightspeed.hardware import resolve
+    from lightspeed.hardware.cache import machine_key
+    from lightspeed.hardware.plausibility import problems
+
+    measured: dict[str, Hardware] = {}
+    real = resolve.calibrate
+
+    def calibrate_once(device: Device, *args: object, **kwargs: object) -> Hardware:
+        if args or kwargs:  # a plan or a budget of its own: measured as asked
+            return real(device, *args, **kwargs)  # type: ignore[arg-type]
+        key = machine_key(device)
+        if key in measured:
+            return measured[key]
+        hw = real(device)
+        if not problems(hw, None):
+            measured[key] = hw
+        return hw
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(resolve, "calibrate", calibrate_once)
+        yield
+
+
+@pytest.fixture
+def measured_cpu() -> Hardware:
+    """This machine's CPU, calibrated for real with the plan `lightspeed hw calibrate`
+    uses (once a session: see `one_calibration_a_session`)."""
+    from lightspeed.hardware import resolve
+
+    return resolve.calibrate(Device.CPU)
+
+
+@pytest.fixture(autouse=True)
+def short_settling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real timings in tests stop waiting for the warm-up to settle after 0.5 s (a busy
+    2-core machine may never settle, and the default waits 15 s); the timer's own tests
+    check settling on a fake clock with the default. Subprocesses inherit it."""
+    from lightspeed.measure.timer import MAX_SETTLE_ENV
+
+    monkeypatch.setenv(MAX_SETTLE_ENV, "0.5")
 
 
 @pytest.fixture(autouse=True)
@@ -59,9 +100,6 @@ def calibrated_cpu(private_cache: Path) -> Iterator[Hardware]:
     """A cached calibration of the local CPU, so `--hardware local` measures nothing."""
     save_calibration(Device.CPU, FAKE_CPU)
     yield FAKE_CPU
-
-
-RunCli = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,3 +151,16 @@ def test_profiled_steps_fit_about_two_seconds() -> None:
     from lightspeed.measure.profile_run import profiled_steps_for
 
     assert [profiled_steps_for(s) for s in (0.0, 0.007, 0.6, 0.8, 1.5, 5.9)] == [3, 3, 3, 2, 1, 1]
+
+
+def test_the_facades_predict_stays_the_function_once_its_package_is_imported() -> None:
+    """Importing `lightspeed.predict.fusion` (as loading a saved profile does) binds the
+    package `lightspeed.predict` on the root, which hid the facade's function."""
+    code = (
+        "import lightspeed, lightspeed.predict.fusion\n"
+        "from lightspeed.predict import whatif\n"
+        "lightspeed.save_profile\n"
+        "assert lightspeed.predict is whatif.predict, lightspeed.predict\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

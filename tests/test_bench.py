@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_CPU, RunCli
+from factories import FAKE_CPU, RunCli
 from lightspeed import progress, suite
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError, UnknownNameError

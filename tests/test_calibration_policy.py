@@ -13,7 +13,7 @@ import pytest
 import lightspeed.hardware.cache as cache_module
 import lightspeed.hardware.resolve as resolve_module
 import lightspeed.measure.noise as noise_module
-from conftest import FAKE_CPU, RunCli
+from factories import FAKE_CPU, RunCli
 from lightspeed.dtypes import Precision
 from lightspeed.errors import CalibrationError
 from lightspeed.facts.device import Device

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import RunCli
+from factories import RunCli
 from lightspeed.facts.hardware import Hardware
 
 DATA = Path(__file__).parent / "data" / "workloads.py"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from conftest import RunCli
+from factories import RunCli
 from lightspeed.cli import app
 from lightspeed.facts.hardware import Hardware
 
@@ -128,8 +128,15 @@ def test_json_on_stdout_and_to_a_file(run_cli: RunCli, command: str, tmp_path: P
 def test_threads_sets_torchs_thread_count(run_cli: RunCli, calibrated_cpu: Hardware) -> None:
     import torch
 
+    from lightspeed.facts.device import Device
+    from lightspeed.hardware.cache import save_calibration
+
     before = torch.get_num_threads()
     try:
+        # The made-up CPU at one thread too, so the run measures no calibration.
+        torch.set_num_threads(1)
+        save_calibration(Device.CPU, calibrated_cpu)
+        torch.set_num_threads(before)
         code, out, _ = run_cli("time", *RUNS["time"][:3], "--threads", "1", "--json")
         assert code == 0 and json.loads(out)["timing"]["median_s"] > 0
         assert torch.get_num_threads() == 1

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import lightspeed
-from conftest import RunCli
+from factories import RunCli
 from lightspeed.analysis.profile_analysis import analyse
 from lightspeed.errors import ConfigError, UnknownNameError
 from lightspeed.facts.hardware import Hardware

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from conftest import FAKE_CPU, RunCli
+from factories import FAKE_CPU, RunCli
 from lightspeed import history
 from lightspeed.analysis.bench_compare import Verdict, compare_runs
 from lightspeed.history import StoreError

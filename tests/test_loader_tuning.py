@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from conftest import RunCli
+from factories import RunCli, printed_labels
 from lightspeed import glossary
 from lightspeed.errors import ConfigError, WorkloadError
 from lightspeed.facts.device import Device
@@ -28,7 +28,6 @@ from lightspeed.workflows.loader_tuning import tune_loader
 from lightspeed.workflows.tune import tune
 from lightspeed.workflows.tune_code import plan_code
 from lightspeed.workload import Workload
-from test_nproc import printed_labels
 
 # The benchmarks' loader workloads: an MLP fed by a DataLoader of synthetic samples.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RunCli
+from factories import RunCli, printed_labels
 from lightspeed import glossary
-from lightspeed.document import Document, Fields, Section, Table
 from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.hardware.links import catalog_link, link_ids
@@ -42,24 +41,6 @@ def test_fit_link_with_small_messages_only() -> None:
     assert measured.link.bandwidth_bytes_per_s == pytest.approx(3072 / 3e-6)
     with pytest.raises(ConfigError):
         fit_link({4: 1e-5}, link_id="x", backend="gloo")
-
-
-def printed_labels(doc: Document) -> set[str]:
-    found: set[str] = set()
-
-    def walk(block: object) -> None:
-        if isinstance(block, Section):
-            found.add(block.title or "")
-            for child in block.blocks:
-                walk(child)
-        elif isinstance(block, Fields):
-            found.update([block.title or "", *(label for label, _ in block.rows)])
-        elif isinstance(block, Table):
-            found.update([block.title, *(c.header for c in block.columns)])
-
-    for section in doc.sections:
-        walk(section)
-    return found - {""}
 
 
 def test_link_reports_print_only_glossary_terms() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RunCli
+from factories import RunCli
 from lightspeed.facts.hardware import Hardware
 from lightspeed.report.profile_json import profile_from_doc
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import RunCli
+from factories import RunCli
 from lightspeed.errors import ConfigError
 from lightspeed.suite import get
 from lightspeed.workflows.sweep import parse_space, run_alone, run_fused, sweep

@@ -10,7 +10,25 @@ from hypothesis import strategies as st
 
 from lightspeed.errors import ConfigError
 from lightspeed.facts.timing import Measurement, measurement_from_times
-from lightspeed.measure.timer import TimerConfig, measure
+from lightspeed.measure.timer import MAX_SETTLE_ENV, MAX_SETTLE_S, TimerConfig, measure
+
+
+@pytest.fixture(autouse=True)
+def default_settling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timer's own tests run with its default wait for settling (the other tests
+    cap it through the environment)."""
+    monkeypatch.delenv(MAX_SETTLE_ENV, raising=False)
+
+
+def test_the_environment_caps_the_wait_for_settling(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert TimerConfig().max_settle_s == MAX_SETTLE_S == 15.0
+    monkeypatch.setenv(MAX_SETTLE_ENV, "0.5")
+    assert TimerConfig().max_settle_s == 0.5
+    assert TimerConfig(max_settle_s=3.0).max_settle_s == 3.0  # an explicit value wins
+    for wrong in ("soon", "-1", "nan"):
+        monkeypatch.setenv(MAX_SETTLE_ENV, wrong)
+        with pytest.raises(ConfigError, match=f"{MAX_SETTLE_ENV}='{wrong}' is not a number"):
+            TimerConfig()
 
 
 class FakeClock:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import RunCli
+from factories import RunCli, printed_labels
 from lightspeed import glossary
 from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
@@ -30,7 +30,6 @@ from lightspeed.workflows import tune as tune_module
 from lightspeed.workflows.tune import tune
 from lightspeed.workflows.tune_code import plan_code
 from optimize.test_gist import VGGStyle, vgg_workload
-from test_nproc import printed_labels
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +204,7 @@ def test_segments_gist_and_amp_emit_code_that_compiles(tuned: object) -> None:
 
 @pytest.mark.usefixtures("calibrated_cpu")
 def test_amp_and_checkpoint_that_each_passed_are_tried_together(tuned: object) -> None:
-    from conftest import FAKE_CPU
+    from factories import FAKE_CPU
     from lightspeed.suite import get
     from lightspeed.workflows.profile import profile
 

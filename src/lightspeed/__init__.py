@@ -7,6 +7,8 @@ not pay for importing torch.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -110,6 +112,21 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(list(globals()) + __all__)
+
+
+class _Facade(types.ModuleType):
+    """The package's module: importing a subpackage binds it as an attribute of its
+    parent, so `import lightspeed.predict.fusion` would hide the function
+    `lightspeed.predict` behind the package of the same name; a public name keeps its
+    function (the subpackage stays importable by its dotted path)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Facade
 
 
 if TYPE_CHECKING:

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from factories import examples
 from lightspeed.analysis.profile_analysis import analyse
 from lightspeed.analysis.step_roofline import module_ancestors
 from lightspeed.dtypes import Precision
@@ -263,7 +264,7 @@ op_records = st.builds(
 hardwares = st.sampled_from([CPU, CACHED_CPU])
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(op_records, max_size=20), st.floats(1e-6, 10.0), hardwares)
 def test_json_round_trip(ops: list[OpRecord], step_s: float, hw: Hardware) -> None:
     profile = profile_of(ops, hw=hw, step_s=step_s)
@@ -271,7 +272,7 @@ def test_json_round_trip(ops: list[OpRecord], step_s: float, hw: Hardware) -> No
     assert profile_from_doc(doc) == profile
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(op_records, min_size=1, max_size=20), hardwares)
 def test_sol_never_exceeds_measured_when_rates_are_within_ceilings(
     ops: list[OpRecord], hw: Hardware

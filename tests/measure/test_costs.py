@@ -21,6 +21,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from cost_recording import recorded
+from factories import examples
 from lightspeed import suite
 from lightspeed.measure.costs.flop_registry import (
     FlopRegistrationError,
@@ -614,7 +615,7 @@ _ELEMENTWISE = [aten.add.Tensor, aten.mul.Tensor, aten.maximum.default, aten.whe
 _dims = st.lists(st.integers(1, 5), min_size=1, max_size=3)
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(shape=_dims, op=st.sampled_from([*_ELEMENTWISE, aten.exp.default, aten.sum.default]))
 def test_bytes_are_bounded_by_the_tensors(shape: list[int], op: OpOverload) -> None:
     x, y = torch.randn(shape), torch.randn(shape)
@@ -627,7 +628,7 @@ def test_bytes_are_bounded_by_the_tensors(shape: list[int], op: OpOverload) -> N
     assert cost.bytes_written == out.untyped_storage().nbytes()
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(batch=st.integers(1, 4), m=st.integers(1, 9), k=st.integers(1, 9), n=st.integers(1, 9))
 def test_matmul_flops_are_twice_the_macs(batch: int, m: int, k: int, n: int) -> None:
     def meta(*shape: int) -> torch.Tensor:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+from factories import examples
 from lightspeed.dtypes import Precision
 from lightspeed.errors import WorkloadError
 from lightspeed.facts.device import Device
@@ -251,7 +252,7 @@ def _raise(grad: torch.Tensor) -> torch.Tensor:
     raise ValueError("boom in the backward")
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(
     widths=st.lists(st.integers(1, 24), min_size=2, max_size=4),
     batch_size=st.integers(1, 12),
@@ -324,7 +325,7 @@ def test_the_memory_over_the_step_reaches_the_peak_and_follows_the_phases() -> N
         assert end == first
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(
     totals=st.lists(st.integers(0, 10**6), min_size=1, max_size=300),
     most=st.integers(3, 40),

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from factories import examples
 from lightspeed import suite
 from lightspeed.errors import WorkloadError
 from lightspeed.facts.device import Device
@@ -158,7 +159,7 @@ def test_ops_without_any_event_stay_unmatched() -> None:
     assert align_ops(names, []) == [None] * 4
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(st.sampled_from(["aten::mm", "aten::add", "aten::mul", "aten::relu"]), max_size=40),
     st.data(),

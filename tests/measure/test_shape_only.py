@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import FAKE_CPU
+from factories import FAKE_CPU
 from lightspeed import Workload
 from lightspeed.errors import WorkloadError
 from lightspeed.facts.records import OpRecord, Phase

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
+from factories import examples
 from lightspeed.errors import ConfigError
 from lightspeed.optimize.bucketing import BucketBatchSampler, padding_waste
 
@@ -20,7 +21,7 @@ def long_tail(n: int, seed: int = 0) -> list[int]:
     return [int(x) for x in lengths]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     n=st.integers(0, 300),
     batch_size=st.integers(1, 17),

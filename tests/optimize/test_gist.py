@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from conftest import FAKE_CPU
+from factories import FAKE_CPU
 from lightspeed.errors import ConfigError
 from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_CPU, RunCli
+from factories import FAKE_CPU, RunCli
 from lightspeed.analysis.step_roofline import analyse_op
 from lightspeed.facts.records import Phase
 from lightspeed.measure.shape_only import profile_shape_only

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FAKE_CPU
+from factories import FAKE_CPU
 from lightspeed.errors import ConfigError
 from lightspeed.predict.checkpointing import plan_checkpoint
 from lightspeed.workflows.profile import profile

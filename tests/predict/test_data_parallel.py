@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import FAKE_CPU
+from factories import FAKE_CPU
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError, UnknownNameError
 from lightspeed.facts.device import Device

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_CPU, RunCli
+from factories import FAKE_CPU, RunCli
 from lightspeed.analysis.step_roofline import analyse_ops
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError

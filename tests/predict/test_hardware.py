@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FAKE_CPU, RunCli
+from factories import FAKE_CPU, RunCli, examples
 from lightspeed.dtypes import Precision
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import DeviceKind
@@ -120,7 +120,7 @@ def test_no_change_is_the_identity() -> None:
     assert predict(HAND_BUILT) is HAND_BUILT
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     work=st.lists(
         st.tuples(

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import FAKE_CPU
+from factories import FAKE_CPU
 
 DATA = Path(__file__).parent.parent / "data"
 TRACES = DATA / "traces"

@@ -27,7 +27,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from conftest import FAKE_CPU
+from factories import FAKE_CPU
 from lightspeed import glossary, suite, trace
 from lightspeed.analysis.bench_compare import compare_runs
 from lightspeed.analysis.profile_analysis import analyse

@@ -20,7 +20,7 @@ from html_results import (
     trace_result,
 )
 
-from conftest import RunCli
+from factories import RunCli
 from lightspeed.errors import ConfigError
 from lightspeed.report.html import read_result, render_html
 from lightspeed.report.html.markup import script_json
@@ -203,7 +203,7 @@ def test_png_of_a_trace_without_shapes_says_why(tmp_path: Path) -> None:
 
 def test_save_html_writes_what_the_command_line_writes(tmp_path: Path) -> None:
     import lightspeed
-    from conftest import FAKE_CPU
+    from factories import FAKE_CPU
     from lightspeed.report.html import write_html
 
     profile = lightspeed.profile("mlp-tiny", hardware=FAKE_CPU, steps=1, budget_s=0.1)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import lightspeed
-from conftest import FAKE_CPU
+from factories import FAKE_CPU
 from lightspeed import suite, trace
 from lightspeed.analysis.bench_compare import compare_runs
 from lightspeed.analysis.profile_analysis import analyse

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import RunCli
+from factories import RunCli
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.timing import Measurement, NoiseCheck

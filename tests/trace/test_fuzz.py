@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kineto import KinetoTrace
 from trace_paths import trace
 
-from conftest import RunCli
+from factories import RunCli, examples
 from lightspeed.errors import TraceError
 from lightspeed.trace.analysis import analyse_traces
 from lightspeed.trace.load import load_traces
@@ -36,7 +36,9 @@ json_values = st.recursive(
     ),
     max_leaves=12,
 )
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def read_and_analyse(data: bytes, name: str = "t.json") -> None:

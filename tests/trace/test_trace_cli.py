@@ -9,7 +9,7 @@ from pathlib import Path
 
 from trace_paths import trace
 
-from conftest import RunCli
+from factories import RunCli
 
 
 def test_trace_report_and_json(run_cli: RunCli, tmp_path: Path) -> None:

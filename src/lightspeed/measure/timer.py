@@ -10,7 +10,9 @@ and pages are touched for the first time (2–9 steps on a 110 M-parameter encod
 CPU). So after `warmup_steps` the timer keeps warming up, in blocks, until the median of
 the `SETTLE_WINDOW` blocks before the last `SETTLE_WINDOW` is no more than
 `settle_tolerance` slower than theirs (the step time has stopped falling), or
-`max_settle_s` has passed; the result says whether it settled. The last window, steady
+`max_settle_s` has passed (15 s unless `$LIGHTSPEED_MAX_SETTLE_S` says otherwise: a
+test suite or a CI job that times many tiny steps caps the wait there); the result says
+whether it settled. The last window, steady
 by that test and timed in blocks as replicates are, counts as the first `SETTLE_WINDOW`
 replicates (within the budget). What a step's memory
 costs once it is warm depends on the allocator, which the step timer sets first
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -39,6 +42,27 @@ except ImportError:  # not on this OS (Windows): no page-fault or CPU-time count
 MIN_BLOCK_S = 5e-3
 # Blocks per window compared when deciding whether the warm-up has settled.
 SETTLE_WINDOW = 3
+# The longest wait for the warm-up to settle, in seconds, unless the environment says.
+MAX_SETTLE_S = 15.0
+MAX_SETTLE_ENV = "LIGHTSPEED_MAX_SETTLE_S"
+
+
+def default_max_settle_s() -> float:
+    """The longest wait for the warm-up to settle, in seconds: `$LIGHTSPEED_MAX_SETTLE_S`
+    where set, else `MAX_SETTLE_S`."""
+    value = os.environ.get(MAX_SETTLE_ENV)
+    if not value:
+        return MAX_SETTLE_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise ConfigError(
+            f"{MAX_SETTLE_ENV}={value!r} is not a number of seconds: set it to 0 or more,"
+            " or unset it for the default of 15."
+        )
+    return seconds
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -52,7 +76,7 @@ class TimerConfig:
     budget_s: float = 2.0
     min_replicates: int = 5
     max_replicates: int = 10_000
-    max_settle_s: float = 15.0
+    max_settle_s: float = dataclasses.field(default_factory=default_max_settle_s)
     settle_tolerance: float = 0.05
 
     def __post_init__(self) -> None:
