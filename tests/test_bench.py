@@ -17,6 +17,7 @@ from lightspeed.facts.bench import BenchResult, BenchRun
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.timing import Measurement, WorkloadInfo
+from lightspeed.measure.timer import TimerConfig
 from lightspeed.report.bench_report import bench_document
 from lightspeed.workflows.bench import bench, bench_names, families, variants
 from lightspeed.workload.targets import load_target
@@ -171,12 +172,14 @@ def test_bench_json_results_carry_a_profiles_objects(
 
 def test_the_whole_tiny_suite_benches_with_every_flop_known() -> None:
     """The smoke tier: every family at its tiny size profiles and times, with no op
-    whose FLOPs are unknown."""
+    whose FLOPs are unknown (timed as briefly as the timer allows: what counts here is
+    that each runs)."""
     from lightspeed.analysis.profile_analysis import analyse
 
     names = bench_names([], "tiny", every=True)
     assert len(names) >= 13
-    run = bench([load_target(n) for n in names], FAKE_CPU, rounds=1, budget_s=0.02)
+    brief = TimerConfig(warmup_steps=1, budget_s=0.02, min_replicates=2, max_settle_s=0)
+    run = bench([load_target(n) for n in names], FAKE_CPU, rounds=1, timer=brief, profiled_steps=1)
     failed = {r.workload.name: r.failure for r in run.results if r.failure}
     assert failed == {}
     for result in run.results:

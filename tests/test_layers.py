@@ -290,3 +290,11 @@ def test_the_optimize_facade_names_what_its_modules_define() -> None:
     assert sorted(optimize._EXPORTS) == sorted(optimize.__all__)
     for name in optimize.__all__:
         assert getattr(optimize, name).__name__ == name
+
+
+def test_the_root_holds_its_nouns_and_measure_stays_small() -> None:
+    """The package root keeps only torch-free vocabulary and the facade; a stage that
+    outgrows one folder gets sub-packages (measure/costs, measure/distributed)."""
+    root = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert len(root) <= 10, root
+    assert len(list((PACKAGE / "measure").glob("*.py"))) <= 20

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from factories import RunCli, printed_labels
+from factories import RunCli, VGGStyle, printed_labels, vgg_workload
 from lightspeed import glossary
 from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
@@ -29,7 +29,6 @@ from lightspeed.report.tune_report import COLUMNS, tune_document
 from lightspeed.workflows import tune as tune_module
 from lightspeed.workflows.tune import tune
 from lightspeed.workflows.tune_code import plan_code
-from optimize.test_gist import VGGStyle, vgg_workload
 
 
 @pytest.fixture(scope="module")

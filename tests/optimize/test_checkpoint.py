@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 import torch
-import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
+from factories import ConvNet, convnet_workload
 from lightspeed import suite
 from lightspeed.errors import ConfigError
 from lightspeed.measure.memory import measure_memory
@@ -28,53 +28,6 @@ from lightspeed.optimize import checkpointing as checkpoint_module
 from lightspeed.optimize.checkpoint_plan import segment_sizes
 from lightspeed.optimize.checkpointing import checkpoint, checkpoint_model, checkpoint_plan
 from lightspeed.workload import Workload
-
-
-class ConvBlock(nn.Module):
-    """x + dropout(relu(bn(conv(x)))): [B, C, H, W] -> [B, C, H, W]."""
-
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn = nn.BatchNorm2d(channels)
-        self.drop = nn.Dropout(0.5)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.drop(F.relu(self.bn(self.conv(x))))
-
-
-class ConvNet(nn.Module):
-    """Images [B, 3, 8, 8] -> logits [B, 10]; four ConvBlocks in a Sequential (called as
-    one) or a ModuleList (looped over here)."""
-
-    def __init__(self, stack: str) -> None:
-        super().__init__()
-        self.stem = nn.Conv2d(3, 8, 3, padding=1)
-        blocks = [ConvBlock(8) for _ in range(4)]
-        self.blocks = nn.Sequential(*blocks) if stack == "sequential" else nn.ModuleList(blocks)
-        self.head = nn.Linear(8, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.stem(x)
-        if isinstance(self.blocks, nn.Sequential):
-            x = self.blocks(x)
-        else:
-            for block in self.blocks:
-                x = block(x)
-        return self.head(x.mean(dim=(2, 3)))
-
-
-def convnet_workload(stack: str) -> Workload:
-    def batch(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        generator = torch.Generator().manual_seed(0)
-        x = torch.randn(n, 3, 8, 8, generator=generator)
-        return x, torch.randint(0, 10, (n,), generator=generator)
-
-    def loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        x, y = batch
-        return F.cross_entropy(model(x), y)
-
-    return Workload(name=f"convnet-{stack}", model=lambda: ConvNet(stack), batch=batch, loss=loss)
 
 
 def stepped(workload: Workload) -> PreparedStep:

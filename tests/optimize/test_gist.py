@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from factories import FAKE_CPU
+from factories import FAKE_CPU, VGGStyle, vgg_workload
 from lightspeed.errors import ConfigError
 from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
@@ -96,46 +95,6 @@ def test_max_pooling_gives_pytorchs_own_outputs_and_gradients(geometry: dict) ->
     (out_a, grad_a), (out_b, grad_b) = results
     assert torch.equal(out_a, out_b)
     assert grad_a is not None and grad_b is not None and torch.equal(grad_a, grad_b)
-
-
-class VGGStyle(nn.Module):
-    """VGG-style CNN: [B, 3, 32, 32] images → 10 logits; three blocks of two 3×3
-    convolutions with ReLUs, then a 2×2 max-pool; a linear head after a ReLU."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        layers: list[nn.Module] = []
-        channels = 3
-        for width in (16, 32, 32):
-            layers += [
-                nn.Conv2d(channels, width, 3, padding=1),
-                nn.ReLU(inplace=True),
-                nn.Conv2d(width, width, 3, padding=1),
-                nn.ReLU(inplace=True),
-                nn.MaxPool2d(2),
-            ]
-            channels = width
-        self.features = nn.Sequential(*layers)
-        self.head = nn.Sequential(
-            nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, 10)
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(x))
-
-
-def vgg_workload() -> Workload:
-    def batch(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        generator = torch.Generator().manual_seed(0)
-        return torch.randn(n, 3, 32, 32, generator=generator), torch.randint(
-            0, 10, (n,), generator=generator
-        )
-
-    def loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        x, y = batch
-        return F.cross_entropy(model(x), y)
-
-    return Workload(name="vgg-style", model=VGGStyle, batch=batch, loss=loss, batch_size=8)
 
 
 def stepped(workload: Workload) -> PreparedStep:

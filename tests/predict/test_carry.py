@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from factories import FAKE_CPU, RunCli
+from factories import FAKE_CPU, HAND_BUILT, RunCli, op
 from lightspeed.analysis.step_roofline import analyse_op
 from lightspeed.facts.records import Phase
 from lightspeed.measure.shape_only import profile_shape_only
@@ -22,7 +22,6 @@ from lightspeed.predict.whatif import predict
 from lightspeed.report.profile_json import load_profile, save_profile
 from lightspeed.suite import get
 from lightspeed.workflows.profile import profile
-from predict.test_hardware import HAND_BUILT, op
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +137,7 @@ def test_sol_of_every_shape_only_op_is_known() -> None:
     assert all(analyse_op(o, FAKE_CPU).sol_time_s >= 0 for o in shapes.ops)
 
 
+@pytest.mark.usefixtures("calibrated_cpu")  # the table is under test, not the ceilings
 def test_cli_predicts_several_batch_sizes(run_cli: RunCli, tmp_path: Path) -> None:
     out = tmp_path / "p.json"
     html = tmp_path / "p.html"

@@ -293,9 +293,9 @@ def test_an_unknown_link_suggests_the_closest() -> None:
 
 
 def test_the_corun_slowdown_weighs_each_bound_by_its_time() -> None:
+    from factories import HAND_BUILT
     from lightspeed.facts.link import CoRun
     from lightspeed.predict.data_parallel import corun_slowdown
-    from predict.test_hardware import HAND_BUILT
 
     corun = CoRun(processes=2, compute=2.0, memory=3.0, overhead=1.5)
     # compute-bound 40 ms ×2, memory-bound 20 ms ×3; the overhead-bound op, the view and

@@ -11,13 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factories import FAKE_CPU, RunCli, examples
+from factories import FAKE_CPU, HAND_BUILT, RunCli, examples, hand_built_profile, op
 from lightspeed.dtypes import Precision
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import DeviceKind
-from lightspeed.facts.profile import Profile
-from lightspeed.facts.records import OpRecord, Phase
-from lightspeed.facts.timing import Measurement, WorkloadInfo
 from lightspeed.hardware import catalog_hardware
 from lightspeed.predict.whatif import predict
 from lightspeed.report.profile_json import load_profile, save_profile
@@ -31,60 +28,6 @@ FASTER = dataclasses.replace(
     peak_flops_per_s={Precision.FP32: 400e9},
     memory_bandwidth_bytes_per_s=40e9,
     calibration=None,
-)
-
-
-def op(
-    index: int, flops: int, bytes_: int, time_s: float | None, macs: int | None = None
-) -> OpRecord:
-    return OpRecord(
-        index=index,
-        name="aten::mm" if macs else "aten::add",
-        module="layer",
-        phase=Phase.FORWARD,
-        input_shapes=((4, 4),),
-        input_dtypes=("float32",),
-        output_shapes=((4, 4),),
-        output_dtypes=("float32",),
-        flops=flops,
-        macs=macs,
-        bytes_read=bytes_,
-        bytes_written=0,
-        time_s=time_s,
-    )
-
-
-def profile(ops: tuple[OpRecord, ...], outside_s: float, step_s: float) -> Profile:
-    return Profile(
-        workload=WorkloadInfo(
-            name="hand-built",
-            batch_size=8,
-            device=Device.CPU,
-            precision=Precision.FP32,
-            parameter_count=100,
-            tokens_per_sample=None,
-        ),
-        hardware=FAKE_CPU,
-        timing=Measurement(times_s=(step_s, step_s * 1.1), steps_per_replicate=1, warmup_steps=1),
-        ops=ops,
-        profiled_step_s=sum(o.time_s or 0.0 for o in ops) + outside_s,
-        unattributed_s=outside_s,
-    )
-
-
-HAND_BUILT = profile(
-    (
-        # compute-bound: SoL max(2e9 / 100e9, 1e6 / 20e9) = 20 ms, measured 40 ms (50 %)
-        op(0, 2_000_000_000, 1_000_000, 0.040, macs=1_000_000_000),
-        # memory-bound: SoL max(1e6 / 100e9, 2e8 / 20e9) = 10 ms, measured 20 ms
-        op(1, 1_000_000, 200_000_000, 0.020),
-        # overhead-bound: 10 µs (< 20 µs) at 400 / 20e9 = 20 ns of SoL (0.2 %)
-        op(2, 100, 400, 10e-6),
-        op(3, 0, 0, 5e-6),  # no work: a view
-        op(4, 1_000, 1_000, None),  # untimed
-    ),
-    outside_s=0.005,
-    step_s=0.070,
 )
 
 
@@ -110,7 +53,7 @@ def test_an_op_that_crosses_the_ridge_takes_its_bound_on_the_target() -> None:
     # Intensity 10 FLOP/B: above FAKE_CPU's ridge (5), below FASTER's (10 is its ridge,
     # so compute); on a target of 400 GFLOP/s and 20 GB/s (ridge 20) it is memory-bound.
     slow_memory = dataclasses.replace(FASTER, memory_bandwidth_bytes_per_s=20e9)
-    crossing = profile((op(0, 1_000_000_000, 100_000_000, 0.020, macs=1),), 0.0, 0.020)
+    crossing = hand_built_profile((op(0, 1_000_000_000, 100_000_000, 0.020, macs=1),), 0.0, 0.020)
     # Source SoL: max(10 ms, 5 ms) = 10 ms (50 %); target: max(2.5 ms, 5 ms) = 5 ms.
     (moved,) = predict(crossing, hardware=slow_memory).ops
     assert moved.time_s == pytest.approx(0.010)
@@ -136,7 +79,7 @@ def test_no_change_is_the_identity() -> None:
 def test_the_same_hardware_predicts_the_same_figures(
     work: list[tuple[int, int, float | None]], outside: float
 ) -> None:
-    measured = profile(
+    measured = hand_built_profile(
         tuple(op(i, f, b, t, macs=f // 2 or None) for i, (f, b, t) in enumerate(work)),
         outside,
         1.0,

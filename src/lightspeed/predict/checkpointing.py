@@ -79,6 +79,16 @@ class CheckpointChoice:
     options: tuple[CheckpointOption, ...]
 
 
+@dataclasses.dataclass(frozen=True)
+class CheckpointOptions:
+    """Every option of checkpointing a step's stacks of blocks, weighed (`options`, the
+    plain step's first), and Chen et al.'s √N plan's (`sqrt_n`, None when the model has
+    none): what `choose_checkpoint` picks from for any budget."""
+
+    options: tuple[CheckpointOption, ...]
+    sqrt_n: CheckpointOption | None
+
+
 def plan_checkpoint(
     profile: Profile, workload: Workload, budget_bytes: int, bounds: str = "peak"
 ) -> CheckpointChoice:
@@ -87,10 +97,22 @@ def plan_checkpoint(
     `budget_bytes`, at the least recompute time (see the module's docstring). `profile`
     is the plain step's, measured; `workload` the one it measured. Raises ConfigError
     when the model has no stack of repeated blocks, or no option fits the budget."""
+    _check_bounds(bounds)
+    return choose_checkpoint(checkpoint_options(profile, workload), budget_bytes, bounds)
+
+
+def _check_bounds(bounds: str) -> None:
     if bounds not in BOUNDS:
         raise ConfigError(
             f"checkpoint: a budget bounds the {' or the '.join(BOUNDS)}, not {bounds!r}."
         )
+
+
+def checkpoint_options(profile: Profile, workload: Workload) -> CheckpointOptions:
+    """Every option of checkpointing `workload`'s stacks of repeated blocks, each with
+    its peak and activations (bytes, from a run of the changed step on fake tensors) and
+    its recompute time (seconds, from `profile`, the plain step's). Raises ConfigError
+    when the model has no stack of repeated blocks."""
     model = workload.model()
     if not isinstance(model, nn.Module):
         raise ConfigError(f"checkpoint: {workload.name!r} builds no nn.Module to checkpoint.")
@@ -119,6 +141,18 @@ def plan_checkpoint(
                 recompute_s=sum(block_s[b] for b in covered),
             )
         )
+    return CheckpointOptions(
+        options=tuple(options), sqrt_n=_sqrt_n(workload, memory, block_s, model)
+    )
+
+
+def choose_checkpoint(
+    weighed: CheckpointOptions, budget_bytes: int, bounds: str = "peak"
+) -> CheckpointChoice:
+    """Of `weighed`, the option of least recompute time whose peak (`bounds` "peak") or
+    activations ("activations") fit `budget_bytes`. Raises ConfigError when none fits."""
+    _check_bounds(bounds)
+    options = weighed.options
 
     def figure(option: CheckpointOption) -> int:
         return option.peak_bytes if bounds == "peak" else option.activations_bytes
@@ -134,14 +168,13 @@ def plan_checkpoint(
         )
     chosen = min(fitting, key=lambda o: (o.recompute_s, figure(o)))
     plain = next(o for o in options if not o.modules)
-    sqrt_n = _sqrt_n(workload, memory, block_s, model)
     return CheckpointChoice(
         bounds=bounds,
         budget_bytes=budget_bytes,
         chosen=chosen,
         plain=plain,
-        sqrt_n=sqrt_n,
-        options=tuple(options),
+        sqrt_n=weighed.sqrt_n,
+        options=options,
     )
 
 

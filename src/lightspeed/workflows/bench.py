@@ -81,15 +81,19 @@ def bench(
     size: str = "tiny",
     rounds: int = MIN_ROUNDS,
     budget_s: float = 1.0,
+    timer: TimerConfig | None = None,
+    profiled_steps: int | None = None,
 ) -> BenchRun:
     """Profile each of `workloads` and time it in `rounds` interleaved rounds of
-    `budget_s` seconds of timing each, placed on `hardware`."""
+    `budget_s` seconds of timing each, placed on `hardware`. `timer` replaces the timing
+    (its own budget, warm-up and replicates: a smoke run that only checks every workload
+    runs); `profiled_steps` the steps each op is timed over (None: as a profile does)."""
     if rounds < 1:
         raise ConfigError(f"--rounds {rounds} must be at least 1.")
     if len({w.name for w in workloads}) < len(workloads):
         raise ConfigError("a bench runs each workload once: two have the same name.")
     settings = settings or StepSettings()
-    timer = TimerConfig(budget_s=budget_s)
+    timer = timer or TimerConfig(budget_s=budget_s)
     results = {
         w.name: BenchResult(workload=workload_info(w, settings), profile=None) for w in workloads
     }
@@ -101,7 +105,13 @@ def bench(
                 if results[name].failure is None:
                     with progress.stage(f"{name}, round {round_number} of {rounds}"):
                         results[name] = _run_round(
-                            workload, settings, hardware, timer, results[name], built
+                            workload,
+                            settings,
+                            hardware,
+                            timer,
+                            results[name],
+                            built,
+                            profiled_steps,
                         )
                     if results[name].failure is not None:
                         built.pop(name, None)  # its memory back for the others
@@ -142,6 +152,7 @@ def _run_round(
     timer: TimerConfig,
     result: BenchResult,
     built: dict[str, PreparedStep],
+    profiled_steps: int | None,
 ) -> BenchResult:
     """One round of one workload: build and profile it the first time, time it after."""
     try:
@@ -150,7 +161,9 @@ def _run_round(
             with progress.stage("building the model"):
                 prepared = prepare(workload, settings)
             built[workload.name] = prepared
-            profile = profile_prepared(prepared, hardware, timer=timer)
+            profile = profile_prepared(
+                prepared, hardware, timer=timer, profiled_steps=profiled_steps
+            )
             assert profile.timing is not None
             return dataclasses.replace(
                 result, workload=profile.workload, profile=profile, rounds=(profile.timing,)
