@@ -298,3 +298,16 @@ def test_the_root_holds_its_nouns_and_measure_stays_small() -> None:
     root = sorted(p.stem for p in PACKAGE.glob("*.py"))
     assert len(root) <= 10, root
     assert len(list((PACKAGE / "measure").glob("*.py"))) <= 20
+
+
+def test_the_root_facade_names_what_its_modules_define() -> None:
+    import importlib
+
+    import lightspeed
+
+    assert sorted(lightspeed._EXPORTS) == sorted(lightspeed.__all__)
+    for name in ("bench", "tune", "sweep", "checkpoint_for_budget", "profile", "predict"):
+        assert name in lightspeed.__all__
+    for name in lightspeed.__all__:
+        module = importlib.import_module(lightspeed._EXPORTS[name])
+        assert getattr(lightspeed, name) is getattr(module, name), name
