@@ -2,7 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PIP := $(BIN)/pip install --disable-pip-version-check -q -c constraints.txt
+# --no-compile: pip would byte-compile every module of torch and the extras (half the
+# install's time); Python compiles the ones a run imports, once, on first import.
+PIP := $(BIN)/pip install --disable-pip-version-check -q --no-compile -c constraints.txt
 # The larger collection of real profiler traces some tests also read, when present.
 SHARED_TRACES ?= $(wildcard ../shared/traces)
 

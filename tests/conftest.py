@@ -66,15 +66,6 @@ def one_calibration_a_session() -> Iterator[None]:
         yield
 
 
-@pytest.fixture
-def measured_cpu() -> Hardware:
-    """This machine's CPU, calibrated for real with the plan `lightspeed hw calibrate`
-    uses (once a session: see `one_calibration_a_session`)."""
-    from lightspeed.hardware import resolve
-
-    return resolve.calibrate(Device.CPU)
-
-
 @pytest.fixture(autouse=True)
 def short_settling(monkeypatch: pytest.MonkeyPatch) -> None:
     """Real timings in tests stop waiting for the warm-up to settle after 0.5 s (a busy
