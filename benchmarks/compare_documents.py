@@ -116,19 +116,22 @@ def _cli(*args: str) -> tuple[str, str]:
     from lightspeed.cli import main
 
     def run(*extra: str) -> str:
-        out = io.StringIO()
+        """What the command prints; a failure as its exit status and its error line,
+        which both versions must then say alike."""
+        out, err = io.StringIO(), io.StringIO()
         os.environ["COLUMNS"] = "120"
-        with contextlib.redirect_stdout(out):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 main([*args, *extra])
             except SystemExit as exit_:
                 if exit_.code:
-                    raise
+                    return f"exit {exit_.code}: {err.getvalue().strip().splitlines()[-1:]}\n"
         return out.getvalue()
 
     with tempfile.TemporaryDirectory() as tmp:
-        run("--json", f"{tmp}/doc.json")
-        return run(), Path(f"{tmp}/doc.json").read_text()
+        failed = run("--json", f"{tmp}/doc.json")
+        written = Path(f"{tmp}/doc.json")
+        return run(), written.read_text() if written.exists() else json.dumps({"failed": failed})
 
 
 def _current(tuning: Any) -> Any:
