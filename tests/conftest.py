@@ -1,6 +1,7 @@
 """Shared fixtures: a private cache directory, a calibrated CPU that needs no measuring,
-the real calibration measured once a session, and the Hypothesis profiles (a few
-examples locally, the full count in CI)."""
+timings that settle quickly, and the Hypothesis profiles (a few examples locally, the
+full count in CI). The one test that calibrates this machine for real is
+test_sol_bound.py."""
 
 from __future__ import annotations
 
@@ -34,36 +35,6 @@ def private_cache(
     monkeypatch.setenv("LIGHTSPEED_CACHE_DIR", str(path))
     monkeypatch.setenv("LIGHTSPEED_DATA_DIR", str(tmp_path_factory.mktemp("data")))
     return path
-
-
-@pytest.fixture(scope="session", autouse=True)
-def one_calibration_a_session() -> Iterator[None]:
-    """The local device's real calibration (about 45 s on a 2-core CPU) is measured once a
-    session for each machine key (device, CPU flags, threads, torch), then given to every
-    test that calibrates: the cache policy around it (canary, plausibility, the progress
-    it shows) still runs in each test. An implausible calibration is not kept, and a
-    test that replaces `resolve.calibrate` with its own fake is unaffected."""
-    from lightspeed.hardware import resolve
-    from lightspeed.hardware.cache import machine_key
-    from lightspeed.hardware.plausibility import problems
-
-    measured: dict[str, Hardware] = {}
-    real = resolve.calibrate
-
-    def calibrate_once(device: Device, *args: object, **kwargs: object) -> Hardware:
-        if args or kwargs:  # a plan or a budget of its own: measured as asked
-            return real(device, *args, **kwargs)  # type: ignore[arg-type]
-        key = machine_key(device)
-        if key in measured:
-            return measured[key]
-        hw = real(device)
-        if not problems(hw, None):
-            measured[key] = hw
-        return hw
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(resolve, "calibrate", calibrate_once)
-        yield
 
 
 @pytest.fixture(autouse=True)
