@@ -109,9 +109,13 @@ def test_the_loop_stops_after_the_schedule_unless_told_to_go_on() -> None:
 def test_workers_that_do_not_keep_up_get_the_next_knobs() -> None:
     model = torch.nn.Linear(32, 1)
     # Two workers, each 24 ms a batch of 8: still 12 ms of loading for a step of well
-    # under a millisecond.
-    loader = torch.utils.data.DataLoader(SlowDataset(), batch_size=8, num_workers=2)
-    with lightspeed.observe() as obs:
+    # under a millisecond, once the batches queued ahead run out. The queue holds one
+    # batch a worker and the two deliver in pairs: of eight recorded steps at least three
+    # wait about 24 ms, whatever filled the queue before (a slow profiler start does).
+    loader = torch.utils.data.DataLoader(
+        SlowDataset(), batch_size=8, num_workers=2, prefetch_factor=1
+    )
+    with lightspeed.observe(active=8) as obs:
         for x, y in obs.loop(loader):
             torch.nn.functional.mse_loss(model(x), y).backward()
     assert obs.bound is Bound.DATA_LOADING
