@@ -18,9 +18,11 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	$(PIP) -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) -e '.[test,png,hf,sweep]'
-	touch $@
+# One resolve and one editable build for everything the tests need (what .installed
+# holds among it), rather than installing the package twice.
+$(VENV)/.installed-test: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) torch==2.13.0 -e '.[test,png,hf,sweep]'
+	touch $(VENV)/.installed $@
 
 demo: $(VENV)/.installed
 	$(BIN)/lightspeed profile mlp
