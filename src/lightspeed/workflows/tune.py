@@ -162,11 +162,14 @@ def checkpoint_for_budget(
     """`workload` with the checkpoint plan whose step's peak memory fits `budget_bytes`
     (bytes) at the least predicted time: the plain step profiled on `device`, the planner
     (`predict.checkpointing.plan_checkpoint`) choosing among each stack's coverings on
-    fake tensors, and `optimize.checkpoint` applying it. `workload` itself when it fits
-    already; a ConfigError when no plan fits or the model has no stack of blocks."""
+    fake tensors, and `optimize.checkpoint` applying it. `workload` itself when its
+    measured peak fits already (nothing is planned then); a ConfigError when no plan fits
+    or the model has no stack of blocks."""
     if budget_bytes < 1:
         raise ConfigError(f"budget_bytes {budget_bytes} must be at least 1 byte.")
     baseline = profile(workload, device=device, hardware=hardware, budget_s=budget_s)
+    if baseline.memory is not None and baseline.memory.peak_bytes <= budget_bytes:
+        return workload
     modules = list(plan_checkpoint(baseline, workload, budget_bytes).chosen.modules)
     return checkpoint(workload, modules) if modules else workload
 
