@@ -417,11 +417,13 @@ def _demo_against(
     monkeypatch.setattr(resolve_module, "calibrate", calibrate)
     monkeypatch.setattr(resolve_module, "canary_rate", lambda device: CANARY)
     monkeypatch.setattr(api_module, "profile_workload", stubbed_step)
-    code, out, _ = run_cli("profile", "mlp-tiny", "--json=-")
+    # --quick: what is under test is which ceilings the step is judged against, not how
+    # long it is timed (its op times are stubbed).
+    code, out, _ = run_cli("profile", "mlp-tiny", "--quick", "--json=-")
     assert code == 0
     document = json.loads(out)
     first = list(order)
-    _, terminal, _ = run_cli("profile", "mlp-tiny")
+    _, terminal, _ = run_cli("profile", "mlp-tiny", "--quick")
     assert order == first  # the second run took the cached calibration
     return first, document, terminal
 

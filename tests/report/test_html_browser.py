@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser import ReportPage, chromium_browser, open_report, uniform  # noqa: F401
+from browser import ReportPage, chromium_browser, open_reports, uniform  # noqa: F401
 from html_results import (
     ONE_WITH_MATMULS,
     TWO_RANKS,
@@ -50,11 +50,12 @@ def pages(
     chromium: Any, results: dict[str, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, ReportPage]]:
     folder = tmp_path_factory.mktemp("reports")
-    opened: dict[str, ReportPage] = {}
+    paths = [
+        write_html(folder / f"{name}.html", doc, clock=fixed_clock())
+        for name, doc in results.items()
+    ]
+    opened = dict(zip(results, open_reports(chromium, paths), strict=True))
     try:
-        for name, doc in results.items():
-            path = write_html(folder / f"{name}.html", doc, clock=fixed_clock())
-            opened[name] = open_report(chromium, path)
         yield opened
     finally:
         for page in opened.values():
