@@ -14,6 +14,7 @@ import typer
 from factories import RunCli
 from lightspeed.cli import app
 from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.link import LinkMeasurement
 
 DATA = Path(__file__).parent / "data"
 TRACE = DATA / "traces" / "hta-mi250-minitoy-train.json.gz"
@@ -109,7 +110,20 @@ def test_bare_lightspeed_prints_help(run_cli: RunCli) -> None:
     assert out.startswith("Usage: lightspeed ") and "--debug" in out and "profile" in out
 
 
-@pytest.mark.usefixtures("quick_calibration")
+@pytest.fixture
+def quick_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`hw link` answers with a link fitted to made-up ping-pong times instead of starting
+    two processes (tests/test_nproc.py measures a real one)."""
+    from lightspeed.measure.distributed import link_bench
+
+    def measure_link(nproc: int, *, sizes: list[int], **_: object) -> LinkMeasurement:
+        times = {size: 20e-6 + size / 1e9 for size in sizes}
+        return link_bench.fit_link(times, link_id="measured-gloo-loopback", backend="gloo")
+
+    monkeypatch.setattr(link_bench, "measure_link", measure_link)
+
+
+@pytest.mark.usefixtures("quick_calibration", "quick_link")
 @pytest.mark.parametrize("command", sorted(RUNS))
 def test_json_on_stdout_and_to_a_file(run_cli: RunCli, command: str, tmp_path: Path) -> None:
     code, out, _ = run_cli(*command.split(), *RUNS[command], "--json")
