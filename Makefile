@@ -2,10 +2,13 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# pip byte-compiles what it installs (a third of the install's time): where
-# PYTHONDONTWRITEBYTECODE is set, as on CI machines, Python would otherwise compile torch
-# from source in every process it starts (import torch: 5.6 s against 1.5 s).
-PIP := $(BIN)/pip install --disable-pip-version-check -q -c constraints.txt
+# --no-compile: pip would byte-compile every module it installs (a third of the install's
+# time), most of them never imported.
+PIP := $(BIN)/pip install --disable-pip-version-check -q --no-compile -c constraints.txt
+# The tests compile what they import once, into .venv/pycache: with PYTHONDONTWRITEBYTECODE
+# set (as on CI machines) every process they start would compile torch anew from source
+# (import torch: 5.6 s against 1.5 s), and nothing is written beside the sources.
+PYCACHE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
 # The larger collection of real profiler traces some tests also read, when present.
 SHARED_TRACES ?= $(wildcard ../shared/traces)
 
@@ -31,7 +34,7 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
-	LIGHTSPEED_SHARED_TRACES=$(SHARED_TRACES) $(BIN)/python -m pytest
+	$(PYCACHE) LIGHTSPEED_SHARED_TRACES=$(SHARED_TRACES) $(BIN)/python -m pytest
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests benchmarks
