@@ -5,9 +5,10 @@ BIN := $(VENV)/bin
 # --no-compile: pip would byte-compile every module it installs (a third of the install's
 # time), most of them never imported.
 PIP := $(BIN)/pip install --disable-pip-version-check -q --no-compile -c constraints.txt
-# The tests compile what they import once, into .venv/pycache: with PYTHONDONTWRITEBYTECODE
-# set (as on CI machines) every process they start would compile torch anew from source
-# (import torch: 5.6 s against 1.5 s), and nothing is written beside the sources.
+# The tests compile what they import once, into .venv/pycache: with
+# PYTHONDONTWRITEBYTECODE set (as on these build machines) every process they start would
+# compile torch anew from source (import torch: 5.6 s against 1.5 s), and nothing is
+# written beside the sources.
 PYCACHE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
 # The larger collection of real profiler traces some tests also read, when present.
 SHARED_TRACES ?= $(wildcard ../shared/traces)
