@@ -115,23 +115,21 @@ def _cli(*args: str) -> tuple[str, str]:
 
     from lightspeed.cli import main
 
-    def run(*extra: str) -> str:
-        """What the command prints; a failure as its exit status and its error line,
-        which both versions must then say alike."""
-        out, err = io.StringIO(), io.StringIO()
-        os.environ["COLUMNS"] = "120"
+    # One run gives both: with a path, --json writes the document and the terminal report
+    # is drawn as well. A failure reads as its exit status and error line, which both
+    # versions must then say alike.
+    out, err = io.StringIO(), io.StringIO()
+    os.environ["COLUMNS"] = "120"
+    with tempfile.TemporaryDirectory() as tmp:
+        written = Path(tmp) / "doc.json"
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                main([*args, *extra])
+                main([*args, "--json", str(written)])
             except SystemExit as exit_:
                 if exit_.code:
-                    return f"exit {exit_.code}: {err.getvalue().strip().splitlines()[-1:]}\n"
-        return out.getvalue()
-
-    with tempfile.TemporaryDirectory() as tmp:
-        failed = run("--json", f"{tmp}/doc.json")
-        written = Path(f"{tmp}/doc.json")
-        return run(), written.read_text() if written.exists() else json.dumps({"failed": failed})
+                    failed = f"exit {exit_.code}: {err.getvalue().strip().splitlines()[-1:]}\n"
+                    return failed, json.dumps({"failed": failed})
+        return out.getvalue(), written.read_text()
 
 
 def _current(tuning: Any) -> Any:
