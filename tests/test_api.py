@@ -120,6 +120,15 @@ def test_a_profile_of_schema_1_loads_and_analyses_as_it_did() -> None:
     # The calibration has since recorded its kernels and its canary: added keys, empty
     # for a calibration made before.
     old_cal, new_cal = old["hardware"].pop("calibration"), new["hardware"].pop("calibration")
+    # The hardware has since recorded its datasheet facts: added keys, empty for a
+    # calibrated device.
+    assert {k: new["hardware"].pop(k) for k in set(new["hardware"]) - set(old["hardware"])} == {
+        "matrix_peak_flops_per_s": {},
+        "clock_hz": None,
+        "l2_bytes": None,
+        "board_power_w": None,
+        "vendor": None,
+    }
     assert old["hardware"] == new["hardware"]
     assert {k: new_cal[k] for k in old_cal} == old_cal
     assert {k: v for k, v in new_cal.items() if k not in old_cal} == {

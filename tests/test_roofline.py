@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from factories import hand_built_profile, op
 from lightspeed.analysis.roofline import Bound, Ceilings, place
+from lightspeed.analysis.step_roofline import analyse_op, analyse_ops, step_totals
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
-from lightspeed.hardware import catalog_hardware
+from lightspeed.hardware import catalog_hardware, catalog_ids
 
 LECTURE = Ceilings(peak_flops_per_s=6e12, bandwidth_bytes_per_s=300e9)
 
@@ -46,6 +49,37 @@ def test_ceilings_from_catalog_use_the_precision_peak() -> None:
     ceilings = Ceilings.of(a100, Precision.BF16)
     assert ceilings.peak_flops_per_s == 312e12
     assert ceilings.ridge_flops_per_byte == pytest.approx(312e12 / 2039e9)  # ≈ 153 FLOP/B
+
+
+# A [4, 4] · [4, 4] fp32 product: 2 · 4³ = 128 FLOPs and 4³ = 64 MACs; an add of as many
+# FLOPs. One byte each, so both are compute bound and their roof is the peak.
+MM = op(0, 128, 1, None, macs=64)
+ADD = op(1, 128, 1, None)
+
+
+def test_an_fp32_matmul_on_an_mi100_is_placed_at_its_matrix_peak() -> None:
+    mi100 = catalog_hardware("mi100")
+    mm, add = analyse_op(MM, mi100), analyse_op(ADD, mi100)
+    assert mm.point is not None and add.point is not None
+    assert mm.point.ceilings.peak_flops_per_s == 46.1e12  # fp32 on the MFMA matrix cores
+    assert add.point.ceilings.peak_flops_per_s == 23.1e12  # the vector units
+    assert mm.sol_time_s == pytest.approx(128 / 46.1e12)
+    assert mm.precision is add.precision is Precision.FP32
+    # MFU and HFU of an fp32 step are taken over the matrix peak.
+    profile = dataclasses.replace(hand_built_profile((MM, ADD), 0.0, 1.0), hardware=mi100)
+    assert step_totals(profile, analyse_ops(profile)).peak_flops_per_s == 46.1e12
+
+
+NVIDIA = [h for h in catalog_ids() if catalog_hardware(h).vendor == "nvidia"]
+
+
+@pytest.mark.parametrize("hw_id", NVIDIA)
+def test_on_nvidia_a_matmul_and_an_add_share_the_fp32_peak(hw_id: str) -> None:
+    # NVIDIA's fp32 runs on the CUDA cores whatever the op (tensor-core fp32 is tf32).
+    hw = catalog_hardware(hw_id)
+    mm, add = analyse_op(MM, hw), analyse_op(ADD, hw)
+    assert mm.point is not None and add.point is not None
+    assert mm.point.ceilings == add.point.ceilings == Ceilings.of(hw, Precision.FP32)
 
 
 def test_missing_precision_names_the_known_ones() -> None:

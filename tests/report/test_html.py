@@ -22,7 +22,9 @@ from html_results import (
 
 from factories import RunCli
 from lightspeed.errors import ConfigError
-from lightspeed.report.html import read_result, render_html
+from lightspeed.facts.hardware import hardware_to_dict
+from lightspeed.hardware import catalog_hardware
+from lightspeed.report.html import read_result, render_html, roofline
 from lightspeed.report.html.markup import script_json
 
 EVIL = "</script><script>alert('owned')</script><b>bold</b>"
@@ -291,3 +293,14 @@ def test_a_sweep_shows_its_best_its_time_against_serial_and_every_trial() -> Non
     table = page[page.index('data-table="sweep"') :]
     table = table[: table.index("</table>")]
     assert table.count("<tr>") == 1 + len(doc["trials"])  # the header, then a row a trial
+
+
+def test_a_gpu_with_matrix_peaks_has_a_roof_for_each() -> None:
+    # An MI100 chart of fp32 work: the vector roof (23.1) and the matrix roof (46.1) are
+    # drawn; the other precisions' roofs are in the legend only.
+    roofs = roofline.roofs(hardware_to_dict(catalog_hardware("mi100")), {"fp32"}, ())
+    shown = [r.name for r in roofs if r.shown]
+    assert shown[:2] == ["fp32 peak 23.1 TFLOP/s", "fp32 matrix peak 46.1 TFLOP/s"]
+    # The memory slope rises to the highest roof drawn: the matrix one.
+    memory = next(r for r in roofs if r.name.startswith("memory"))
+    assert memory.ys[-1] == 46.1e12

@@ -102,7 +102,7 @@ def test_products_on_the_roofline_of_an_h100(tmp_path: Path) -> None:
 
 
 def test_an_unknown_gpu_gets_rates_but_no_speed_of_light(tmp_path: Path) -> None:
-    t = KinetoTrace(device_name="AMD Instinct MI300X")
+    t = KinetoTrace(device_name="AMD Instinct MI325X")
     t.step(1, 0, 100)
     t.cpu_op("aten::mm", 0, 10, **{"Input Dims": [[8, 8], [8, 8]], "Input type": [BF16, BF16]})
     t.launch(2, 20, 4)
@@ -110,6 +110,28 @@ def test_an_unknown_gpu_gets_rates_but_no_speed_of_light(tmp_path: Path) -> None
     m = step.matmuls
     assert m is not None and m.flops == 2 * 8**3 and m.flops_per_s == pytest.approx(1024 / 4e-6)
     assert (m.hardware, m.sol_s, m.fraction_of_sol, m.memory_bound_s) == (None, None, None, None)
+
+
+def test_fp32_products_on_an_amd_gpu_take_its_matrix_peak(tmp_path: Path) -> None:
+    # One fp32 4096³ product in 5 ms on a GPU ROCm names generically, with the MI100's
+    # 120 CUs and 32 GiB less a little: the MI100, whose matrix cores run fp32 at 46.1
+    # TFLOP/s, twice its vector rate.
+    mi100 = catalog_hardware("mi100")
+    t = KinetoTrace(device_name="AMD Radeon Graphics")
+    t.step(1, 0, 6000)
+    dims = [[4096, 4096], [4096, 4096]]
+    t.cpu_op("aten::mm", 0, 10, **{"Input Dims": dims, "Input type": ["float", "float"]})
+    t.launch(2, 20, 5000)
+    document = t.document()
+    document["deviceProperties"][0] |= {"numSms": 120, "totalGlobalMem": 34_342_961_152}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(document))
+    (step,) = analyse_rank(load_trace(path)).steps
+    m = step.matmuls
+    assert m is not None and m.hardware == "mi100" and m.tf32_ops == 0
+    # max(2 · 4096³ / 46.1e12, 4 B · 3 · 4096² / 1.2288e12) = max(2.98 ms, 0.16 ms)
+    assert m.sol_s == pytest.approx(2 * 4096**3 / mi100.matmul_peak(Precision.FP32))
+    assert mi100.matmul_peak(Precision.FP32) == 46.1e12
 
 
 def test_bert_on_an_h100_against_its_own_events() -> None:

@@ -226,7 +226,9 @@ def beaten_roof(hardware: Hardware, analysis: OpAnalysis) -> tuple[str, str | No
     cal = hardware.calibration
     if point is not None and point.compute_time_s >= point.memory_time_s:
         precision = peak_precision(analysis.precision, hardware)
-        return f"{precision.value} peak", None if cal is None else cal.peak_kernel(precision)
+        matrix = analysis.op.macs is not None and precision in hardware.matrix_peak_flops_per_s
+        roof = f"{precision.value} matrix peak" if matrix else f"{precision.value} peak"
+        return roof, None if cal is None else cal.peak_kernel(precision)
     level = analysis.memory_level
     name = "cache bandwidth" if level is MemoryLevel.CACHE else "memory bandwidth"
     return name, None if cal is None else cal.memory_roof_kernel(level)

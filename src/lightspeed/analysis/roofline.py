@@ -31,13 +31,18 @@ class Ceilings:
 
     @classmethod
     def of(
-        cls, hardware: Hardware, precision: Precision, level: MemoryLevel = MemoryLevel.DRAM
+        cls,
+        hardware: Hardware,
+        precision: Precision,
+        level: MemoryLevel = MemoryLevel.DRAM,
+        *,
+        matrix: bool = False,
     ) -> Ceilings:
-        """The ceilings of `hardware` for math in `precision`, bytes coming from `level`."""
-        return cls(
-            peak_flops_per_s=hardware.peak(precision),
-            bandwidth_bytes_per_s=hardware.bandwidth(level),
-        )
+        """The ceilings of `hardware` for math in `precision`, bytes coming from `level`:
+        the peak of its matrix units for a `matrix` product (`Hardware.matmul_peak`),
+        else the vector rate."""
+        peak = hardware.matmul_peak(precision) if matrix else hardware.peak(precision)
+        return cls(peak_flops_per_s=peak, bandwidth_bytes_per_s=hardware.bandwidth(level))
 
     @property
     def ridge_flops_per_byte(self) -> float:
@@ -133,10 +138,12 @@ def place_on(
     bytes_moved: float,
     precision: Precision,
     level: MemoryLevel = MemoryLevel.DRAM,
+    *,
+    matrix: bool = False,
 ) -> RooflinePoint:
-    """Place work on `hardware`'s roofline: math in `precision` (see `peak_precision`),
-    bytes from `level`."""
-    ceilings = Ceilings.of(hardware, peak_precision(precision, hardware), level)
+    """Place work on `hardware`'s roofline: math in `precision` (see `peak_precision`)
+    on the matrix units when `matrix` (a matrix product), bytes from `level`."""
+    ceilings = Ceilings.of(hardware, peak_precision(precision, hardware), level, matrix=matrix)
     return place(flops, bytes_moved, ceilings)
 
 

@@ -1,9 +1,10 @@
 """The speed-of-light analysis of a Profile: every op on the roofline, and the step's totals.
 
 Which peak applies to an op: matmul-class ops (those with MACs) run on the matrix
-units at the precision of their inputs; every other op runs on the vector units, so
-the fp32 peak applies whatever its dtype. Those ops are almost always memory bound,
-where the choice does not change their speed of light.
+units at the precision of their inputs, at `Hardware.matmul_peak` (AMD Instinct fp32
+on MFMA is twice the vector rate); every other op runs on the vector units, so the
+fp32 peak applies whatever its dtype. Those ops are almost always memory bound, where
+the choice does not change their speed of light.
 
 Which bandwidth: an op whose bytes fit in the hardware's last-level cache can be served
 from it, so when the cache bandwidth is known (a calibrated device) that is its roof;
@@ -113,7 +114,7 @@ def analyse_op(op: OpRecord, hardware: Hardware) -> OpAnalysis:
     level = hardware.memory_level(op.bytes)
     point = None
     if op.flops or op.bytes:
-        point = place_on(hardware, op.flops, op.bytes, precision, level)
+        point = place_on(hardware, op.flops, op.bytes, precision, level, matrix=op.macs is not None)
     return OpAnalysis(op=op, precision=precision, point=point, memory_level=level)
 
 
@@ -160,7 +161,7 @@ class StepTotals:
 
     efficiency = SoL / step time. achieved = FLOPs / step time. MFU counts the model's
     forward and backward FLOPs; HFU every FLOP executed (recomputation, optimizer), both
-    over the step time at the peak of the step's precision. `unknown_flops_time_s`:
+    over the step time at the matrix peak of the step's precision. `unknown_flops_time_s`:
     measured time of the ops no FLOP formula covers (their FLOPs count as 0), of
     `op_time_s`, the measured time of all ops; `unknown_flops_ops`: their names.
     """
@@ -205,7 +206,7 @@ def step_totals(profile: Profile, analyses: Sequence[OpAnalysis]) -> StepTotals:
     """The totals of `profile`'s step."""
     model_phases = (Phase.FORWARD, Phase.BACKWARD)
     hw = profile.hardware
-    peak = hw.peak(peak_precision(profile.workload.precision, hw))
+    peak = hw.matmul_peak(peak_precision(profile.workload.precision, hw))
     return StepTotals(
         flops=sum(a.op.flops for a in analyses),
         bytes=sum(a.op.bytes for a in analyses),

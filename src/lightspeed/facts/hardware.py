@@ -117,6 +117,13 @@ class Hardware:
     `cache_bytes` and `cache_bandwidth_bytes_per_s`, when known, are the last-level
     cache and the bandwidth measured from it: work whose bytes fit there can run at
     that rate, so its speed of light uses it instead of the memory bandwidth.
+
+    `matrix_peak_flops_per_s` holds the peaks of the matrix units for the precisions
+    where they differ from `peak_flops_per_s`, the vector rate (AMD Instinct fp32 on
+    MFMA: twice the vector rate on an MI100); `matmul_peak` picks a matrix product's.
+    The datasheet facts beside the ceilings: `clock_hz`, the boost clock the peaks
+    assume; `l2_bytes`, the L2 cache; `board_power_w`, the board's power limit (TDP);
+    `vendor`, such as "nvidia" or "amd". `sm_count` counts SMs, or an AMD GPU's CUs.
     """
 
     id: str
@@ -130,6 +137,11 @@ class Hardware:
     host_link_bytes_per_s: float | None = None
     cache_bytes: int | None = None
     cache_bandwidth_bytes_per_s: float | None = None
+    matrix_peak_flops_per_s: Mapping[Precision, float] = dataclasses.field(default_factory=dict)
+    clock_hz: float | None = None
+    l2_bytes: int | None = None
+    board_power_w: float | None = None
+    vendor: str | None = None
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
     calibration: Calibration | None = None
 
@@ -145,11 +157,21 @@ class Hardware:
             self.cache_bandwidth_bytes_per_s > 0 and (self.cache_bytes or 0) > 0
         ):
             raise ConfigError(f"hardware {self.id!r}: cache size and bandwidth must be positive.")
-        for precision, peak in self.peak_flops_per_s.items():
-            if peak <= 0:
-                raise ConfigError(f"hardware {self.id!r}: {precision.value} peak must be positive.")
+        for kind, peaks in (("", self.peak_flops_per_s), (" matrix", self.matrix_peak_flops_per_s)):
+            for precision, peak in peaks.items():
+                if peak <= 0:
+                    raise ConfigError(
+                        f"hardware {self.id!r}: {precision.value}{kind} peak must be positive."
+                    )
+        for name in ("clock_hz", "l2_bytes", "board_power_w"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ConfigError(f"hardware {self.id!r}: {name} must be positive.")
         # Freeze the mappings so a Hardware cannot change after it is made.
         object.__setattr__(self, "peak_flops_per_s", MappingProxyType(dict(self.peak_flops_per_s)))
+        object.__setattr__(
+            self, "matrix_peak_flops_per_s", MappingProxyType(dict(self.matrix_peak_flops_per_s))
+        )
         object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
 
     def peak(self, precision: Precision) -> float:
@@ -162,6 +184,12 @@ class Hardware:
                 f"{self.name} has no {precision.value} peak (known: {known}); pick another"
                 " --dtype or --hardware."
             ) from None
+
+    def matmul_peak(self, precision: Precision) -> float:
+        """The dense peak of a matrix product in `precision`, FLOP/s: the matrix units'
+        where they differ from the vector rate, else `peak(precision)`."""
+        matrix = self.matrix_peak_flops_per_s.get(precision)
+        return self.peak(precision) if matrix is None else matrix
 
     def memory_level(self, bytes_moved: float) -> MemoryLevel:
         """The fastest level `bytes_moved` bytes fit in: the cache when they fit, else DRAM."""
@@ -194,6 +222,11 @@ def hardware_to_dict(hw: Hardware) -> dict[str, Any]:
         "host_link_bytes_per_s": hw.host_link_bytes_per_s,
         "cache_bytes": hw.cache_bytes,
         "cache_bandwidth_bytes_per_s": hw.cache_bandwidth_bytes_per_s,
+        "matrix_peak_flops_per_s": {p.value: v for p, v in hw.matrix_peak_flops_per_s.items()},
+        "clock_hz": hw.clock_hz,
+        "l2_bytes": hw.l2_bytes,
+        "board_power_w": hw.board_power_w,
+        "vendor": hw.vendor,
         "sources": dict(hw.sources),
         "calibration": None,
     }
@@ -239,6 +272,13 @@ def hardware_from_dict(data: Mapping[str, Any]) -> Hardware:
         host_link_bytes_per_s=_opt_float(data.get("host_link_bytes_per_s")),
         cache_bytes=_opt_int(data.get("cache_bytes")),
         cache_bandwidth_bytes_per_s=_opt_float(data.get("cache_bandwidth_bytes_per_s")),
+        matrix_peak_flops_per_s={
+            Precision(p): float(v) for p, v in (data.get("matrix_peak_flops_per_s") or {}).items()
+        },
+        clock_hz=_opt_float(data.get("clock_hz")),
+        l2_bytes=_opt_int(data.get("l2_bytes")),
+        board_power_w=_opt_float(data.get("board_power_w")),
+        vendor=None if data.get("vendor") is None else str(data["vendor"]),
         sources=dict(data.get("sources", {})),
         calibration=calibration,
     )

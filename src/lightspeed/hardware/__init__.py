@@ -8,13 +8,19 @@ Importing this package loads the catalog only; the `Hardware` type is in `facts`
 from __future__ import annotations
 
 from lightspeed.facts.hardware import Calibration, DeviceKind, Hardware
-from lightspeed.hardware.catalog import catalog_hardware, catalog_id_for_device_name, catalog_ids
+from lightspeed.hardware.catalog import (
+    catalog_hardware,
+    catalog_id_for_device,
+    catalog_id_for_device_name,
+    catalog_ids,
+)
 
 __all__ = [
     "Calibration",
     "DeviceKind",
     "Hardware",
     "catalog_hardware",
+    "catalog_id_for_device",
     "catalog_id_for_device_name",
     "catalog_ids",
 ]

@@ -23,7 +23,7 @@ from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.timing import CANARY_DRIFT_FRACTION, NoiseCheck
 from lightspeed.hardware.cache import load_calibration, save_calibration
 from lightspeed.hardware.calibrate import calibrate
-from lightspeed.hardware.catalog import catalog_hardware, catalog_id_for_device_name
+from lightspeed.hardware.catalog import catalog_hardware, catalog_id_for_device
 from lightspeed.hardware.plausibility import problems
 from lightspeed.measure.device import device_name, require
 from lightspeed.measure.noise import canary_kernel, canary_rate, quiet_check
@@ -63,11 +63,12 @@ def resolve_hardware(spec: str | None, device: Device) -> Hardware:
 def local_catalog_gpu() -> Hardware | None:
     """The catalog entry of the local CUDA GPU, with its real memory size, if catalogued."""
     require(Device.CUDA)
-    hw_id = catalog_id_for_device_name(torch.cuda.get_device_name())
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    total = int(props.total_memory)
+    hw_id = catalog_id_for_device(props.name, props.multi_processor_count, total)
     if hw_id is None:
         return None
-    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-    return dataclasses.replace(catalog_hardware(hw_id), memory_bytes=int(total))
+    return dataclasses.replace(catalog_hardware(hw_id), memory_bytes=total)
 
 
 def local_hardware(device: Device, *, recalibrate: bool = False, force: bool = False) -> Hardware:

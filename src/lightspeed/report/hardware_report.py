@@ -77,11 +77,15 @@ def hardware_document(hw: Hardware) -> Document:
     with each compute kernel's rate and the kernel that set each roof."""
     cal = hw.calibration
     set_by = (Column("set_by", "set by"),) if cal is not None else ()
+    # The matrix units' peaks, where some differ from the vector rate (AMD Instinct).
+    matrix = hw.matrix_peak_flops_per_s
+    matrix_column = (Column("matrix_peak_flops_per_s", "matrix peak", numeric=True),)
     peaks = Table(
         title="",
         columns=(
             Column("precision", "precision"),
             Column("peak_flops_per_s", "peak", numeric=True),
+            *(matrix_column if matrix else ()),
             Column("ridge_flops_per_byte", "ridge point", numeric=True),
             *set_by,
         ),
@@ -89,6 +93,7 @@ def hardware_document(hw: Hardware) -> Document:
             (
                 precision.value,
                 Value(peak, Unit.FLOP_RATE),
+                *((Value(hw.matmul_peak(precision), Unit.FLOP_RATE),) if matrix else ()),
                 Value(
                     Ceilings.of(hw, precision).ridge_flops_per_byte, Unit.NUMBER, ".3g", " FLOP/B"
                 ),
@@ -121,8 +126,16 @@ def hardware_document(hw: Hardware) -> Document:
             )
         )
     facts.append(("memory", line(Value(hw.memory_bytes, Unit.BYTES))))
+    if hw.l2_bytes is not None:
+        facts.append(("L2 cache", line(Value(hw.l2_bytes, Unit.BYTES))))
     if hw.sm_count is not None:
         facts.append(("SMs", line(str(hw.sm_count))))
+    if hw.clock_hz is not None:
+        facts.append(("boost clock", line(Value(hw.clock_hz / 1e6, Unit.NUMBER, ",.0f", " MHz"))))
+    if hw.board_power_w is not None:
+        facts.append(("board power", line(Value(hw.board_power_w, Unit.NUMBER, ",.0f", " W"))))
+    if hw.vendor is not None:
+        facts.append(("GPU vendor", line(hw.vendor)))
     if hw.gpu_link_bytes_per_s is not None:
         facts.append(("GPU–GPU link", line(Value(hw.gpu_link_bytes_per_s, Unit.BYTE_RATE))))
     if hw.host_link_bytes_per_s is not None:

@@ -26,6 +26,7 @@ from lightspeed.trace.events import (
     IntArray,
     Kind,
     Trace,
+    TraceDevice,
 )
 
 # The categories exactly as Kineto writes them, for the common case (no lower-casing).
@@ -164,7 +165,7 @@ def merge_parts(parts: Sequence[Part], path: str, metadata: Mapping[str, Any]) -
         path=path,
         rank=_int_or(info.get("rank"), None),
         world_size=_int_or(info.get("world_size"), None),
-        device_names=_device_names(metadata.get("deviceProperties")),
+        devices=_devices(metadata.get("deviceProperties")),
         names=tuple(names),
         tables={kind: _table(parts, kind) for kind in Kind},
         skipped=dict(skipped),
@@ -230,7 +231,21 @@ def _int_or(value: Any, default: int | None) -> Any:
     return default
 
 
-def _device_names(props: Any) -> tuple[str, ...]:
+def _devices(props: Any) -> tuple[TraceDevice, ...]:
+    """Each named device of `deviceProperties`, with its SM count and memory."""
     if not isinstance(props, list):
         return ()
-    return tuple(str(p.get("name")) for p in props if isinstance(p, dict) and p.get("name"))
+    return tuple(
+        TraceDevice(
+            name=str(p["name"]),
+            sm_count=_positive(p.get("numSms")),
+            memory_bytes=_positive(p.get("totalGlobalMem")),
+        )
+        for p in props
+        if isinstance(p, dict) and p.get("name")
+    )
+
+
+def _positive(value: Any) -> int | None:
+    number = _int_or(value, None)
+    return number if number is not None and number > 0 else None

@@ -96,11 +96,21 @@ class EventTable:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class TraceDevice:
+    """A GPU as a trace's `deviceProperties` describe it: its `name`, its SMs (an AMD
+    GPU's CUs; `numSms`) and its memory in bytes (`totalGlobalMem`), None where absent."""
+
+    name: str
+    sm_count: int | None = None
+    memory_bytes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Trace:
     """One rank's trace: its event tables, names, and what the file says about itself.
 
     `rank` and `world_size` come from `distributedInfo` (None when absent).
-    `device_names` from `deviceProperties`. `skipped` counts the events of categories
+    `devices` from `deviceProperties`. `skipped` counts the events of categories
     no analysis reads, and `malformed` the events that could not be read at all.
     `op_shapes` holds, for the CPU ops named in SHAPED_OPS (by row of the CPU-op
     table), their `Input Dims` and `Input type` as the trace wrote them (present when
@@ -110,7 +120,7 @@ class Trace:
     path: str
     rank: int | None
     world_size: int | None
-    device_names: tuple[str, ...]
+    devices: tuple[TraceDevice, ...]
     names: tuple[str, ...]
     tables: Mapping[Kind, EventTable]
     skipped: Mapping[str, int]
@@ -120,3 +130,8 @@ class Trace:
 
     def table(self, kind: Kind) -> EventTable:
         return self.tables[kind]
+
+    @property
+    def device_names(self) -> tuple[str, ...]:
+        """The names of `devices`, in the trace's order."""
+        return tuple(d.name for d in self.devices)

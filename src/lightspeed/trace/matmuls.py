@@ -6,8 +6,10 @@ A trace recorded with `record_shapes=True` gives each CPU op its `Input Dims` an
 the operands and the result. Each op's kernels are found through the runtime calls
 made inside it (`External id`, then `correlation`), so each op has a kernel time.
 
-When `deviceProperties` names a GPU of the catalog, each op's speed of light is
-max(FLOPs / peak, bytes / bandwidth) at its precision, and the ops' total speed of
+When `deviceProperties` describe a GPU of the catalog (by its name, or by its SM count
+and memory where the name is generic), each op's speed of light is max(FLOPs / peak,
+bytes / bandwidth) at the peak of its matrix units in its precision (AMD's fp32 on
+MFMA runs at twice the vector rate), and the ops' total speed of
 light over their kernel time is how close the matrix products run to it. An fp32
 product that ran faster than the fp32 peak allows was run by TF32 tensor cores, and is
 placed against that peak instead. Products whose dimensions are not multiples of
@@ -27,7 +29,15 @@ import numpy as np
 from lightspeed.document import Unit, Value, line
 from lightspeed.dtypes import Precision
 from lightspeed.rules import unaligned_dims
-from lightspeed.trace.events import US, EventTable, FloatArray, IntArray, Kind, Trace
+from lightspeed.trace.events import (
+    US,
+    EventTable,
+    FloatArray,
+    IntArray,
+    Kind,
+    Trace,
+    TraceDevice,
+)
 from lightspeed.trace.names import BoolArray
 from lightspeed.trace.steps import correlate
 from lightspeed.trace.window import Shown, TraceContext, WindowAnalyzer, WindowContext
@@ -181,19 +191,20 @@ def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
     op_time_us = np.bincount(
         op_of_event[mapped], weights=device.dur_us[mapped], minlength=len(products)
     ).astype(np.float64)
-    return _on_catalog_gpu(index, trace.device_names, op_time_us)
+    return _on_catalog_gpu(index, trace.devices, op_time_us)
 
 
 def _on_catalog_gpu(
-    index: MatmulIndex, device_names: tuple[str, ...], op_time_us: FloatArray
+    index: MatmulIndex, devices: tuple[TraceDevice, ...], op_time_us: FloatArray
 ) -> MatmulIndex:
-    """`index` with each product placed on the roofline of the GPU `device_names` name,
-    when it is one GPU of the catalog."""
+    """`index` with each product placed on the roofline of the GPU `devices` describe
+    (by name, or by SM count and memory where the name is generic), when they are one
+    GPU of the catalog; at the peak of its matrix units."""
     # Here, not at the top: only traces with recorded products load the catalog.
     from lightspeed.analysis.roofline import Bound, place_on
-    from lightspeed.hardware import catalog_hardware, catalog_id_for_device_name
+    from lightspeed.hardware import catalog_hardware, catalog_id_for_device
 
-    ids = {catalog_id_for_device_name(n) for n in device_names}
+    ids = {catalog_id_for_device(d.name, d.sm_count, d.memory_bytes) for d in devices}
     hw_id = ids.pop() if len(ids) == 1 else None  # unknown, or several kinds of GPU
     if hw_id is None:
         return index
@@ -204,10 +215,10 @@ def _on_catalog_gpu(
     for i, precision in enumerate(p.precision for p in index.products):
         if not (index.flops[i] or index.bytes[i]):  # an empty product: no work to place
             continue
-        point = place_on(hw, index.flops[i], index.bytes[i], precision)
+        point = place_on(hw, index.flops[i], index.bytes[i], precision, matrix=True)
         faster = op_time_us[i] * US < point.sol_time_s
         if precision is Precision.FP32 and faster and Precision.TF32 in hw.peak_flops_per_s:
-            point = place_on(hw, index.flops[i], index.bytes[i], Precision.TF32)
+            point = place_on(hw, index.flops[i], index.bytes[i], Precision.TF32, matrix=True)
             tf32[i] = True
             unaligned[i] = index.products[i].tensor_core_aligned(Precision.TF32) is False
         sol[i], below_ridge[i] = point.sol_time_s, point.bound is Bound.MEMORY

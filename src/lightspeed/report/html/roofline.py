@@ -86,32 +86,36 @@ def roofs(
     hardware: Mapping[str, Any], used: Iterable[str], points: tuple[Point, ...]
 ) -> tuple[Roof, ...]:
     """The roofs of `hardware` (its JSON object) over the intensities `points` span: a
-    compute roof per precision (drawn for the precisions in `used`, in the legend for
-    the others), then the memory and cache bandwidth slopes up to the highest peak."""
+    compute roof per precision and one per matrix peak (drawn for the precisions in
+    `used`, in the legend for the others), then the memory and cache bandwidth slopes up
+    to the highest peak."""
     peaks = {p: float(v) for p, v in (hardware.get("peak_flops_per_s") or {}).items() if v}
+    matrix = {p: float(v) for p, v in (hardware.get("matrix_peak_flops_per_s") or {}).items() if v}
     memory = hardware.get("memory_bandwidth_bytes_per_s")
     cache = hardware.get("cache_bandwidth_bytes_per_s")
     if not peaks or not memory:
         return ()
-    ridges = [peak / memory for peak in peaks.values()]
+    ridges = [peak / memory for peak in (*peaks.values(), *matrix.values())]
     intensities = [p.intensity for p in points] or ridges
     lo = min(*intensities, *ridges) / 4
     hi = max(*intensities, *ridges) * 4
     used = set(used) or {"fp32"}
     found: list[Roof] = []
-    for precision, peak in sorted(peaks.items(), key=lambda kv: kv[1]):
+    named = [(f"{p} peak", p, v) for p, v in peaks.items()]
+    named += [(f"{p} matrix peak", p, v) for p, v in matrix.items()]
+    for name, precision, peak in sorted(named, key=lambda roof: roof[2]):
         # lo lies below every ridge point, so each roof bends once.
         ridge = peak / memory
         found.append(
             Roof(
-                f"{precision} peak {units.flops_rate(peak)}",
+                f"{name} {units.flops_rate(peak)}",
                 (lo, ridge, hi),
                 (memory * lo, peak, peak),
                 shown=precision in used,
             )
         )
     # The slopes rise to the highest roof drawn, not past it.
-    top = max((peak for p, peak in peaks.items() if p in used), default=max(peaks.values()))
+    top = max((peak for _, p, peak in named if p in used), default=max(peaks.values()))
     found.append(
         Roof(f"memory {units.byte_rate(memory)}", (lo, top / memory), (memory * lo, top), True)
     )
