@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 
 from lightspeed import units
-from lightspeed.analysis.step_roofline import analyse_op, analyse_ops
+from lightspeed.analysis.step_roofline import analyse_op
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import DeviceKind, Hardware
 from lightspeed.facts.profile import Prediction, Profile
@@ -44,30 +44,38 @@ RULES = (
 )
 
 
+def carry_time(op: OpRecord, source: Hardware, target: Hardware) -> float:
+    """Seconds `op`, measured on `source` (its `time_s`), takes on `target` (see the
+    module's docstring); its measured time where it has none to carry. The one rule every
+    cross-hardware prediction uses: a profile's ops, a trace's, a serving plan's."""
+    measured = op.time_s
+    if measured is None:
+        return 0.0
+    before = analyse_op(op, source)
+    if before.point is None:
+        return measured
+    sol = analyse_op(op, target).sol_time_s
+    if before.bound is Bound.OVERHEAD:
+        return max(measured, sol)
+    if before.sol_time_s > 0:
+        return measured * (sol / before.sol_time_s)
+    return measured
+
+
 def on_hardware(profile: Profile, target: Hardware) -> Profile:
     """`profile` predicted on `target` (see the module's docstring)."""
     source = profile.hardware
-    ops: list[OpRecord] = []
-    for before in analyse_ops(profile):
-        op, measured = before.op, before.op.time_s
-        if measured is None or before.point is None:
-            ops.append(op)
-            continue
-        sol = analyse_op(op, target).sol_time_s
-        if before.bound is Bound.OVERHEAD:
-            predicted = max(measured, sol)
-        elif before.sol_time_s > 0:
-            predicted = measured * (sol / before.sol_time_s)
-        else:
-            predicted = measured
-        ops.append(dataclasses.replace(op, time_s=predicted))
+    ops = tuple(
+        op if op.time_s is None else dataclasses.replace(op, time_s=carry_time(op, source, target))
+        for op in profile.ops
+    )
     timing, profiled = scaled_step(profile, ops)
     device = Device.CUDA if target.kind is DeviceKind.GPU else Device.CPU
     return dataclasses.replace(
         profile,
         workload=dataclasses.replace(profile.workload, device=device),
         hardware=target,
-        ops=tuple(ops),
+        ops=ops,
         timing=timing,
         profiled_step_s=profiled,
         prediction=Prediction(
