@@ -15,6 +15,7 @@ from lightspeed.hardware import (
     catalog_id_for_device_name,
     catalog_ids,
 )
+from lightspeed.hardware.catalog import catalog_data
 
 REQUIRED_IDS = [
     "p4",
@@ -140,6 +141,29 @@ def test_matrix_peaks_are_positive_and_frozen() -> None:
         dataclasses.replace(mi100, clock_hz=0.0)
     with pytest.raises(TypeError):
         mi100.matrix_peak_flops_per_s[Precision.FP32] = 1.0  # type: ignore[index]
+
+
+@pytest.mark.parametrize("hw_id", catalog_ids())
+def test_every_gpu_has_its_process_node_cited(hw_id: str) -> None:
+    # From TSMC's 16 nm FinFET (Pascal) to its 4NP (Blackwell), each from a document
+    # of its own that names the process, not the entry's datasheet by default.
+    hw = catalog_hardware(hw_id)
+    assert hw.process_nm is not None, f"{hw_id} has no process_nm"
+    assert 3 <= hw.process_nm <= 20, hw_id
+    assert "process_nm" in catalog_data()["gpu"][hw_id]["sources"], hw_id
+    citation = hw.source_of("process_nm")
+    assert citation is not None and "process" in citation and "http" in citation, hw_id
+
+
+def test_process_nodes() -> None:
+    nodes = {hw_id: catalog_hardware(hw_id).process_nm for hw_id in catalog_ids()}
+    assert {nodes[i] for i in ("p4", "p100-pcie-16gb")} == {16}
+    assert {nodes[i] for i in ("v100-sxm2", "v100-pcie-32gb", "t4")} == {12}
+    assert {nodes[i] for i in ("h100-sxm", "h200-sxm", "b200", "l4", "rtx-4090")} == {4}
+    assert (nodes["a100-40gb-sxm"], nodes["rtx-3090"], nodes["mi100"]) == (7, 8, 7)
+    assert (nodes["mi210"], nodes["mi250-gcd"], nodes["mi300x"]) == (6, 6, 5)
+    with pytest.raises(ConfigError, match="process_nm must be positive"):
+        dataclasses.replace(catalog_hardware("t4"), process_nm=0.0)
 
 
 @pytest.mark.parametrize("hw_id", REQUIRED_IDS)

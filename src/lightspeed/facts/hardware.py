@@ -123,7 +123,9 @@ class Hardware:
     MFMA: twice the vector rate on an MI100); `matmul_peak` picks a matrix product's.
     The datasheet facts beside the ceilings: `clock_hz`, the boost clock the peaks
     assume; `l2_bytes`, the L2 cache; `board_power_w`, the board's power limit (TDP);
-    `vendor`, such as "nvidia" or "amd". `sm_count` counts SMs, or an AMD GPU's CUs.
+    `vendor`, such as "nvidia" or "amd"; `process_nm`, the manufacturing process's
+    nominal feature size in nanometres as the vendor names it (TSMC 4N: 4, Samsung
+    8N: 8). `sm_count` counts SMs, or an AMD GPU's CUs.
     """
 
     id: str
@@ -142,6 +144,7 @@ class Hardware:
     l2_bytes: int | None = None
     board_power_w: float | None = None
     vendor: str | None = None
+    process_nm: float | None = None
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
     calibration: Calibration | None = None
 
@@ -163,7 +166,7 @@ class Hardware:
                     raise ConfigError(
                         f"hardware {self.id!r}: {precision.value}{kind} peak must be positive."
                     )
-        for name in ("clock_hz", "l2_bytes", "board_power_w"):
+        for name in ("clock_hz", "l2_bytes", "board_power_w", "process_nm"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ConfigError(f"hardware {self.id!r}: {name} must be positive.")
@@ -227,6 +230,7 @@ def hardware_to_dict(hw: Hardware) -> dict[str, Any]:
         "l2_bytes": hw.l2_bytes,
         "board_power_w": hw.board_power_w,
         "vendor": hw.vendor,
+        "process_nm": hw.process_nm,
         "sources": dict(hw.sources),
         "calibration": None,
     }
@@ -279,6 +283,7 @@ def hardware_from_dict(data: Mapping[str, Any]) -> Hardware:
         l2_bytes=_opt_int(data.get("l2_bytes")),
         board_power_w=_opt_float(data.get("board_power_w")),
         vendor=None if data.get("vendor") is None else str(data["vendor"]),
+        process_nm=_opt_float(data.get("process_nm")),
         sources=dict(data.get("sources", {})),
         calibration=calibration,
     )

@@ -79,6 +79,7 @@ def _entry_to_hardware(hw_id: str, entry: dict[str, Any], citations: dict[str, s
         l2_bytes=entry.get("l2_bytes"),
         board_power_w=_opt_float(entry.get("board_power_w")),
         vendor=entry.get("vendor"),
+        process_nm=_opt_float(entry.get("process_nm")),
         gpu_link_bytes_per_s=entry.get("gpu_link_bytes_per_s"),
         host_link_bytes_per_s=entry.get("host_link_bytes_per_s"),
         sources=sources,

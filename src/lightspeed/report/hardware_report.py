@@ -136,6 +136,8 @@ def hardware_document(hw: Hardware) -> Document:
         facts.append(("board power", line(Value(hw.board_power_w, Unit.NUMBER, ",.0f", " W"))))
     if hw.vendor is not None:
         facts.append(("GPU vendor", line(hw.vendor)))
+    if hw.process_nm is not None:
+        facts.append(("process node", line(Value(hw.process_nm, Unit.NUMBER, "g", " nm"))))
     if hw.gpu_link_bytes_per_s is not None:
         facts.append(("GPU–GPU link", line(Value(hw.gpu_link_bytes_per_s, Unit.BYTE_RATE))))
     if hw.host_link_bytes_per_s is not None:
@@ -177,9 +179,11 @@ def hardware_document(hw: Hardware) -> Document:
         ]
         blocks.append(Fields(tuple(measured), title="Calibration"))
     else:
+        # A field cited to the document that covers all numbers is not shown twice.
         sources = tuple(
             ("all numbers" if field == "*" else field, line(source))
             for field, source in hw.sources.items()
+            if field == "*" or source != hw.sources.get("*")
         )
         blocks.append(Fields(sources, title="Sources"))
     section = Section(f"{hw.name} ({hw.id}, {hw.kind.value})", tuple(blocks))
