@@ -147,6 +147,18 @@ def nodes_of(run: Run) -> list[Node]:
     return [_node(row, run, dtypes) for row in run.rows]
 
 
+def graph_of(run: Run) -> tuple[tuple[str, ...], ...]:
+    """What `nodes_of` reads of each node: runs with the same graph share their nodes.
+    (The graph's output, which runs nothing, may list more values on one GPU.)"""
+    fields = ("Name", "op", "target", "input_shapes", "output_shape", "dtype", "_kwargs")
+    return tuple(
+        tuple(re.sub(r" at 0x[0-9a-f]+", "", row[f]) for f in fields)
+        if row["op"] != "output"
+        else ("output",)
+        for row in run.rows
+    )
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Mapped:
     """A run as a Profile, and what could not be mapped onto ops."""
@@ -176,6 +188,8 @@ def profile_of(run: Run, hardware: Hardware, nodes: Sequence[Node] | None = None
     unmapped: list[str] = []
     profiled_ms = 0.0
     for node, row in zip(nodes, run.rows, strict=True):
+        if node.name != row["Name"]:
+            raise ValueError(f"{run.gpu}/{run.key.stem}: the nodes given are another graph's")
         repeat = copies if node.layer is not None else 1
         fw = float(row["fw_latency"] or 0.0)
         bw = float(row["bw_latency"] or 0.0) + float(row["acc_latency"] or 0.0)

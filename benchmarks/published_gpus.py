@@ -4,21 +4,26 @@
         --data ../shared/gpu-data/neusight --json published_gpus.json
 
 For every configuration (model, inf/train, sequence, batch) with a per-op CSV on GPU A,
-`neusight.profile_of` makes the Profile measured on A; `lightspeed.predict(profile,
-hardware=B)` predicts it on every other GPU B that measured the same configuration, and
-the prediction is set against B's measured whole-model time (`e2e_latency`). Beside it,
-the baselines the model must beat, on the same pairs: the identity (B takes A's time),
-A's time scaled by the fp32 peaks (A over B), by the memory bandwidths, and the step's
-speed of light on B (`lightspeed`'s roofline, no measurement). The matrix products of
-`gemm_fp32.csv` are carried over one by one in the same way (`predict.hardware.carry_time`,
-the rule the profile's ops go through) for every shape two GPUs measured.
+`neusight.profile_of` makes the Profile measured on A; `predict.hardware.on_hardware`
+(what `lightspeed.predict(profile, hardware=B)` runs) predicts it on every other GPU B that
+measured the same configuration, against B's measured whole-model time (`e2e_latency`),
+and each kind of op's time against B's own op-by-op measurement. Beside it, the
+baselines the model must beat, on the same pairs: the identity (B takes A's time), A's
+time scaled by the fp32 peaks (A over B), by the memory bandwidths, and the step's speed
+of light on B (no measurement). The fp32 products of `gemm_fp32.csv` are carried over one
+by one through `carry_time`, the rule every op goes through.
+
+What GPUs sustain (`predict.hardware.SustainedRates`) is fitted on the one-by-one
+products, leaving one GPU out: each pair is predicted with rates fitted without its
+target (`--frozen`: the rates frozen in `predict/hardware.py` for every target). The
+whole-model runs are never fitted on. `--write-validation` writes the errors found to
+`predict/validation.json`, which every GPU-to-GPU prediction reports.
 
 DIR has NeuSight's layout (`label/<GPU>/…`, `model_configs/`, `gemm_fp32.csv`) and may
-hold other GPUs in it: `GPUS` maps every GPU folder NeuSight published, the ones held
-out of the shared data included, to its catalog entry. Pairs are reported by group: the
-NVIDIA GPUs' inference (the acceptance set), the AMD GPUs, and across vendors. Nothing
-is fitted to these runs: the model's rules and constants are frozen in
-`predict/hardware.py` before this runs.
+hold other GPUs in it: `GPUS` maps every GPU folder NeuSight published, the held-out ones
+included, to its catalog entry; `--held-out` (default: those five) names the GPUs that are
+only ever targets, never a source and never fitted on. Pairs are reported by group: the
+NVIDIA GPUs, the AMD GPUs, across vendors, and the held-out targets.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import argparse
 import csv
 import dataclasses
 import json
+import math
 import statistics
 import sys
 import time
@@ -35,20 +41,32 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import lightspeed
 import neusight
+from lightspeed.analysis.profile_analysis import analyse
 from lightspeed.analysis.step_roofline import analyse_op
 from lightspeed.dtypes import Precision
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.records import OpRecord
 from lightspeed.hardware import catalog_hardware
 from lightspeed.measure.capture import capture_forward
-from lightspeed.predict.hardware import carry_time
+from lightspeed.predict.hardware import (
+    FP32_PRODUCTS,
+    STEP,
+    SUSTAINED,
+    SustainedRates,
+    carry_kind,
+    carry_time,
+    on_hardware,
+    sustained_hardware,
+)
+from lightspeed.report import render_json
+from lightspeed.report.profile_report import profile_document
 
 # Every GPU folder of NeuSight's labels (and the device names of its gemm table) → the
 # catalog entry. The held-out GPUs are here so the frozen benchmark runs on them as is.
@@ -69,6 +87,15 @@ GPUS = {
 }
 
 
+HELD_OUT = (
+    "NVIDIA_H100_80GB_HBM3",
+    "NVIDIA_L4",
+    "NVIDIA_A100_80GB_PCIe",
+    "NVIDIA_A100-SXM4-40GB",
+    "AMD_Instinct_MI250",
+)
+
+
 def folder_of_device(name: str) -> str:
     """The label folder name of a device name as the gemm table writes it."""
     return name.replace(" ", "_")
@@ -76,7 +103,9 @@ def folder_of_device(name: str) -> str:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Pair:
-    """One configuration measured on `source` and predicted on `target`."""
+    """One configuration measured on `source` and predicted on `target`; `kinds`: per
+    kind of op (`predict.hardware.carry_kind` on the source), its time predicted on the
+    target and measured there op by op, in ms."""
 
     key: neusight.RunKey
     source: str
@@ -84,6 +113,7 @@ class Pair:
     measured_ms: float
     predicted_ms: float
     baselines_ms: dict[str, float]
+    kinds: dict[str, tuple[float, float]]
 
     def row(self) -> dict[str, Any]:
         return {
@@ -96,6 +126,7 @@ class Pair:
             "measured_ms": self.measured_ms,
             "predicted_ms": self.predicted_ms,
             "baselines_ms": self.baselines_ms,
+            "kinds_ms": {k: {"predicted": p, "measured": m} for k, (p, m) in self.kinds.items()},
         }
 
 
@@ -103,48 +134,68 @@ def vendor(gpu: str) -> str:
     return "amd" if gpu.startswith("AMD") else "nvidia"
 
 
-def group_of(source: str, target: str, mode: str) -> str:
-    """The report group of a pair: NVIDIA inference, AMD, or across vendors."""
+def group_of(source: str, target: str, mode: str, held_out: Iterable[str] = ()) -> str:
+    """The report group of a pair: NVIDIA, AMD or across vendors, by mode; a held-out
+    target's pairs apart."""
+    if target in held_out:
+        return f"held out, {mode}"
     if vendor(source) != vendor(target):
         return f"across vendors, {mode}"
-    return f"{vendor(source).upper() if vendor(source) == 'amd' else 'NVIDIA'} {mode}"
+    return f"{'AMD' if vendor(source) == 'amd' else 'NVIDIA'} {mode}"
 
 
-def model_pairs(data: Path, hardware: dict[str, Hardware]) -> tuple[list[Pair], list[dict]]:
-    """Every ordered pair of GPUs that measured one configuration, A with a per-op CSV;
-    and, per run, what the reader could not map and the residual."""
-    runs = [r for r in neusight.runs_in(data) if r.gpu in hardware]
+def model_pairs(
+    data: Path,
+    hardware: dict[str, Hardware],
+    rates_for: Callable[[str], SustainedRates],
+    held_out: frozenset[str],
+) -> tuple[list[Pair], list[dict[str, Any]]]:
+    """Every ordered pair of GPUs that measured one configuration, both with a per-op
+    CSV, the source not held out, predicted with the rates fitted without the target;
+    and, per source run, what the reader could not map and the residual."""
+    runs = [r for r in neusight.runs_in(data) if r.gpu in hardware and r.rows]
     by_key: dict[neusight.RunKey, list[neusight.Run]] = defaultdict(list)
     for run in runs:
         by_key[run.key].append(run)
     pairs: list[Pair] = []
-    mapped: list[dict] = []
+    mapped: list[dict[str, Any]] = []
     for key, measured in sorted(by_key.items()):
-        nodes = None
+        graphs: dict[tuple[tuple[str, ...], ...], list[neusight.Node]] = {}
+        made = {}
+        for r in measured:
+            graph = neusight.graph_of(r)
+            if graph not in graphs:
+                graphs[graph] = neusight.nodes_of(r)
+            made[r.gpu] = neusight.profile_of(r, hardware[r.gpu], graphs[graph])
         for a in measured:
-            if not a.rows:
+            if a.gpu in held_out:
                 continue
-            nodes = nodes if nodes is not None else neusight.nodes_of(a)
-            source = hardware[a.gpu]
-            made = neusight.profile_of(a, source, nodes)
+            source, profile = hardware[a.gpu], made[a.gpu].profile
             mapped.append(
                 {
                     "gpu": a.gpu,
                     "run": key.stem,
-                    "ops": len(made.profile.ops),
+                    "ops": len(profile.ops),
                     "e2e_ms": a.e2e_ms,
-                    "profiled_ms": made.profiled_ms,
-                    "residual": made.residual,
-                    "unmapped_ms": made.unmapped_ms,
-                    "unmapped_nodes": list(made.unmapped_nodes),
+                    "profiled_ms": made[a.gpu].profiled_ms,
+                    "residual": made[a.gpu].residual,
+                    "unmapped_ms": made[a.gpu].unmapped_ms,
+                    "unmapped_nodes": list(made[a.gpu].unmapped_nodes),
                 }
             )
+            kind_of = [carry_kind(op, source) for op in profile.ops]
             for b in measured:
-                if b.gpu == a.gpu or not b.rows:
+                if b.gpu == a.gpu:
                     continue
                 target = hardware[b.gpu]
-                predicted = lightspeed.predict(made.profile, hardware=target)
+                predicted = on_hardware(profile, target, rates_for(b.gpu))
                 assert predicted.step_time_s is not None
+                kinds: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+                if neusight.graph_of(a) == neusight.graph_of(b):  # the same ops, op by op
+                    there = made[b.gpu].profile.ops
+                    for kind, p_op, m_op in zip(kind_of, predicted.ops, there, strict=True):
+                        kinds[kind][0] += (p_op.time_s or 0.0) * 1e3
+                        kinds[kind][1] += (m_op.time_s or 0.0) * 1e3
                 e2e_a = a.e2e_ms
                 pairs.append(
                     Pair(
@@ -161,8 +212,9 @@ def model_pairs(data: Path, hardware: dict[str, Hardware]) -> tuple[list[Pair], 
                             "bandwidth ratio": e2e_a
                             * source.memory_bandwidth_bytes_per_s
                             / target.memory_bandwidth_bytes_per_s,
-                            "speed of light on B": _sol_s(made.profile.ops, target) * 1e3,
+                            "speed of light on B": _sol_s(profile.ops, target) * 1e3,
                         },
+                        kinds={k: (v[0], v[1]) for k, v in kinds.items()},
                     )
                 )
     return pairs, mapped
@@ -201,27 +253,44 @@ class _Fn(torch.nn.Module):
         return self.fn(*args)
 
 
-def gemm_pairs(data: Path, hardware: dict[str, Hardware]) -> list[dict[str, Any]]:
-    """Each product measured on two GPUs, carried from one to the other."""
-    times: dict[tuple[str, int, int, int, int], dict[str, float]] = defaultdict(dict)
-    with (data / "gemm_fp32.csv").open(newline="") as f:
+Shape = tuple[str, int, int, int, int]
+
+
+def gemm_times(data: Path, gpus: Iterable[str]) -> dict[Shape, dict[str, float]]:
+    """Milliseconds of each product (op, B, M, N, K) on each GPU of `gpus` that ran it."""
+    wanted = set(gpus)
+    times: dict[Shape, dict[str, float]] = defaultdict(dict)
+    path = data / "gemm_fp32.csv"
+    if not path.exists():
+        return {}
+    with path.open(newline="") as f:
         for row in csv.DictReader(f):
             gpu = folder_of_device(row["gpu"])
-            if gpu not in hardware:
-                continue
-            shape = (row["op"], int(row["B"]), int(row["M"]), int(row["N"]), int(row["K"]))
-            times[shape][gpu] = float(row["latency_ms"])
+            if gpu in wanted:
+                shape = (row["op"], int(row["B"]), int(row["M"]), int(row["N"]), int(row["K"]))
+                times[shape][gpu] = float(row["latency_ms"])
+    return {shape: t for shape, t in times.items() if len(t) >= 2}
+
+
+def gemm_pairs(
+    times: dict[Shape, dict[str, float]],
+    hardware: dict[str, Hardware],
+    rates_for: Callable[[str], SustainedRates],
+    held_out: frozenset[str],
+) -> list[dict[str, Any]]:
+    """Each product measured on two GPUs carried from one (never a held-out one) to the
+    other by `carry_time`, with the rates fitted without the target."""
     out = []
     for shape, measured in sorted(times.items()):
-        if len(measured) < 2:
-            continue
         op = _product(*shape)
         for a, t_a in measured.items():
+            if a in held_out:
+                continue
             timed = dataclasses.replace(op, time_s=t_a * 1e-3)
             for b, t_b in measured.items():
                 if a == b:
                     continue
-                predicted = carry_time(timed, hardware[a], hardware[b])
+                predicted = carry_time(timed, hardware[a], hardware[b], rates_for(b))
                 out.append(
                     {
                         "op": shape[0],
@@ -241,6 +310,61 @@ def gemm_pairs(data: Path, hardware: dict[str, Hardware]) -> list[dict[str, Any]
     return out
 
 
+# --- fitting what GPUs sustain, leaving one out ------------------------------------------
+
+FLOPS_PER_JOULE = tuple(x * 1e9 for x in range(20, 201, 2))
+PEAK_SHARES = (0.8, 0.85, 0.9, 0.95, 1.0)
+
+
+# With fewer than two GPUs to fit on, nothing is known of what GPUs sustain: their
+# datasheet peaks.
+DATASHEET = SustainedRates(flops_per_joule=math.inf, peak_share=1.0)
+
+
+def fit_rates(
+    times: dict[Shape, dict[str, float]], hardware: dict[str, Hardware], gpus: Iterable[str]
+) -> SustainedRates:
+    """The `SustainedRates` that carry the products measured on `gpus` between them
+    best: the least median |log(predicted / measured)| over every ordered pair, on a grid.
+    The products are compute bound on these GPUs, so each is carried at the ratio of
+    its speed of light at the sustained rates (what `carry_time` does), vectorised."""
+    chosen = sorted(set(gpus))
+    if len(chosen) < 2:
+        return DATASHEET
+    flops, nbytes, t = [], [], {g: [] for g in chosen}
+    for shape, measured in times.items():
+        if sum(g in measured for g in chosen) < 2:
+            continue
+        op = _product(*shape)
+        flops.append(op.flops)
+        nbytes.append(op.bytes)
+        for g in chosen:
+            t[g].append(measured.get(g, np.nan))
+    fl, by = np.array(flops, float), np.array(nbytes, float)
+    ms = {g: np.array(v) for g, v in t.items()}
+    best: tuple[float, SustainedRates] | None = None
+    for share in PEAK_SHARES:
+        for fpj in FLOPS_PER_JOULE:
+            rates = SustainedRates(flops_per_joule=fpj, peak_share=share)
+            sol = {}
+            for g in chosen:
+                held = sustained_hardware(hardware[g], rates)
+                sol[g] = np.maximum(
+                    fl / held.matmul_peak(Precision.FP32), by / held.memory_bandwidth_bytes_per_s
+                )
+            logs = []
+            for a in chosen:
+                for b in chosen:
+                    if a != b:
+                        ratio = ms[a] * sol[b] / sol[a] / ms[b]
+                        logs.append(np.abs(np.log(ratio[np.isfinite(ratio)])))
+            score = float(np.median(np.concatenate(logs)))
+            if best is None or score < best[0]:
+                best = (score, rates)
+    assert best is not None
+    return best[1]
+
+
 # --- the summary -----------------------------------------------------------------------
 
 
@@ -255,11 +379,13 @@ def errors(measured: Sequence[float], predicted: Sequence[float]) -> dict[str, f
     }
 
 
-def summary(pairs: Sequence[Pair]) -> dict[str, dict[str, dict[str, float]]]:
+def summary(
+    pairs: Sequence[Pair], held_out: frozenset[str] = frozenset()
+) -> dict[str, dict[str, dict[str, float]]]:
     """Per group: the model's errors and each baseline's, on the same pairs."""
     groups: dict[str, list[Pair]] = defaultdict(list)
     for p in pairs:
-        groups[group_of(p.source, p.target, p.key.mode)].append(p)
+        groups[group_of(p.source, p.target, p.key.mode, held_out)].append(p)
     table = {}
     for name, members in sorted(groups.items()):
         measured = [p.measured_ms for p in members]
@@ -270,8 +396,20 @@ def summary(pairs: Sequence[Pair]) -> dict[str, dict[str, dict[str, float]]]:
     return table
 
 
+def kind_summary(pairs: Sequence[Pair]) -> dict[str, dict[str, float]]:
+    """Per kind of op, the error of its time predicted on B against B's op-by-op
+    measurement of the same ops, over `pairs`."""
+    found: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+    for p in pairs:
+        for kind, (predicted, measured) in p.kinds.items():
+            if measured > 0:
+                found[kind][0].append(measured)
+                found[kind][1].append(predicted)
+    return {kind: errors(m, p) for kind, (m, p) in found.items()}
+
+
 def gemm_summary(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
-    """The products' errors, all and by the size class of their smallest dimension."""
+    """The products' errors, all and by size class (FLOPs, smallest dimension)."""
     classes: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         classes["all"].append(r)
@@ -306,30 +444,115 @@ def _print_table(title: str, table: dict[str, dict[str, dict[str, float]]]) -> N
             )
 
 
+VALIDATED_GROUP = "NVIDIA inf"
+
+
+def validation_data(
+    pairs: Sequence[Pair], gemm: Sequence[dict[str, Any]], command: str
+) -> dict[str, Any]:
+    """`predict/validation.json`: per kind of op, how well its carried time matched, on
+    the NVIDIA GPUs' inference pairs, leave-one-GPU-out."""
+    nvidia = [p for p in pairs if group_of(p.source, p.target, p.key.mode) == VALIDATED_GROUP]
+    gpus = sorted({p.target for p in nvidia})
+    runs = (
+        f"NeuSight's published whole-model inference runs on {len(gpus)} NVIDIA GPUs"
+        " (fp32), each predicted from each other GPU, leave-one-GPU-out"
+    )
+    kinds: dict[str, dict[str, Any]] = {}
+    for kind, e in kind_summary(nvidia).items():
+        kinds[kind] = {
+            "pairs": int(e["n"]),
+            "median_error": e["median"],
+            "worst_error": e["max"],
+            "data": runs + ": the ops' time against the target's op-by-op measurement",
+        }
+    step = errors([p.measured_ms for p in nvidia], [p.predicted_ms for p in nvidia])
+    kinds[STEP] = {
+        "pairs": int(step["n"]),
+        "median_error": step["median"],
+        "worst_error": step["max"],
+        "data": runs + ": the step against the target's measured step",
+    }
+    nv_gemm = [r for r in gemm if vendor(r["source_gpu"]) == vendor(r["target_gpu"]) == "nvidia"]
+    if nv_gemm:
+        e = errors([r["measured_ms"] for r in nv_gemm], [r["predicted_ms"] for r in nv_gemm])
+        kinds[FP32_PRODUCTS] = {
+            "pairs": int(e["n"]),
+            "median_error": e["median"],
+            "worst_error": e["max"],
+            "data": "NeuSight's fp32 matrix products measured one by one on"
+            f" {len({r['target_gpu'] for r in nv_gemm})} NVIDIA GPUs, each predicted from"
+            " each other GPU, leave-one-GPU-out",
+        }
+    return {"schema_version": 1, "command": command, "kinds": kinds}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="NeuSight's layout")
     parser.add_argument("--json", type=Path, help="write the pairs here")
-    parser.add_argument("--no-gemm", action="store_true", help="skip gemm_fp32.csv")
+    parser.add_argument(
+        "--held-out",
+        default=",".join(HELD_OUT),
+        help="GPU folders that are only predicted: never a source, never fitted on",
+    )
+    parser.add_argument(
+        "--frozen",
+        action="store_true",
+        help="predict with predict/hardware.py's SUSTAINED for every target (no refit)",
+    )
+    parser.add_argument("--write-validation", type=Path, help="write validation.json here")
+    parser.add_argument(
+        "--save-profiles",
+        type=Path,
+        help="write each run with a per-op CSV as a profile, DIR/<GPU>/<run>.json, for"
+        " `lightspeed predict DIR/<GPU>/<run>.json --hardware ID`",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    held_out = frozenset(g for g in args.held_out.split(",") if g)
     folders = {p.name for p in (args.data / "label").iterdir() if p.is_dir()}
+    times = gemm_times(args.data, GPUS)
+    folders |= {g for measured in times.values() for g in measured}
     unknown = sorted(folders - GPUS.keys())
     if unknown:
         parser.error(f"GPU folders without a catalog entry in GPUS: {', '.join(unknown)}")
     hardware = {gpu: catalog_hardware(GPUS[gpu]) for gpu in sorted(folders)}
-    if (args.data / "gemm_fp32.csv").exists():
-        with (args.data / "gemm_fp32.csv").open(newline="") as f:
-            for row in csv.DictReader(f):
-                gpu = folder_of_device(row["gpu"])
-                if gpu not in hardware and gpu in GPUS:
-                    hardware[gpu] = catalog_hardware(GPUS[gpu])
-    pairs, mapped = model_pairs(args.data, hardware)
-    gemm = [] if args.no_gemm or not (args.data / "gemm_fp32.csv").exists() else None
-    if gemm is None:
-        gemm = gemm_pairs(args.data, hardware)
-    table = summary(pairs)
+    fitted_on = sorted({g for m in times.values() for g in m} - held_out)
+    folds: dict[str, SustainedRates] = {}
+    if not args.frozen:
+        every = fit_rates(times, hardware, fitted_on)
+        for gpu in hardware:
+            folds[gpu] = (
+                fit_rates(times, hardware, [g for g in fitted_on if g != gpu])
+                if gpu in fitted_on
+                else every
+            )
+        print(f"fitted on every GPU with products ({', '.join(fitted_on)}): {every}")
+        print(f"frozen in predict/hardware.py:                 {SUSTAINED}")
+        for gpu in fitted_on:
+            print(f"  leaving out {gpu:24} {folds[gpu]}")
+
+    def rates_for(gpu: str) -> SustainedRates:
+        return folds.get(gpu, SUSTAINED)
+
+    if args.save_profiles:
+        save_profiles(args.data, hardware, args.save_profiles)
+    pairs, mapped = model_pairs(args.data, hardware, rates_for, held_out)
+    gemm = gemm_pairs(times, hardware, rates_for, held_out)
+    table = summary(pairs, held_out)
     _print_table("Whole models: |error| of the step predicted on B from a profile on A", table)
+    kinds = {
+        group: {kind: e for kind, e in kind_summary(members).items()}
+        for group, members in _grouped(pairs, held_out).items()
+    }
+    print("\nKinds of op: their time predicted on B against B's op-by-op measurement")
+    for group, by_kind in kinds.items():
+        for kind, e in by_kind.items():
+            print(
+                f"  {group:26} {kind:36} {int(e['n']):4d} pairs  median {e['median']:6.1%}"
+                f"  worst {e['max']:6.1%}"
+            )
     gemm_table = gemm_summary(gemm) if gemm else {}
     if gemm_table:
         _print_table("Matrix products one by one", gemm_table)
@@ -347,12 +570,35 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "pairs": [p.row() for p in pairs],
                     "gemm_pairs": gemm,
                     "summary": table,
+                    "kinds": kinds,
                     "gemm_summary": gemm_table,
                     "runs": mapped,
+                    "rates": {g: dataclasses.asdict(r) for g, r in folds.items()},
                 },
                 indent=1,
             )
         )
+    if args.write_validation:
+        command = "benchmarks/published_gpus.py --data ../shared/gpu-data/neusight"
+        data = validation_data([p for p in pairs if p.target not in held_out], gemm, command)
+        args.write_validation.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def save_profiles(data: Path, hardware: dict[str, Hardware], out: Path) -> None:
+    """Each run with a per-op CSV as the JSON `lightspeed profile --json` writes."""
+    for run in neusight.runs_in(data):
+        if run.rows and run.gpu in hardware:
+            profile = neusight.profile_of(run, hardware[run.gpu]).profile
+            path = out / run.gpu / f"{run.key.stem}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            render_json.write(path, render_json.render(profile_document(analyse(profile))))
+
+
+def _grouped(pairs: Sequence[Pair], held_out: frozenset[str]) -> dict[str, list[Pair]]:
+    groups: dict[str, list[Pair]] = defaultdict(list)
+    for p in pairs:
+        groups[group_of(p.source, p.target, p.key.mode, held_out)].append(p)
+    return dict(sorted(groups.items()))
 
 
 if __name__ == "__main__":

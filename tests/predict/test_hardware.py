@@ -16,6 +16,12 @@ from lightspeed.dtypes import Precision
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import DeviceKind
 from lightspeed.hardware import catalog_hardware
+from lightspeed.predict.hardware import (
+    SUSTAINED,
+    SustainedRates,
+    carry_time,
+    sustained_hardware,
+)
 from lightspeed.predict.whatif import predict
 from lightspeed.report.profile_json import load_profile, save_profile
 
@@ -128,3 +134,69 @@ def test_predicting_needs_a_known_hardware_and_a_readable_profile(
 ) -> None:
     code, _, err = run_cli("predict", str(tmp_path / "none.json"), "--hardware", "h100-sxm")
     assert code == 2 and "no such file" in err
+
+
+def test_a_gpu_sustains_its_fp32_vector_rate_up_to_its_board_power() -> None:
+    rates = SUSTAINED
+    t4, v100, mi100 = (catalog_hardware(i) for i in ("t4", "v100-pcie-32gb", "mi100"))
+    # T4: 70 W × the FLOP a joule buys is below its 8.1 TFLOP/s; its fp16 tensor cores
+    # are only held to the share of their 65 TFLOP/s.
+    assert 70 * rates.flops_per_joule < rates.peak_share * 8.1e12
+    held = sustained_hardware(t4)
+    assert held.peak(Precision.FP32) == pytest.approx(70 * rates.flops_per_joule)
+    assert held.peak(Precision.FP16) == pytest.approx(rates.peak_share * 65e12)
+    # V100 PCIe: 250 W buys more than its 14 TFLOP/s, so the share holds it.
+    assert sustained_hardware(v100).peak(Precision.FP32) == pytest.approx(
+        min(rates.peak_share * 14e12, 250 * rates.flops_per_joule)
+    )
+    # MI100: the vector rate is capped at 300 W, the fp32 matrix units (MFMA) are not.
+    mfma = sustained_hardware(mi100)
+    assert mfma.matmul_peak(Precision.FP32) == pytest.approx(rates.peak_share * 46.1e12)
+    assert mfma.peak(Precision.FP32) == pytest.approx(
+        min(rates.peak_share * 23.1e12, 300 * rates.flops_per_joule)
+    )
+    # A calibrated device's peaks are what it measured: kept.
+    assert sustained_hardware(FAKE_CPU) is FAKE_CPU
+
+
+def test_a_compute_bound_product_moves_by_the_sustained_rates() -> None:
+    rates = SustainedRates(flops_per_joule=50e9, peak_share=0.9)
+    t4, v100 = catalog_hardware("t4"), catalog_hardware("v100-pcie-32gb")
+    # 1 TFLOP in 1 MB: compute bound on both. T4 sustains 70 W × 50 GFLOP/J = 3.5 TFLOP/s,
+    # V100 0.9 × 14 = 12.6 TFLOP/s (250 W would buy 12.5: the cap, 12.5).
+    product = op(0, 10**12, 10**6, 0.5, macs=5 * 10**11)
+    assert carry_time(product, t4, v100, rates) == pytest.approx(0.5 * 3.5e12 / 12.5e12)
+    assert carry_time(product, v100, t4, rates) == pytest.approx(0.5 * 12.5e12 / 3.5e12)
+    assert carry_time(product, t4, t4, rates) == 0.5
+
+
+def test_a_product_faster_than_its_source_sustains_stays_above_the_targets_sol() -> None:
+    rates = SustainedRates(flops_per_joule=50e9, peak_share=1.0)
+    t4, v100 = catalog_hardware("t4"), catalog_hardware("v100-pcie-32gb")
+    # 1 TFLOP in 0.2 s on the T4: 5 TFLOP/s, above the 3.5 it sustains, below its 8.1
+    # peak. Carried: 0.2 × 3.5 / 12.5 = 56 ms, under the V100's 1/14 s SoL: the SoL.
+    product = op(0, 10**12, 10**6, 0.2, macs=5 * 10**11)
+    assert carry_time(product, t4, v100, rates) == pytest.approx(1 / 14)
+
+
+def test_a_gpu_prediction_says_how_each_kind_of_op_was_carried(tmp_path: Path) -> None:
+    on_gpu = dataclasses.replace(HAND_BUILT, hardware=catalog_hardware("t4"))
+    predicted = predict(on_gpu, hardware=catalog_hardware("a100-40gb-pcie"))
+    made = predicted.prediction
+    assert made is not None and made.validated
+    kinds = {c.kind: c for c in made.carried}
+    assert list(kinds) == [c.kind for c in made.carried]
+    assert kinds["step"].measured_s == on_gpu.step_time_s
+    assert kinds["step"].predicted_s == predicted.step_time_s
+    timed = [c for c in made.carried if c.kind not in ("step", "outside ops")]
+    assert sum(c.ops for c in timed) == len(on_gpu.ops)
+    assert sum(c.predicted_s for c in timed) == pytest.approx(
+        sum(o.time_s or 0.0 for o in predicted.ops)
+    )
+    assert kinds["step"].validation is not None and kinds["step"].validation.pairs > 0
+    loaded = load_profile(save_profile(predicted, tmp_path / "p.json"))
+    assert loaded.prediction == made
+    # A CPU's prediction carries the same kinds, none of them validated.
+    from_cpu = predict(HAND_BUILT, hardware=catalog_hardware("t4")).prediction
+    assert from_cpu is not None and not from_cpu.validated
+    assert from_cpu.carried and all(c.validation is None for c in from_cpu.carried)

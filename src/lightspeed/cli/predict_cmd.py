@@ -114,13 +114,16 @@ def predict_command(
     }
     if processes is not None:
         changes.update(_data_parallel(processes, link_id, Device.parse(device), threads))
+    # Fused jobs report the largest K that fits instead; the search runs the workload's
+    # shapes, so a profile whose workload cannot be loaded here (measured elsewhere) is
+    # predicted without it.
+    search = fuse is None and (workload is not None or _loadable(measured.workload.name))
     predictions = [
         predict(
             measured,
             workload=workload,
             batch_size=size,
-            # Fused jobs report the largest K that fits instead.
-            fits=i == len(sizes) - 1 and fuse is None,
+            fits=search and i == len(sizes) - 1,
             **changes,
         )
         for i, size in enumerate(sizes)
@@ -129,6 +132,18 @@ def predict_command(
     if len(predictions) > 1:
         doc = with_batch_sizes(doc, predictions)
     report(doc, json_path, wide=wide, html_path=html_path, png_path=png_path)
+
+
+def _loadable(name: str) -> bool:
+    """Whether the workload called `name` loads here (a suite name, a file that exists)."""
+    from lightspeed.errors import LightspeedError
+    from lightspeed.workload.targets import load_target
+
+    try:
+        load_target(name)
+    except LightspeedError:
+        return False
+    return True
 
 
 def _data_parallel(

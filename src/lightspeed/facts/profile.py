@@ -44,6 +44,33 @@ class FusionPrediction:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class CarryValidation:
+    """How well one kind of prediction matched measurement: over `pairs` comparisons, the
+    `median_error` and `worst_error` of |predicted − measured| / measured (fractions),
+    against the measurements `data` names (docs/benchmarks.md gives the command)."""
+
+    pairs: int
+    median_error: float
+    worst_error: float
+    data: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CarriedOps:
+    """One kind of op of a profile predicted on other hardware: how its time was carried
+    over (`rule`), how many `ops`, their time on the source (`measured_s`) and predicted
+    on the target (`predicted_s`), in seconds, and how well that kind of prediction has
+    been checked (`validation`; None: never checked)."""
+
+    kind: str
+    rule: str
+    ops: int
+    measured_s: float
+    predicted_s: float
+    validation: CarryValidation | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Prediction:
     """How a predicted Profile was made from a measured one.
 
@@ -55,6 +82,8 @@ class Prediction:
     `largest_batch_size`: the most samples a step of the predicted workload can take
     within the hardware's memory (None: not asked, or the memory is not known).
     `fusion`: what fusing K jobs gains (None: fusion not predicted).
+    `carried`: on other hardware, each kind of op: how its time was carried over and how
+    well that has been validated (empty: the hardware did not change).
     """
 
     changes: Mapping[str, str]
@@ -65,6 +94,7 @@ class Prediction:
     validated: bool = False
     largest_batch_size: int | None = None
     fusion: FusionPrediction | None = None
+    carried: tuple[CarriedOps, ...] = ()
 
     def then(self, later: Prediction) -> Prediction:
         """This prediction followed by `later`, made from its result: both changes, the
@@ -79,6 +109,7 @@ class Prediction:
             validated=self.validated and later.validated,
             largest_batch_size=later.largest_batch_size or self.largest_batch_size,
             fusion=later.fusion or self.fusion,
+            carried=later.carried or self.carried,
         )
 
 

@@ -19,7 +19,14 @@ from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import hardware_from_dict
-from lightspeed.facts.profile import FusionPrediction, OpTimeSource, Prediction, Profile
+from lightspeed.facts.profile import (
+    CarriedOps,
+    CarryValidation,
+    FusionPrediction,
+    OpTimeSource,
+    Prediction,
+    Profile,
+)
 from lightspeed.facts.records import MemoryBreakdown, MemoryOverStep, OpRecord, Phase
 from lightspeed.facts.timing import Measurement, NoiseCheck, WorkloadInfo
 from lightspeed.report import render_json
@@ -126,6 +133,15 @@ def _prediction(p: Mapping[str, Any]) -> Prediction:
         validated=p["validated"],
         largest_batch_size=p.get("largest_batch_size"),
         fusion=None if p.get("fusion") is None else FusionPrediction(**p["fusion"]),
+        carried=tuple(_carried(c) for c in p.get("carried") or ()),
+    )
+
+
+def _carried(c: Mapping[str, Any]) -> CarriedOps:
+    found = c.get("validation")
+    return CarriedOps(
+        **{k: v for k, v in c.items() if k != "validation"},
+        validation=None if found is None else CarryValidation(**found),
     )
 
 

@@ -142,7 +142,54 @@ def _prediction(analysis: ProfileAnalysis) -> Section:
         rows += _fusion_rows(made.fusion, p)
     rows += [("rule", line(rule)) for rule in made.rules]
     rows += [("assumption", line(assumption)) for assumption in made.assumptions]
-    return Section("Prediction", (Fields(tuple(rows)),))
+    blocks: list[Fields | Table] = [Fields(tuple(rows))]
+    if made.carried:
+        blocks.append(
+            Table(
+                title="Carried over by kind of op",
+                columns=tuple(
+                    Column(k, h, numeric=n, optional=o) for k, h, n, o in CARRIED_COLUMNS
+                ),
+                rows=tuple(carried_cells(dataclasses.asdict(c)) for c in made.carried),
+                caption=CARRIED_CAPTION,
+                bold_rows=1 if made.carried[-1].kind == "step" else 0,
+            )
+        )
+    return Section("Prediction", tuple(blocks))
+
+
+# The carried-ops table's columns, as (JSON key, header, numeric, optional), for every
+# renderer; a narrow terminal drops the optional ones.
+CARRIED_COLUMNS = (
+    ("kind", "kind of op", False, False),
+    ("ops", "ops", True, False),
+    ("measured_s", "on the source", True, False),
+    ("predicted_s", "on the target", True, False),
+    ("median_error", "median error", True, False),
+    ("worst_error", "worst error", True, True),
+    ("pairs", "pairs", True, True),
+    ("rule", "rule", False, True),
+)
+CARRIED_CAPTION = (
+    "error: |predicted − measured| / measured of that kind of prediction over the pairs of"
+    " GPUs compared, leave-one-GPU-out (docs/benchmarks.md); — : not validated"
+)
+
+
+def carried_cells(row: Mapping[str, Any]) -> tuple[Value | str, ...]:
+    """One row of the carried-ops table, from its JSON object, in `CARRIED_COLUMNS`
+    order."""
+    found = row.get("validation") or {}
+    return (
+        str(row["kind"]),
+        Value(row["ops"], Unit.INTEGER),
+        Value(row["measured_s"], Unit.SECONDS),
+        Value(row["predicted_s"], Unit.SECONDS),
+        Value(found.get("median_error"), Unit.FRACTION),
+        Value(found.get("worst_error"), Unit.FRACTION),
+        Value(found.get("pairs"), Unit.COUNT),
+        str(row["rule"]),
+    )
 
 
 # The by-batch table's columns, as (JSON key, header, numeric), for every renderer.

@@ -15,7 +15,13 @@ from lightspeed.report.html import roofline
 from lightspeed.report.html.markup import Column, Markup, Page, fields, findings, label, notes, text
 from lightspeed.report.html.memory_charts import memory_charts
 from lightspeed.report.html.op_table import op_label, op_table
-from lightspeed.report.profile_report import BATCH_COLUMNS, batch_cells
+from lightspeed.report.profile_report import (
+    BATCH_COLUMNS,
+    CARRIED_CAPTION,
+    CARRIED_COLUMNS,
+    batch_cells,
+    carried_cells,
+)
 
 
 def profile_page(doc: Mapping[str, Any]) -> Page:
@@ -81,6 +87,26 @@ def _prediction(page: Page, doc: Mapping[str, Any], made: Mapping[str, Any]) -> 
         notes(list(made.get("rules") or []), title="Rules"),
         notes(list(made.get("assumptions") or []), title="Assumptions"),
     ]
+    carried = made.get("carried") or []
+    if carried:
+        parts.append(
+            page.table(
+                [Column(key, header, numeric) for key, header, numeric, _ in CARRIED_COLUMNS],
+                [carried_cells(row) for row in carried],
+                caption=f"Carried over from {source}. {CARRIED_CAPTION}",
+                kind="carried",
+            )
+        )
+        parts.append(
+            notes(
+                [
+                    f"{row['kind']}: {row['validation']['data']}"
+                    for row in carried
+                    if row.get("validation")
+                ],
+                title="Validated against",
+            )
+        )
     fusion = made.get("fusion")
     if fusion:
         parts[1:1] = _fusion(page, fusion)
