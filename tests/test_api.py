@@ -129,6 +129,7 @@ def test_a_profile_of_schema_1_loads_and_analyses_as_it_did() -> None:
         "board_power_w": None,
         "vendor": None,
         "process_nm": None,
+        "transistors_per_mm2": None,
     }
     assert old["hardware"] == new["hardware"]
     assert {k: new_cal[k] for k in old_cal} == old_cal

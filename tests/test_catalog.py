@@ -166,6 +166,48 @@ def test_process_nodes() -> None:
         dataclasses.replace(catalog_hardware("t4"), process_nm=0.0)
 
 
+# What no citable source gives: NVIDIA publishes the B200's transistors (208 billion over
+# two dies) but no die area, AMD an MI300X's transistors (153 billion over its package)
+# but no die areas, and nothing for the MI100's die.
+NO_TRANSISTOR_DENSITY = {"b200", "mi100", "mi300x"}
+
+
+@pytest.mark.parametrize("hw_id", catalog_ids())
+def test_every_gpu_has_its_transistor_density_cited(hw_id: str) -> None:
+    # From 23 million per mm² (GP104, TSMC 16 nm) to 125 million (AD102, TSMC 4N): the
+    # vendor's transistor count of the GPU die over its area, each of the two cited.
+    hw = catalog_hardware(hw_id)
+    if hw_id in NO_TRANSISTOR_DENSITY:
+        assert hw.transistors_per_mm2 is None, hw_id
+        assert "transistors_per_mm2" not in hw.sources, hw_id
+        return
+    assert hw.transistors_per_mm2 is not None, f"{hw_id} has no transistors_per_mm2"
+    assert 15e6 <= hw.transistors_per_mm2 <= 200e6, hw_id
+    cited = catalog_data()["gpu"][hw_id]["sources"]
+    assert {"transistors", "die_area_mm2"} <= cited.keys(), hw_id
+    citation = hw.source_of("transistors_per_mm2")
+    assert citation is not None, hw_id
+    assert "transistors" in citation and "mm²" in citation and "http" in citation, hw_id
+
+
+def test_transistor_densities() -> None:
+    density = {hw_id: catalog_hardware(hw_id).transistors_per_mm2 for hw_id in catalog_ids()}
+    # The A100 whitepaper's GA100: 54.2 billion transistors on 826 mm².
+    assert density["a100-40gb-sxm"] == 54.2e9 / 826
+    assert {density[i] for i in ("a100-80gb-sxm", "a100-40gb-pcie", "a100-80gb-pcie")} == {
+        54.2e9 / 826
+    }
+    assert density["h100-sxm"] == density["h200-sxm"] == 80e9 / 814
+    assert density["v100-sxm2"] == density["v100-pcie-32gb"] == 21.1e9 / 815
+    assert density["mi210"] == density["mi250-gcd"]
+    # A die area of a secondary source says so in the citation.
+    assert "secondary source" in (catalog_hardware("mi210").source_of("transistors_per_mm2") or "")
+    # Denser on each newer process: 16 and 12 nm, then 8 (Samsung), 7, 4.
+    assert density["p4"] < density["rtx-3090"] < density["a100-40gb-sxm"] < density["h100-sxm"]
+    with pytest.raises(ConfigError, match="transistors_per_mm2 must be positive"):
+        dataclasses.replace(catalog_hardware("t4"), transistors_per_mm2=0.0)
+
+
 @pytest.mark.parametrize("hw_id", REQUIRED_IDS)
 def test_every_number_has_a_source(hw_id: str) -> None:
     hw = catalog_hardware(hw_id)

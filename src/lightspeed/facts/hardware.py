@@ -125,7 +125,9 @@ class Hardware:
     assume; `l2_bytes`, the L2 cache; `board_power_w`, the board's power limit (TDP);
     `vendor`, such as "nvidia" or "amd"; `process_nm`, the manufacturing process's
     nominal feature size in nanometres as the vendor names it (TSMC 4N: 4, Samsung
-    8N: 8). `sm_count` counts SMs, or an AMD GPU's CUs.
+    8N: 8); `transistors_per_mm2`, the transistor density of the die that does the
+    math, the vendor's transistor count over its die area. `sm_count` counts SMs, or an
+    AMD GPU's CUs.
     """
 
     id: str
@@ -145,6 +147,7 @@ class Hardware:
     board_power_w: float | None = None
     vendor: str | None = None
     process_nm: float | None = None
+    transistors_per_mm2: float | None = None
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
     calibration: Calibration | None = None
 
@@ -166,7 +169,13 @@ class Hardware:
                     raise ConfigError(
                         f"hardware {self.id!r}: {precision.value}{kind} peak must be positive."
                     )
-        for name in ("clock_hz", "l2_bytes", "board_power_w", "process_nm"):
+        for name in (
+            "clock_hz",
+            "l2_bytes",
+            "board_power_w",
+            "process_nm",
+            "transistors_per_mm2",
+        ):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ConfigError(f"hardware {self.id!r}: {name} must be positive.")
@@ -231,6 +240,7 @@ def hardware_to_dict(hw: Hardware) -> dict[str, Any]:
         "board_power_w": hw.board_power_w,
         "vendor": hw.vendor,
         "process_nm": hw.process_nm,
+        "transistors_per_mm2": hw.transistors_per_mm2,
         "sources": dict(hw.sources),
         "calibration": None,
     }
@@ -284,6 +294,7 @@ def hardware_from_dict(data: Mapping[str, Any]) -> Hardware:
         board_power_w=_opt_float(data.get("board_power_w")),
         vendor=None if data.get("vendor") is None else str(data["vendor"]),
         process_nm=_opt_float(data.get("process_nm")),
+        transistors_per_mm2=_opt_float(data.get("transistors_per_mm2")),
         sources=dict(data.get("sources", {})),
         calibration=calibration,
     )

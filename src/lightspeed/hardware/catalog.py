@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any
 
 from lightspeed.dtypes import Precision
-from lightspeed.errors import UnknownNameError, did_you_mean
+from lightspeed.errors import ConfigError, UnknownNameError, did_you_mean
 from lightspeed.facts.hardware import DeviceKind, Hardware
 
 if sys.version_info >= (3, 11):
@@ -66,6 +66,7 @@ def _entry_to_hardware(hw_id: str, entry: dict[str, Any], citations: dict[str, s
     sources = {"*": citations[entry["source"]]}
     for field, citation_id in entry.get("sources", {}).items():
         sources[field] = citations[citation_id]
+    transistors_per_mm2 = _transistor_density(hw_id, entry, sources)
     return Hardware(
         id=hw_id,
         name=entry["name"],
@@ -80,10 +81,28 @@ def _entry_to_hardware(hw_id: str, entry: dict[str, Any], citations: dict[str, s
         board_power_w=_opt_float(entry.get("board_power_w")),
         vendor=entry.get("vendor"),
         process_nm=_opt_float(entry.get("process_nm")),
+        transistors_per_mm2=transistors_per_mm2,
         gpu_link_bytes_per_s=entry.get("gpu_link_bytes_per_s"),
         host_link_bytes_per_s=entry.get("host_link_bytes_per_s"),
         sources=sources,
     )
+
+
+def _transistor_density(hw_id: str, entry: dict[str, Any], sources: dict[str, str]) -> float | None:
+    """Transistors per mm² of the die that does the math: the entry's `transistors` over
+    its `die_area_mm2`, or None where either is not published. The two numbers' citations
+    (`sources.transistors`, `sources.die_area_mm2`) become the one of the density."""
+    transistors, area = entry.get("transistors"), entry.get("die_area_mm2")
+    cited = [sources.pop(name, sources["*"]) for name in ("transistors", "die_area_mm2")]
+    if transistors is None or area is None:
+        return None
+    if not area > 0:
+        raise ConfigError(f"hardware {hw_id!r}: die_area_mm2 must be positive.")
+    count, size = cited
+    sources["transistors_per_mm2"] = (
+        count if count == size else f"transistors: {count}; die area: {size}"
+    )
+    return float(transistors) / float(area)
 
 
 def _peaks(table: dict[str, Any]) -> dict[Precision, float]:

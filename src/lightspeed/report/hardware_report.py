@@ -138,6 +138,9 @@ def hardware_document(hw: Hardware) -> Document:
         facts.append(("GPU vendor", line(hw.vendor)))
     if hw.process_nm is not None:
         facts.append(("process node", line(Value(hw.process_nm, Unit.NUMBER, "g", " nm"))))
+    if hw.transistors_per_mm2 is not None:
+        density = Value(hw.transistors_per_mm2 / 1e6, Unit.NUMBER, ",.1f", " million per mm²")
+        facts.append(("transistor density", line(density)))
     if hw.gpu_link_bytes_per_s is not None:
         facts.append(("GPU–GPU link", line(Value(hw.gpu_link_bytes_per_s, Unit.BYTE_RATE))))
     if hw.host_link_bytes_per_s is not None:
