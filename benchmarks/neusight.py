@@ -37,7 +37,6 @@ import ast
 import csv
 import dataclasses
 import json
-import math
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -491,16 +490,3 @@ def _function_call(
     if target in ("<built-in function getattr>", "<class 'torch.finfo'>"):
         return None
     raise ValueError(f"no rule for function {target!r} in {row['Name']}")
-
-
-def matmul_dims(op: OpRecord) -> tuple[int, int, int, int] | None:
-    """(B, M, N, K) of a matrix product op; None for other ops."""
-    if op.macs is None or not op.output_shapes:
-        return None
-    out = op.output_shapes[0]
-    if len(out) < 2:
-        return None
-    m, n = out[-2], out[-1]
-    b = math.prod(out[:-2]) if len(out) > 2 else 1
-    k = op.macs // max(b * m * n, 1)
-    return b, m, n, k

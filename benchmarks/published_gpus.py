@@ -444,47 +444,64 @@ def _print_table(title: str, table: dict[str, dict[str, dict[str, float]]]) -> N
             )
 
 
-VALIDATED_GROUP = "NVIDIA inf"
+# The vendors of a pair → the group of `predict/validation.json` its figures are in.
+VALIDATION_GROUPS = {
+    ("nvidia", "nvidia"): "nvidia",
+    ("amd", "amd"): "amd",
+    ("nvidia", "amd"): "across vendors",
+    ("amd", "nvidia"): "across vendors",
+}
 
 
 def validation_data(
     pairs: Sequence[Pair], gemm: Sequence[dict[str, Any]], command: str
 ) -> dict[str, Any]:
-    """`predict/validation.json`: per kind of op, how well its carried time matched, on
-    the NVIDIA GPUs' inference pairs, leave-one-GPU-out."""
-    nvidia = [p for p in pairs if group_of(p.source, p.target, p.key.mode) == VALIDATED_GROUP]
-    gpus = sorted({p.target for p in nvidia})
-    runs = (
-        f"NeuSight's published whole-model inference runs on {len(gpus)} NVIDIA GPUs"
-        " (fp32), each predicted from each other GPU, leave-one-GPU-out"
-    )
-    kinds: dict[str, dict[str, Any]] = {}
-    for kind, e in kind_summary(nvidia).items():
-        kinds[kind] = {
-            "pairs": int(e["n"]),
-            "median_error": e["median"],
-            "worst_error": e["max"],
-            "data": runs + ": the ops' time against the target's op-by-op measurement",
-        }
-    step = errors([p.measured_ms for p in nvidia], [p.predicted_ms for p in nvidia])
-    kinds[STEP] = {
-        "pairs": int(step["n"]),
-        "median_error": step["median"],
-        "worst_error": step["max"],
-        "data": runs + ": the step against the target's measured step",
+    """`predict/validation.json`: per group of GPUs (`VALIDATION_GROUPS`) and kind of op,
+    how well its carried time matched, leave-one-GPU-out."""
+    groups: dict[str, dict[str, dict[str, Any]]] = {}
+    for group in dict.fromkeys(VALIDATION_GROUPS.values()):
+        members = [
+            p for p in pairs if VALIDATION_GROUPS[(vendor(p.source), vendor(p.target))] == group
+        ]
+        if not members:
+            continue
+        modes = " and ".join(
+            sorted({"inference" if p.key.mode == "inf" else "training" for p in members})
+        )
+        gpus = sorted({p.target for p in members} | {p.source for p in members})
+        runs = (
+            f"NeuSight's published whole-model {modes} runs (fp32) on {', '.join(gpus)}, each"
+            " predicted from each other GPU, leave-one-GPU-out"
+        )
+        kinds: dict[str, dict[str, Any]] = {}
+        for kind, e in kind_summary(members).items():
+            kinds[kind] = _validated(e, runs + ": the ops' time against the target's op by op")
+        step = errors([p.measured_ms for p in members], [p.predicted_ms for p in members])
+        kinds[STEP] = _validated(step, runs + ": the step against the target's measured step")
+        products = [
+            r
+            for r in gemm
+            if VALIDATION_GROUPS[(vendor(r["source_gpu"]), vendor(r["target_gpu"]))] == group
+        ]
+        if products:
+            e = errors([r["measured_ms"] for r in products], [r["predicted_ms"] for r in products])
+            kinds[FP32_PRODUCTS] = _validated(
+                e,
+                "NeuSight's fp32 matrix products measured one by one on"
+                f" {', '.join(sorted({r['target_gpu'] for r in products}))}, each predicted"
+                " from each other GPU, leave-one-GPU-out",
+            )
+        groups[group] = kinds
+    return {"schema_version": 2, "command": command, "groups": groups}
+
+
+def _validated(e: dict[str, float], data: str) -> dict[str, Any]:
+    return {
+        "pairs": int(e["n"]),
+        "median_error": e["median"],
+        "worst_error": e["max"],
+        "data": data,
     }
-    nv_gemm = [r for r in gemm if vendor(r["source_gpu"]) == vendor(r["target_gpu"]) == "nvidia"]
-    if nv_gemm:
-        e = errors([r["measured_ms"] for r in nv_gemm], [r["predicted_ms"] for r in nv_gemm])
-        kinds[FP32_PRODUCTS] = {
-            "pairs": int(e["n"]),
-            "median_error": e["median"],
-            "worst_error": e["max"],
-            "data": "NeuSight's fp32 matrix products measured one by one on"
-            f" {len({r['target_gpu'] for r in nv_gemm})} NVIDIA GPUs, each predicted from"
-            " each other GPU, leave-one-GPU-out",
-        }
-    return {"schema_version": 1, "command": command, "kinds": kinds}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import DeviceKind
 from lightspeed.hardware import catalog_hardware
 from lightspeed.predict.hardware import (
+    REFERENCE_DENSITY,
     SUSTAINED,
     SustainedRates,
     carry_time,
@@ -138,18 +140,31 @@ def test_predicting_needs_a_known_hardware_and_a_readable_profile(
 
 def test_a_gpu_sustains_its_fp32_vector_rate_up_to_its_board_power() -> None:
     rates = SUSTAINED
-    t4, v100, mi100 = (catalog_hardware(i) for i in ("t4", "v100-pcie-32gb", "mi100"))
-    # T4: 70 W × the FLOP a joule buys is below its 8.1 TFLOP/s; its fp16 tensor cores
-    # are only held to the share of their 65 TFLOP/s.
-    assert 70 * rates.flops_per_joule < rates.peak_share * 8.1e12
-    held = sustained_hardware(t4)
-    assert held.peak(Precision.FP32) == pytest.approx(70 * rates.flops_per_joule)
-    assert held.peak(Precision.FP16) == pytest.approx(rates.peak_share * 65e12)
-    # V100 PCIe: 250 W buys more than its 14 TFLOP/s, so the share holds it.
-    assert sustained_hardware(v100).peak(Precision.FP32) == pytest.approx(
-        min(rates.peak_share * 14e12, 250 * rates.flops_per_joule)
+    t4, v100, a100, mi100 = (
+        catalog_hardware(i) for i in ("t4", "v100-pcie-32gb", "a100-40gb-pcie", "mi100")
     )
-    # MI100: the vector rate is capped at 300 W, the fp32 matrix units (MFMA) are not.
+    # T4: 13.6 billion transistors on 545 mm², 25.0 million per mm², about the reference:
+    # its 70 W × the FLOP a joule buys is below its 8.1 TFLOP/s. Its fp16 tensor cores
+    # are only held to the share of their 65 TFLOP/s.
+    shrink = math.sqrt(13.6e9 / 545 / REFERENCE_DENSITY)
+    assert 70 * rates.flops_per_joule * shrink < rates.peak_share * 8.1e12
+    held = sustained_hardware(t4)
+    assert held.peak(Precision.FP32) == pytest.approx(70 * rates.flops_per_joule * shrink)
+    assert held.peak(Precision.FP16) == pytest.approx(rates.peak_share * 65e12)
+    # A100: 65.6 million per mm², so a joule buys √(65.6 / 25) = 1.62× the FLOP: its
+    # 250 W cover its 19.5 TFLOP/s, held to the share.
+    assert 250 * rates.flops_per_joule * math.sqrt(54.2e9 / 826 / 25e6) > 19.5e12
+    assert sustained_hardware(a100).peak(Precision.FP32) == pytest.approx(
+        rates.peak_share * 19.5e12
+    )
+    # V100 PCIe: 250 W on 25.9 million per mm².
+    assert sustained_hardware(v100).peak(Precision.FP32) == pytest.approx(
+        min(rates.peak_share * 14e12, 250 * rates.flops_per_joule * math.sqrt(25.89 / 25)),
+        rel=1e-3,
+    )
+    # MI100 (no density in the catalog: the reference): the vector rate is capped at
+    # 300 W, the fp32 matrix units (MFMA) are not.
+    assert mi100.transistors_per_mm2 is None
     mfma = sustained_hardware(mi100)
     assert mfma.matmul_peak(Precision.FP32) == pytest.approx(rates.peak_share * 46.1e12)
     assert mfma.peak(Precision.FP32) == pytest.approx(
@@ -162,11 +177,11 @@ def test_a_gpu_sustains_its_fp32_vector_rate_up_to_its_board_power() -> None:
 def test_a_compute_bound_product_moves_by_the_sustained_rates() -> None:
     rates = SustainedRates(flops_per_joule=50e9, peak_share=0.9)
     t4, v100 = catalog_hardware("t4"), catalog_hardware("v100-pcie-32gb")
-    # 1 TFLOP in 1 MB: compute bound on both. T4 sustains 70 W × 50 GFLOP/J = 3.5 TFLOP/s,
-    # V100 0.9 × 14 = 12.6 TFLOP/s (250 W would buy 12.5: the cap, 12.5).
+    # 1 TFLOP in 1 MB: compute bound on both. T4 sustains 70 W × 50 GFLOP/J = 3.5 TFLOP/s;
+    # V100 0.9 × 14 = 12.6 TFLOP/s, under what its 250 W buy (12.5 × √(25.9 / 25) = 12.7).
     product = op(0, 10**12, 10**6, 0.5, macs=5 * 10**11)
-    assert carry_time(product, t4, v100, rates) == pytest.approx(0.5 * 3.5e12 / 12.5e12)
-    assert carry_time(product, v100, t4, rates) == pytest.approx(0.5 * 12.5e12 / 3.5e12)
+    assert carry_time(product, t4, v100, rates) == pytest.approx(0.5 * 3.5 / 12.6, rel=1e-3)
+    assert carry_time(product, v100, t4, rates) == pytest.approx(0.5 * 12.6 / 3.5, rel=1e-3)
     assert carry_time(product, t4, t4, rates) == 0.5
 
 
@@ -174,7 +189,7 @@ def test_a_product_faster_than_its_source_sustains_stays_above_the_targets_sol()
     rates = SustainedRates(flops_per_joule=50e9, peak_share=1.0)
     t4, v100 = catalog_hardware("t4"), catalog_hardware("v100-pcie-32gb")
     # 1 TFLOP in 0.2 s on the T4: 5 TFLOP/s, above the 3.5 it sustains, below its 8.1
-    # peak. Carried: 0.2 × 3.5 / 12.5 = 56 ms, under the V100's 1/14 s SoL: the SoL.
+    # peak. Carried: 0.2 × 3.5 / 12.7 = 55 ms, under the V100's 1/14 s SoL: the SoL.
     product = op(0, 10**12, 10**6, 0.2, macs=5 * 10**11)
     assert carry_time(product, t4, v100, rates) == pytest.approx(1 / 14)
 
@@ -196,6 +211,19 @@ def test_a_gpu_prediction_says_how_each_kind_of_op_was_carried(tmp_path: Path) -
     assert kinds["step"].validation is not None and kinds["step"].validation.pairs > 0
     loaded = load_profile(save_profile(predicted, tmp_path / "p.json"))
     assert loaded.prediction == made
+    # Between AMD GPUs, the AMD pairs' figures; in bf16, none (fp32 was validated).
+    on_amd = dataclasses.replace(HAND_BUILT, hardware=catalog_hardware("mi100"))
+    amd = predict(on_amd, hardware=catalog_hardware("mi210")).prediction
+    assert amd is not None and amd.validated
+    amd_step = {c.kind: c for c in amd.carried}["step"].validation
+    nvidia_step = kinds["step"].validation
+    assert amd_step is not None and nvidia_step is not None and amd_step != nvidia_step
+    assert "AMD_Instinct" in amd_step.data and "AMD_Instinct" not in nvidia_step.data
+    in_bf16 = dataclasses.replace(
+        on_gpu, workload=dataclasses.replace(on_gpu.workload, precision=Precision.BF16)
+    )
+    made_bf16 = predict(in_bf16, hardware=catalog_hardware("a100-40gb-pcie")).prediction
+    assert made_bf16 is not None and not made_bf16.validated
     # A CPU's prediction carries the same kinds, none of them validated.
     from_cpu = predict(HAND_BUILT, hardware=catalog_hardware("t4")).prediction
     assert from_cpu is not None and not from_cpu.validated

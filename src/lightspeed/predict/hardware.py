@@ -21,14 +21,17 @@ What a GPU sustains: a board draws no more than its power limit, and a FLOP of f
 math on the vector units (CUDA cores) costs energy, so a GPU's fp32 vector rate is
 capped at board power × FLOP per joule; no rate exceeds a share of the datasheet peak.
 A 70 W T4 sustains about half of its 8.1 TFLOP/s in fp32 matrix products, a 250 W V100
-nearly all of its 14 (NeuSight's published measurements); the P4 and the T4, a 16 nm and
-a 12 nm part, reach the same FLOP per joule there, so the process does not enter. The
-two constants (`SUSTAINED`) are fitted on those one-by-one fp32 products of five NVIDIA
-GPUs and validated leave-one-GPU-out (`benchmarks/published_gpus.py`); no constant
-belongs to one GPU: GPUs differ only by their catalog figures. Matrix units (tensor
-cores, AMD's fp32 MFMA) are only held to the share: their energy per FLOP, lower than
-the vector units', is not modelled. A calibrated device's peaks are already what it
-sustains and are kept.
+nearly all of its 14 (NeuSight's published measurements). The energy of a FLOP falls as
+transistors shrink — switched capacitance goes with a transistor's length, the inverse
+square root of the chip's transistor density — so the FLOP per joule grows with √(density
+/ `REFERENCE_DENSITY`); a chip whose density the catalog lacks is taken at the reference.
+(The 16 nm P4 and the 12 nm T4, of the same density, reach the same FLOP per joule in
+those measurements: the process's name says less than its density.) The two constants
+(`SUSTAINED`) are fitted on those one-by-one fp32 products of five NVIDIA GPUs and
+validated leave-one-GPU-out (`benchmarks/published_gpus.py`); no constant belongs to one
+GPU: GPUs differ only by their catalog figures. Matrix units (tensor cores, AMD's fp32
+MFMA) are only held to the share: their energy per FLOP, lower than the vector units',
+is not modelled. A calibrated device's peaks are already what it sustains and are kept.
 
 Memory is the same tensors on either device, so it is kept; whether it fits the
 target's memory is an assumption the prediction states. The workload's device becomes
@@ -40,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 from collections import defaultdict
 from importlib import resources
 from typing import Any
@@ -60,8 +64,8 @@ class SustainedRates:
     """What a GPU sustains of its datasheet compute peaks, from its catalog figures.
 
     `flops_per_joule`: FLOP of fp32 vector math a board does per joule of its power
-    limit. `peak_share`: the largest share of a datasheet peak that compute-bound work
-    sustains (0–1)."""
+    limit, for a chip of `REFERENCE_DENSITY` transistors per mm². `peak_share`: the
+    largest share of a datasheet peak that compute-bound work sustains (0–1)."""
 
     flops_per_joule: float
     peak_share: float
@@ -70,13 +74,16 @@ class SustainedRates:
 # Fitted by `benchmarks/published_gpus.py --fit` on NeuSight's fp32 products measured one
 # by one (gemm_fp32.csv: P4, P100, T4, V100, A100-PCIe); docs/benchmarks.md has the
 # leave-one-GPU-out figures.
-SUSTAINED = SustainedRates(flops_per_joule=70e9, peak_share=1.0)
+# Transistors per mm² the FLOP per joule is given at: the 16 and 12 nm chips of the
+# Pascal, Volta and Turing GPUs (GP100 25.1, GV100 25.9, TU104 25.0 million).
+REFERENCE_DENSITY = 25e6
+SUSTAINED = SustainedRates(flops_per_joule=64e9, peak_share=0.95)
 
 RULES = (
     "each op timed on the source keeps its fraction of the speed of light on the target:"
     " time × SoL on the target / SoL on the source (each on its own roofline, with its own"
     " bound), at the rates a GPU sustains: a share of each peak, the fp32 vector rate"
-    " capped at the board's power × the FLOP a joule buys",
+    " capped at the board's power × the FLOP a joule buys on its chip",
     "ops bound by per-op overhead keep their measured time (the host's dispatch cost),"
     " never below their SoL on the target",
     "untimed ops, ops with no work and the time outside ops are kept",
@@ -88,8 +95,9 @@ RULES = (
 def sustained_hardware(hw: Hardware, rates: SustainedRates = SUSTAINED) -> Hardware:
     """`hw` with each compute peak at the rate it sustains (see the module's docstring):
     `rates.peak_share` of it, and the fp32 vector rate capped at the board's power ×
-    `rates.flops_per_joule`. A device with no board power in the catalog is only scaled
-    by the share; a calibrated device is returned as it is."""
+    `rates.flops_per_joule` × √(transistor density / `REFERENCE_DENSITY`). A device with
+    no board power in the catalog is only scaled by the share; a calibrated device is
+    returned as it is."""
     if hw.kind is not DeviceKind.GPU or hw.calibration is not None:
         return hw
     # Hardware holds mappings, so it is not hashable: key the cache on what sets the rates.
@@ -98,6 +106,7 @@ def sustained_hardware(hw: Hardware, rates: SustainedRates = SUSTAINED) -> Hardw
         tuple(hw.peak_flops_per_s.items()),
         tuple(hw.matrix_peak_flops_per_s.items()),
         hw.board_power_w,
+        hw.transistors_per_mm2,
         rates,
     )
     found = _SUSTAINED_CACHE.get(key)
@@ -110,7 +119,10 @@ _SUSTAINED_CACHE: dict[tuple[Any, ...], Hardware] = {}
 
 
 def _sustained(hw: Hardware, rates: SustainedRates) -> Hardware:
-    cap = hw.board_power_w * rates.flops_per_joule if hw.board_power_w else None
+    cap = None
+    if hw.board_power_w:
+        shrink = math.sqrt((hw.transistors_per_mm2 or REFERENCE_DENSITY) / REFERENCE_DENSITY)
+        cap = hw.board_power_w * rates.flops_per_joule * shrink
 
     def held(precision: Precision, peak: float) -> float:
         rate = peak * rates.peak_share
@@ -196,12 +208,21 @@ def validation() -> dict[str, Any]:
     return data
 
 
-def _validated(kind: str, source: Hardware, target: Hardware) -> CarryValidation | None:
-    """How well `kind` was checked between two GPUs; None when it was not, or when the
-    hardware is not two catalog GPUs (a CPU, a calibrated device)."""
-    if DeviceKind.CPU in (source.kind, target.kind) or source.calibration or target.calibration:
+def _validated(kind: str, profile: Profile, target: Hardware) -> CarryValidation | None:
+    """How well `kind` was checked between GPUs of the vendors of `profile`'s hardware
+    and `target`, in fp32; None when it was not, or when the hardware is not two catalog
+    GPUs (a CPU, a calibrated device) or the step is not fp32."""
+    source = profile.hardware
+    if (
+        DeviceKind.CPU in (source.kind, target.kind)
+        or source.calibration
+        or target.calibration
+        or profile.workload.precision is not Precision.FP32
+    ):
         return None
-    found = validation()["kinds"].get(kind)
+    vendors = {source.vendor, target.vendor}
+    group = "across vendors" if len(vendors) > 1 else next(iter(vendors))
+    found = validation()["groups"].get(group, {}).get(kind)
     return None if found is None else CarryValidation(**found)
 
 
@@ -232,7 +253,7 @@ def on_hardware(profile: Profile, target: Hardware, rates: SustainedRates = SUST
             measured_step_time_s=profile.step_time_s,
             rules=RULES,
             assumptions=_assumptions(profile, target),
-            validated=_validated(STEP, source, target) is not None,
+            validated=_validated(STEP, profile, target) is not None,
             carried=carried,
         ),
     )
@@ -259,7 +280,7 @@ def _carried(
             ops=int(sums[kind][0]),
             measured_s=sums[kind][1],
             predicted_s=sums[kind][2],
-            validation=_validated(kind, source, target),
+            validation=_validated(kind, profile, target),
         )
         for kind in CARRY_RULES
         if kind in sums
@@ -273,7 +294,7 @@ def _carried(
                 ops=len(predicted),
                 measured_s=measured_step,
                 predicted_s=step_s,
-                validation=_validated(STEP, source, target),
+                validation=_validated(STEP, profile, target),
             )
         )
     return tuple(rows)
