@@ -540,13 +540,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not args.frozen:
         every = fit_rates(times, hardware, fitted_on)
         for gpu in hardware:
-            folds[gpu] = (
-                fit_rates(times, hardware, [g for g in fitted_on if g != gpu])
-                if gpu in fitted_on
-                else every
-            )
+            if gpu in held_out:  # predicted as the frozen code predicts, nothing refitted
+                folds[gpu] = SUSTAINED
+            elif gpu in fitted_on:
+                folds[gpu] = fit_rates(times, hardware, [g for g in fitted_on if g != gpu])
+            else:
+                folds[gpu] = every
         print(f"fitted on every GPU with products ({', '.join(fitted_on)}): {every}")
-        print(f"frozen in predict/hardware.py:                 {SUSTAINED}")
+        print(f"frozen in predict/hardware.py, for the held-out GPUs: {SUSTAINED}")
         for gpu in fitted_on:
             print(f"  leaving out {gpu:24} {folds[gpu]}")
 
@@ -590,7 +591,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "kinds": kinds,
                     "gemm_summary": gemm_table,
                     "runs": mapped,
-                    "rates": {g: dataclasses.asdict(r) for g, r in folds.items()},
+                    # No fit (one GPU): the datasheet, an infinite FLOP per joule, null here.
+                    "rates": {
+                        g: {k: v if math.isfinite(v) else None for k, v in vars(r).items()}
+                        for g, r in folds.items()
+                    },
                 },
                 indent=1,
             )

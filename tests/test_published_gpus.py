@@ -5,8 +5,10 @@ tests/data/neusight: BERT-large inference, sequence 512, batch 8, on a T4 and a 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 
 import lightspeed
 from lightspeed.hardware import catalog_hardware
+from lightspeed.predict.hardware import SUSTAINED
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
@@ -103,3 +106,23 @@ def test_the_benchmark_writes_every_pair_and_product(tmp_path: Path) -> None:
         "measured_ms",
         "predicted_ms",
     }
+
+
+def test_a_held_out_gpu_is_only_predicted_with_the_frozen_rates(tmp_path: Path) -> None:
+    # The excerpt with its T4 renamed to a GPU the shared data holds out.
+    data = tmp_path / "data"
+    shutil.copytree(DATA, data)
+    (data / "label" / "Tesla_T4").rename(data / "label" / "NVIDIA_L4")
+    products = data / "gemm_fp32.csv"
+    products.write_text(products.read_text().replace("Tesla T4", "NVIDIA L4"))
+    out = tmp_path / "pairs.json"
+    published_gpus.main(["--data", str(data), "--json", str(out)])
+    doc = json.loads(out.read_text())
+    assert {(p["source_gpu"], p["target_gpu"]) for p in doc["pairs"]} == {
+        ("Tesla_V100-PCIE-32GB", "NVIDIA_L4")
+    }
+    assert {(p["source_gpu"], p["target_gpu"]) for p in doc["gemm_pairs"]} == {
+        ("Tesla_V100-PCIE-32GB", "NVIDIA_L4")
+    }
+    assert doc["rates"]["NVIDIA_L4"] == dataclasses.asdict(SUSTAINED)
+    assert list(doc["summary"]) == ["held out, inf"]
