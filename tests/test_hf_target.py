@@ -10,11 +10,12 @@ import pytest
 import torch
 
 import lightspeed
-from factories import RunCli
+from factories import FAKE_CPU, RunCli
 from lightspeed.analysis.profile_analysis import analyse
 from lightspeed.errors import ConfigError, UnknownNameError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.measure.step import StepSettings, prepare
+from lightspeed.workflows.profile import profile_shapes
 from lightspeed.workload.hf import hf_workload
 
 transformers = pytest.importorskip("transformers")
@@ -131,3 +132,22 @@ def test_without_transformers_the_error_says_how_to_get_it(
     monkeypatch.setitem(sys.modules, "transformers", None)
     with pytest.raises(ConfigError, match=r"pip install 'lightspeed\[hf\]'"):
         hf_workload("hf:gpt2")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_a_model_too_large_to_train_here_is_still_analysed_from_its_shapes(
+    dtype: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lightspeed.workload import hf as hf_target
+
+    # 1 MiB of memory: training even the small Llama is refused, its shapes are not.
+    monkeypatch.setattr(hf_target, "machine_memory_bytes", lambda: 2**20)
+    target = f"hf:llama?{SMALL['llama']}"
+    with pytest.raises(ConfigError, match="shrink it"):
+        hf_workload(target)
+    profile = profile_shapes(target, dtype=dtype, hardware=FAKE_CPU)
+    products = [op for op in profile.ops if op.name == "aten::mm"]
+    # transformers makes some tensors in fp32 whatever the default dtype (the rotary
+    # frequencies): on fake tensors they take the step's precision, as `.to()` would.
+    wanted = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[dtype]
+    assert products and {d for op in products for d in op.input_dtypes} == {wanted}

@@ -9,12 +9,16 @@ from torch import nn
 
 from factories import FAKE_CPU
 from lightspeed import Workload
+from lightspeed.analysis.profile_analysis import analyse
+from lightspeed.dtypes import Precision
 from lightspeed.errors import WorkloadError
 from lightspeed.facts.records import OpRecord, Phase
 from lightspeed.measure.capture import capturing, without_mode_artifacts
 from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.measure.step import StepSettings, prepare
+from lightspeed.predict.speed_of_light import at_speed_of_light
+from lightspeed.report.profile_report import profile_document
 from lightspeed.suite import get, names
 
 # A model whose shapes depend on computed values: shapes alone cannot tell them.
@@ -150,3 +154,33 @@ def test_a_layer_norm_of_a_batch_too_large_here_allocates_nothing() -> None:
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     assert shapes.memory is not None and shapes.memory.peak_bytes > 20 * 2**30
     assert after - before < 2**30
+
+
+def test_a_model_making_fp32_tensors_runs_in_bf16_on_fake_tensors() -> None:
+    class Explicit(nn.Module):
+        """Makes its weight and buffer in fp32 whatever the default dtype."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(8, 8, dtype=torch.float32))
+            self.register_buffer("shift", torch.zeros(8, dtype=torch.float32))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x @ self.weight + self.shift
+
+    workload = Workload(
+        name="explicit",
+        model=Explicit,
+        batch=lambda n: torch.ones(n, 8),
+        loss=lambda m, b: m(b).square().mean(),
+        batch_size=2,
+    )
+    shapes = profile_shape_only(workload, FAKE_CPU, StepSettings(precision=Precision.BF16))
+    (product,) = [op for op in shapes.ops if op.phase is Phase.FORWARD and op.macs]
+    assert product.input_dtypes == ("bfloat16", "bfloat16")
+
+
+def test_a_shape_only_report_warns_of_no_timing() -> None:
+    shapes = at_speed_of_light(profile_shape_only(get("mlp-tiny"), FAKE_CPU))
+    assert shapes.timing is not None and shapes.timing.warnings  # one "replicate"
+    assert profile_document(analyse(shapes)).warnings == ()

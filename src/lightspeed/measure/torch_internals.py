@@ -127,8 +127,13 @@ def fake_tensors() -> fake_tensor.FakeTensorMode:
     return fake_tensor.FakeTensorMode(allow_non_fake_inputs=True)
 
 
-def adopt_fake_tensors(model: torch.nn.Module, mode: fake_tensor.FakeTensorMode) -> None:
-    """Make every parameter and buffer of `model` a fake tensor of `mode`.
+def adopt_fake_tensors(
+    model: torch.nn.Module, mode: fake_tensor.FakeTensorMode, dtype: torch.dtype | None = None
+) -> None:
+    """Make every parameter and buffer of `model` a fake tensor of `mode`, its floating
+    ones in `dtype` when given (what `model.to(dtype)` would make of them: a fake tensor
+    cannot be cast in place once made, and a model may create some in fp32 whatever the
+    default dtype, as transformers' models do).
 
     `copy.deepcopy` of a fake tensor (as `nn.TransformerEncoder` clones its layers) gives
     one of a new mode; `mode` would take it for a real input and copy it at every op, so
@@ -139,12 +144,17 @@ def adopt_fake_tensors(model: torch.nn.Module, mode: fake_tensor.FakeTensorMode)
     replaced: dict[int, torch.Tensor] = {}
 
     def own(tensor: torch.Tensor) -> torch.Tensor:
-        if isinstance(tensor, fake_tensor.FakeTensor) and tensor.fake_mode is mode:
+        wanted = dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype
+        if (
+            isinstance(tensor, fake_tensor.FakeTensor)
+            and tensor.fake_mode is mode
+            and tensor.dtype == wanted
+        ):
             return tensor
         if id(tensor) not in replaced:
             with mode:
                 new = torch.empty_strided(
-                    tensor.shape, tensor.stride(), dtype=tensor.dtype, device=tensor.device
+                    tensor.shape, tensor.stride(), dtype=wanted, device=tensor.device
                 )
             if isinstance(tensor, torch.nn.Parameter):
                 new = torch.nn.Parameter(new, requires_grad=tensor.requires_grad)

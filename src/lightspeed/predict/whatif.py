@@ -247,7 +247,7 @@ def _workload_of(profile: Profile) -> Workload:
 
     name = profile.workload.name
     try:
-        return load_target(name)
+        return load_target(name, allocates=False)  # what-ifs run its step on fake tensors
     except LightspeedError as exc:
         raise ConfigError(
             f"predicting another batch size, precision or checkpointing runs the step's"

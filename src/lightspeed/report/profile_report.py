@@ -57,7 +57,7 @@ def profile_document(analysis: ProfileAnalysis, *, top: int = 10, depth: int = 2
         kind=DOCUMENT,
         data=profile_data(analysis),
         sections=tuple(sections),
-        warnings=() if profile.timing is None else profile.timing.warnings,
+        warnings=() if profile.timing is None or _unmeasured(profile) else profile.timing.warnings,
     )
 
 
@@ -104,6 +104,13 @@ def profile_data(analysis: ProfileAnalysis) -> dict[str, Any]:
             "changes": dict(profile.prediction.changes),
         },
     }
+
+
+def _unmeasured(profile: Profile) -> bool:
+    """Whether no step of `profile` was timed (shape-only: each op at its speed of
+    light), so its timing's warnings about replicates and noise say nothing."""
+    made = profile.prediction
+    return made is not None and made.measured_step_time_s is None
 
 
 def _prediction(analysis: ProfileAnalysis) -> Section:

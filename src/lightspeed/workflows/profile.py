@@ -28,12 +28,14 @@ def run_setup(
     dtype: str,
     batch_size: int | None,
     hardware: Hardware | str | None,
+    allocates: bool = True,
 ) -> tuple[Workload, StepSettings, Hardware]:
     """The workload to run (at `batch_size` when given), where and in which precision it
-    runs, and the Hardware it is placed on (see `profile` for what each may be)."""
+    runs, and the Hardware it is placed on (see `profile` for what each may be).
+    `allocates=False`: the step runs on fake tensors only (`load_target`)."""
     dev = device if isinstance(device, Device) else Device.parse(device)
     settings = StepSettings(device=dev, precision=step_precision(dtype))
-    wl = load_target(workload) if isinstance(workload, str) else workload
+    wl = load_target(workload, allocates=allocates) if isinstance(workload, str) else workload
     if batch_size is not None:
         wl = wl.with_batch_size(batch_size)
     hw = hardware if isinstance(hardware, Hardware) else resolve_hardware(hardware, dev)
@@ -91,5 +93,5 @@ def profile_shapes(
     from lightspeed.measure.shape_only import profile_shape_only
     from lightspeed.predict.speed_of_light import at_speed_of_light
 
-    wl, settings, hw = run_setup(workload, device, dtype, batch_size, hardware)
+    wl, settings, hw = run_setup(workload, device, dtype, batch_size, hardware, allocates=False)
     return at_speed_of_light(profile_shape_only(wl, hw, settings))

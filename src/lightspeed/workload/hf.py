@@ -41,9 +41,10 @@ def is_hf_target(target: str) -> bool:
     return target.startswith(PREFIX)
 
 
-def hf_workload(target: str, memory_bytes: int | None = None) -> Workload:
+def hf_workload(target: str, memory_bytes: int | None = None, allocates: bool = True) -> Workload:
     """The Workload of `hf:MODEL_TYPE?overrides`; refused before allocating when its
-    training state exceeds `memory_bytes` (default: this machine's memory)."""
+    training state exceeds `memory_bytes` (default: this machine's memory), unless it
+    will not be allocated (`allocates=False`: a step run on fake tensors)."""
     transformers = _transformers()
     model_type, _, query = target.removeprefix(PREFIX).partition("?")
     fields = {key: _value(text) for key, text in parse_qsl(query, keep_blank_values=True)}
@@ -51,7 +52,8 @@ def hf_workload(target: str, memory_bytes: int | None = None) -> Workload:
     task, build = _head(transformers, model_type, config)
     with torch.device("meta"):
         parameters = build(config).num_parameters()
-    _check_fits(target, parameters, memory_bytes)
+    if allocates:
+        _check_fits(target, parameters, memory_bytes)
     seq_len = int(fields.get("seq_len", _default_seq_len(config)))
     return Workload(
         name=target,

@@ -17,11 +17,12 @@ from lightspeed.workload import Workload
 from lightspeed.workload.hf import hf_workload, is_hf_target
 
 
-def load_target(target: str) -> Workload:
+def load_target(target: str, *, allocates: bool = True) -> Workload:
     """The Workload named by `target`: a suite name, `path/to/file.py:attr` or
-    `hf:MODEL_TYPE[?overrides]` (`hf_target`)."""
+    `hf:MODEL_TYPE[?overrides]` (`hf_target`). `allocates=False`: its step will only run
+    on fake tensors, so a model too large for this machine is not refused."""
     if is_hf_target(target):
-        return hf_workload(target)
+        return hf_workload(target, allocates=allocates)
     if ":" in target or target.endswith(".py"):
         return _load_from_file(target)
     return suite.get(target)
