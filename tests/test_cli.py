@@ -101,6 +101,7 @@ def test_time_reports_and_writes_json(
         "parameter_count": 64 * 128 + 128 + 128 * 128 + 128 + 128 * 10 + 10,
         "tokens_per_sample": None,
         "parameter_tensors": 6,  # three Linears' weights and biases
+        "target": "mlp-tiny",  # what loads it again
     }
     timing = doc["timing"]
     assert timing["replicates"] == len(timing["times_s"]) >= 5

@@ -12,6 +12,7 @@ import pytest
 
 from factories import FAKE_CPU, HAND_BUILT, RunCli, op
 from lightspeed.analysis.step_roofline import analyse_op
+from lightspeed.errors import ConfigError
 from lightspeed.facts.records import Phase
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.measure.step import StepSettings
@@ -235,3 +236,36 @@ def test_checkpoints_own_work_is_added_to_the_step_as_timed(
     assert unrun.prediction is not None
     assert CHECKPOINT_RULE not in unrun.prediction.rules
     assert any("of this device's memory" in a for a in unrun.prediction.assumptions)
+
+
+WORKLOAD_FILE = """
+import torch
+from lightspeed import Workload
+
+def small():
+    return Workload(
+        name="custom-mlp",
+        model=lambda: torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 1)),
+        batch=lambda n: torch.ones(n, 8),
+        loss=lambda m, b: m(b).square().mean(),
+        batch_size=2,
+    )
+"""
+
+
+def test_a_saved_profile_of_a_file_workload_is_predicted_at_another_batch(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "mine.py"
+    source.write_text(WORKLOAD_FILE)
+    measured = profile(f"{source}:small", hardware=FAKE_CPU, budget_s=0.2)
+    assert measured.workload.name == "custom-mlp"
+    assert measured.workload.target == f"{source.resolve()}:small"
+    saved = load_profile(save_profile(measured, tmp_path / "p.json"))
+    assert saved.workload.target == measured.workload.target
+    bigger = predict(saved, batch_size=8, time_kernels=False)
+    assert bigger.workload.batch_size == 8
+    # The file moved: one line that says so.
+    source.rename(tmp_path / "moved.py")
+    with pytest.raises(ConfigError, match=r"mine\.py, which is not there now \(moved"):
+        predict(saved, batch_size=8, time_kernels=False)

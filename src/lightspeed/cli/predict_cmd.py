@@ -117,7 +117,7 @@ def predict_command(
     # Fused jobs report the largest K that fits instead; the search runs the workload's
     # shapes, so a profile whose workload cannot be loaded here (measured elsewhere) is
     # predicted without it.
-    search = fuse is None and (workload is not None or _loadable(measured.workload.name))
+    search = fuse is None and (workload is not None or _loadable(measured))
     predictions = [
         predict(
             measured,
@@ -134,13 +134,13 @@ def predict_command(
     report(doc, json_path, wide=wide, html_path=html_path, png_path=png_path)
 
 
-def _loadable(name: str) -> bool:
-    """Whether the workload called `name` loads here (a suite name, a file that exists)."""
+def _loadable(measured: Any) -> bool:
+    """Whether the workload `measured` (a Profile) profiled loads here again."""
     from lightspeed.errors import LightspeedError
-    from lightspeed.workload.targets import load_target
+    from lightspeed.predict.whatif import workload_of
 
     try:
-        load_target(name)
+        workload_of(measured)
     except LightspeedError:
         return False
     return True

@@ -209,6 +209,8 @@ class WorkloadInfo:
     tokens_per_sample: int | None = None
     # Trainable parameter tensors (a tied one counted once): what an optimizer loops over.
     parameter_tensors: int | None = None
+    # The TARGET it was loaded from (`Workload.target`), to load it again; None: built in code.
+    target: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -29,6 +29,7 @@ def workload_info(
         parameter_count=parameter_count,
         tokens_per_sample=workload.tokens_per_sample,
         parameter_tensors=parameter_tensors,
+        target=workload.target,
     )
 
 

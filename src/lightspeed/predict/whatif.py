@@ -6,6 +6,7 @@ into one; then N-way data parallelism."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from lightspeed import units
 from lightspeed.errors import ConfigError, LightspeedError, OutOfMemoryError
@@ -57,7 +58,7 @@ def predict(
     """
     predicted = profile
     if batch_size is not None or dtype is not None or checkpoint is not None or fits:
-        workload = (workload or _workload_of(profile)).with_batch_size(profile.workload.batch_size)
+        workload = (workload or workload_of(profile)).with_batch_size(profile.workload.batch_size)
         changed, changes = _changed(workload, batch_size, dtype, checkpoint)
         if changes:
             predicted = _then(
@@ -241,16 +242,33 @@ def _identity(profile: Profile) -> Prediction:
     )
 
 
-def _workload_of(profile: Profile) -> Workload:
-    """The workload `profile` measured, loaded again by its name."""
+def workload_of(profile: Profile) -> Workload:
+    """The workload `profile` measured, loaded again from the TARGET it came from (its
+    name for profiles that did not record one)."""
     from lightspeed.workload.targets import load_target
 
-    name = profile.workload.name
+    info = profile.workload
+    source = info.target or info.name
+    path, colon, _ = source.rpartition(":")
+    if colon and not source.startswith("hf:") and path and not Path(path).is_file():
+        raise ConfigError(
+            f"the profile's workload {info.name!r} was loaded from {path}, which is not there"
+            " now (moved or deleted?); give the workload itself (TARGET) instead of its"
+            " profile."
+        )
     try:
-        return load_target(name, allocates=False)  # what-ifs run its step on fake tensors
+        # What-ifs run its step on fake tensors: a model too large to train here is fine.
+        loaded = load_target(source, allocates=False)
     except LightspeedError as exc:
         raise ConfigError(
             f"predicting another batch size, precision or checkpointing runs the step's"
-            f" shapes again, and the profile's workload {name!r} cannot be loaded ({exc});"
+            f" shapes again, and the profile's workload {source!r} cannot be loaded ({exc});"
             " give the workload itself (TARGET) instead of its profile."
         ) from exc
+    if loaded.name != info.name:
+        raise ConfigError(
+            f"the profile measured {info.name!r}, and {source} now gives {loaded.name!r}"
+            " (a transformed workload, or another one since); give the workload itself"
+            " (TARGET) instead of its profile."
+        )
+    return loaded

@@ -81,6 +81,7 @@ def _profile_facts(doc: Mapping[str, Any]) -> Profile:
             parameter_count=wl["parameter_count"],
             tokens_per_sample=wl["tokens_per_sample"],
             parameter_tensors=wl.get("parameter_tensors"),
+            target=wl.get("target"),
         ),
         hardware=hardware_from_dict(doc["hardware"]),
         timing=None

@@ -33,6 +33,7 @@ def workload_data(wl: WorkloadInfo) -> dict[str, Any]:
         "parameter_count": wl.parameter_count,
         "tokens_per_sample": wl.tokens_per_sample,
         "parameter_tensors": wl.parameter_tensors,
+        "target": wl.target,
     }
 
 

@@ -6,6 +6,7 @@ a factory takes no argument and returns a `Workload` with the family's default b
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -54,7 +55,7 @@ def describe(name: str) -> str:
 
 
 def get(name: str) -> Workload:
-    """A fresh Workload for the suite workload `name`."""
+    """A fresh Workload for the suite workload `name` (its `target`: the name)."""
     _load_families()
     if name not in _FACTORIES:
         raise UnknownNameError(
@@ -62,4 +63,4 @@ def get(name: str) -> Workload:
             + did_you_mean(name, _FACTORIES)
             + " List them with `lightspeed suite`."
         )
-    return _FACTORIES[name]()
+    return dataclasses.replace(_FACTORIES[name](), target=name)

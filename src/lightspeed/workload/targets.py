@@ -4,6 +4,7 @@ architecture, `hf:MODEL_TYPE[?field=value&…]` (`hf_target`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import sys
@@ -22,10 +23,12 @@ def load_target(target: str, *, allocates: bool = True) -> Workload:
     `hf:MODEL_TYPE[?overrides]` (`hf_target`). `allocates=False`: its step will only run
     on fake tensors, so a model too large for this machine is not refused."""
     if is_hf_target(target):
-        return hf_workload(target, allocates=allocates)
+        return dataclasses.replace(hf_workload(target, allocates=allocates), target=target)
     if ":" in target or target.endswith(".py"):
-        return _load_from_file(target)
-    return suite.get(target)
+        path, _, attr = target.rpartition(":")
+        found = _load_from_file(target)
+        return dataclasses.replace(found, target=f"{Path(path).resolve()}:{attr}")
+    return dataclasses.replace(suite.get(target), target=target)
 
 
 def _load_from_file(target: str) -> Workload:

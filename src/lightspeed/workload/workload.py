@@ -60,6 +60,10 @@ class Workload:
     it is called with (`num_workers`, `pin_memory`, `persistent_workers`,
     `prefetch_factor`), so that `lightspeed tune` can measure the step's wait for data
     under each. A step measured alone still uses `batch`.
+
+    `target`: the TARGET it was loaded from (`workload.targets.load_target`: a suite name,
+    `hf:…`, or a file's absolute path and attribute), so a saved profile can load it
+    again; None for a workload built in code.
     """
 
     name: str
@@ -72,6 +76,7 @@ class Workload:
     step: StepFn | None = None
     optimizers: OptimizersFactory | None = None
     loader: LoaderFactory | None = None
+    target: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
