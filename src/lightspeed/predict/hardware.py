@@ -158,7 +158,8 @@ def carry_time(
     # An op that beat what its source sustains (a short burst above the power cap) is
     # still held to the target's datasheet speed of light, unless it beat its source's
     # too (then by as much).
-    floor = analyse_op(op, target).sol_time_s * min(1.0, measured / before.sol_time_s)
+    sol = analyse_op(op, target).sol_time_s
+    floor = min(sol, measured * (sol / before.sol_time_s))  # exact when nothing changes
     return max(measured * (now / was), floor)
 
 
