@@ -117,6 +117,7 @@ def test_a_profile_of_schema_1_loads_and_analyses_as_it_did() -> None:
     assert new["workload"].pop("parameter_tensors") is None
     # The TARGET a workload was loaded from is kept since; schema 1 did not keep it.
     assert new["workload"].pop("target") is None
+    assert new["workload"].pop("jobs") == 1  # fused jobs are counted since
     for key in ("workload", "phases", "modules", "memory"):
         assert old[key] == new[key], key
     # The calibration has since recorded its kernels and its canary: added keys, empty

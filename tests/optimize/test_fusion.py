@@ -553,3 +553,30 @@ def test_the_losss_check_leaves_random_state_and_buffers_as_one_call_would() -> 
     assert torch.equal(torch.rand(()), after)
     for (name, got), want in zip(fused.named_buffers(), reference.buffers(), strict=True):
         assert torch.equal(got, want), name
+
+
+def test_a_fused_step_counts_every_jobs_samples() -> None:
+    from lightspeed.facts.timing import StepTiming
+    from lightspeed.measure.timer import TimerConfig
+    from lightspeed.measure.workload_timing import time_workload
+    from lightspeed.report.timing_report import timing_document, workload_line
+
+    one = Workload(
+        name="small",
+        model=lambda: nn.Linear(4, 2),
+        batch=lambda n: torch.ones(n, 4),
+        loss=lambda m, b: m(b).square().mean(),
+        batch_size=3,
+        tokens_per_sample=5,
+    )
+    fused = fuse(one, k=8)
+    assert fused.jobs == 8
+    timing: StepTiming = time_workload(fused, config=TimerConfig(budget_s=0.05))
+    assert timing.workload.jobs == 8 and timing.workload.samples_per_step == 24
+    step = timing.measurement
+    # 8 jobs of 3 samples a step, 5 tokens each.
+    assert timing.samples_per_s == pytest.approx(24 / step.mean_s, rel=1e-9)
+    assert timing.tokens_per_s == pytest.approx(5 * timing.samples_per_s)
+    said = "".join(str(s) for s in workload_line(timing.workload))
+    assert "8 jobs of batch 3" in said
+    assert timing_document(timing, None).data["workload"]["jobs"] == 8

@@ -211,6 +211,13 @@ class WorkloadInfo:
     parameter_tensors: int | None = None
     # The TARGET it was loaded from (`Workload.target`), to load it again; None: built in code.
     target: str | None = None
+    # Training jobs one step trains (fused jobs), each on `batch_size` samples.
+    jobs: int = 1
+
+    @property
+    def samples_per_step(self) -> int:
+        """Samples one step trains: every job's batch."""
+        return self.batch_size * self.jobs
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -223,7 +230,7 @@ class StepTiming:
     @property
     def samples_per_s(self) -> float:
         """Samples per second: all samples stepped over the total timed seconds."""
-        return self.measurement.per_second(self.workload.batch_size)
+        return self.measurement.per_second(self.workload.samples_per_step)
 
     @property
     def tokens_per_s(self) -> float | None:

@@ -30,6 +30,7 @@ def workload_info(
         tokens_per_sample=workload.tokens_per_sample,
         parameter_tensors=parameter_tensors,
         target=workload.target,
+        jobs=workload.jobs,
     )
 
 

@@ -82,6 +82,7 @@ def _profile_facts(doc: Mapping[str, Any]) -> Profile:
             tokens_per_sample=wl["tokens_per_sample"],
             parameter_tensors=wl.get("parameter_tensors"),
             target=wl.get("target"),
+            jobs=wl.get("jobs", 1),
         ),
         hardware=hardware_from_dict(doc["hardware"]),
         timing=None

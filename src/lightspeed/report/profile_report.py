@@ -243,7 +243,7 @@ def _batch_data(p: Profile) -> dict[str, Any]:
     return {
         "batch_size": batch,
         "step_time_s": step,
-        "samples_per_s": batch / step if step else None,
+        "samples_per_s": p.workload.samples_per_step / step if step else None,
         "peak_bytes": peak,
         "fits": None if peak is None or not memory else peak <= memory,
     }
@@ -339,7 +339,7 @@ def _summary(analysis: ProfileAnalysis) -> Section:
                     " median (IQR ",
                     Value(m.iqr_s, Unit.SECONDS),
                     f", n={m.n}), ",
-                    Value(m.per_second(wl.batch_size), Unit.NUMBER, ",.1f", " samples/s"),
+                    Value(m.per_second(wl.samples_per_step), Unit.NUMBER, ",.1f", " samples/s"),
                 ),
             )
         )

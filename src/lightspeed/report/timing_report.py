@@ -34,6 +34,7 @@ def workload_data(wl: WorkloadInfo) -> dict[str, Any]:
         "tokens_per_sample": wl.tokens_per_sample,
         "parameter_tensors": wl.parameter_tensors,
         "target": wl.target,
+        "jobs": wl.jobs,
     }
 
 
@@ -70,9 +71,10 @@ def timing_data(wl: WorkloadInfo, m: Measurement) -> dict[str, Any]:
 
 
 def workload_line(wl: WorkloadInfo) -> Line:
-    """`name: batch B, dtype on device, N parameters`."""
+    """`name: batch B, dtype on device, N parameters` (`K jobs of batch B` when fused)."""
+    batch = f"batch {wl.batch_size}" if wl.jobs == 1 else f"{wl.jobs} jobs of batch {wl.batch_size}"
     return line(
-        f"{wl.name}: batch {wl.batch_size}, {wl.precision.value} on {wl.device.value}, ",
+        f"{wl.name}: {batch}, {wl.precision.value} on {wl.device.value}, ",
         Value(wl.parameter_count or 0, Unit.COUNT),
         " parameters",
     )

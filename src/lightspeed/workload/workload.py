@@ -61,6 +61,9 @@ class Workload:
     `prefetch_factor`), so that `lightspeed tune` can measure the step's wait for data
     under each. A step measured alone still uses `batch`.
 
+    `jobs`: how many training jobs one step trains (K after `fuse(workload, k=K)`), each
+    on `batch_size` samples, so a step takes `jobs × batch_size` samples.
+
     `target`: the TARGET it was loaded from (`workload.targets.load_target`: a suite name,
     `hf:…`, or a file's absolute path and attribute), so a saved profile can load it
     again; None for a workload built in code.
@@ -77,6 +80,7 @@ class Workload:
     optimizers: OptimizersFactory | None = None
     loader: LoaderFactory | None = None
     target: str | None = None
+    jobs: int = 1
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -99,6 +103,8 @@ class Workload:
                 f"Workload {self.name!r}: batch size {self.batch_size} must be at least 1"
                 " (--batch-size)."
             )
+        if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1:
+            raise ConfigError(f"Workload {self.name!r}: jobs must be an int of at least 1.")
         if self.tokens_per_sample is not None and self.tokens_per_sample < 1:
             raise ConfigError(f"Workload {self.name!r}: tokens_per_sample must be at least 1.")
 

@@ -637,6 +637,7 @@ def fuse(
     return dataclasses.replace(
         workload,
         name=f"{workload.name}+fuse{k}",
+        jobs=workload.jobs * k,
         model=model,
         batch=batch,
         loss=loss,
