@@ -133,7 +133,6 @@ class Node:
     repeated layer, and the aten ops it dispatches in each phase (times not set)."""
 
     name: str
-    kind: str  # "op" (runs kernels), "view" (aten views only), "python" (no aten op)
     module: str
     layer: str | None  # the repeated block's path ("bert.encoder.layer.0"), if in it
     forward: tuple[OpRecord, ...]
@@ -279,21 +278,17 @@ def _node(row: dict[str, str], run: Run, dtypes: dict[str, str]) -> Node:
     module = row["target"] if row["op"] == "call_module" else (stack[-1] if stack else "")
     built = _build(row, run, dtypes)
     if built is None:
-        return Node(
-            name=row["Name"], kind="python", module=module, layer=layer, forward=(), backward=()
-        )
+        return Node(name=row["Name"], module=module, layer=layer, forward=(), backward=())
     fn, inputs = built
     forward, backward = _capture(fn, inputs, training=run.key.mode == "train")
     forward = tuple(dataclasses.replace(op, module=module) for op in forward)
     backward = tuple(dataclasses.replace(op, module=module) for op in backward)
-    kind = "op" if any(op.flops or op.bytes for op in forward + backward) else "view"
-    return Node(
-        name=row["Name"], kind=kind, module=module, layer=layer, forward=forward, backward=backward
-    )
+    return Node(name=row["Name"], module=module, layer=layer, forward=forward, backward=backward)
 
 
-class _Call(nn.Module):
-    """One node as a module, so that the capture sees its parameters' ops."""
+class Call(nn.Module):
+    """A function (and the module it calls, if any) as a module: what the op capture
+    (`measure.capture.capturing`) watches, with that module's parameters."""
 
     def __init__(self, fn: Callable[..., Any], inner: nn.Module | None = None) -> None:
         super().__init__()
@@ -305,7 +300,7 @@ class _Call(nn.Module):
 
 
 def _capture(
-    model: _Call, inputs: list[torch.Tensor], training: bool
+    model: Call, inputs: list[torch.Tensor], training: bool
 ) -> tuple[tuple[OpRecord, ...], tuple[OpRecord, ...]]:
     model.train(training)
     with torch.enable_grad() if training else torch.no_grad(), capturing(model) as capture:
@@ -347,7 +342,7 @@ _FLOAT = {"float32", "torch.float32"}
 
 def _build(
     row: dict[str, str], run: Run, dtypes: dict[str, str]
-) -> tuple[_Call, list[torch.Tensor]] | None:
+) -> tuple[Call, list[torch.Tensor]] | None:
     """The node as a module and meta inputs of its recorded shapes and dtypes; None for
     a node that runs no aten op."""
     if row["op"] in ("placeholder", "get_attr", "output") or not row["dtype"]:
@@ -371,13 +366,13 @@ def _build(
     if op == "call_module":
         return _module_call(row["target"], inputs, out_shape, run)
     if op == "call_method":
-        return _method_call(target, row, inputs, out_shape, out_dtype)
+        return _method_call(target, row, inputs, out_dtype)
     return _function_call(target, row, inputs, out_shape, out_dtype)
 
 
 def _module_call(
     target: str, inputs: list[torch.Tensor], out_shape: tuple[int, ...], run: Run
-) -> tuple[_Call, list[torch.Tensor]] | None:
+) -> tuple[Call, list[torch.Tensor]] | None:
     last = target.rsplit(".", 1)[-1]
     x = inputs[0]
     config = run.config
@@ -403,34 +398,33 @@ def _module_call(
         inner = nn.ReLU() if config.get("activation_function", "relu") == "relu" else nn.GELU()
     else:
         inner = nn.Linear(x.shape[-1], width, device="meta")
-    return _Call(inner, inner), inputs
+    return Call(inner, inner), inputs
 
 
 def _method_call(
     target: str,
     row: dict[str, str],
     inputs: list[torch.Tensor],
-    out_shape: tuple[int, ...],
     out_dtype: torch.dtype,
-) -> tuple[_Call, list[torch.Tensor]] | None:
+) -> tuple[Call, list[torch.Tensor]] | None:
     if not inputs:
         return None
     x = inputs[0]
     contiguous = "False" not in row["input_contiguous"].split("]")[0]
     if target in _VIEWS or (target == "reshape" and contiguous):
-        return _Call(lambda t: t.view(-1)), [x]
+        return Call(lambda t: t.view(-1)), [x]
     if target in ("contiguous", "reshape"):
         if contiguous:
-            return _Call(lambda t: t.view(-1)), [x]
+            return Call(lambda t: t.view(-1)), [x]
         # A permuted input: the copy is what the node costs.
-        return _Call(lambda t: t.clone()), [x]
+        return Call(lambda t: t.clone()), [x]
     if target in ("to", "type", "type_as", "bool", "long"):
         if x.dtype == out_dtype:
-            return _Call(lambda t: t.view(-1)), [x]
-        return _Call(lambda t: t.to(out_dtype)), [x]
+            return Call(lambda t: t.view(-1)), [x]
+        return Call(lambda t: t.to(out_dtype)), [x]
     if target in ("masked_fill", "masked_fill_"):
         mask = torch.empty(inputs[1].shape if len(inputs) > 1 else x.shape, device="meta")
-        return _Call(lambda t, m: t.masked_fill(m.bool(), -1.0)), [x, mask.bool()]
+        return Call(lambda t, m: t.masked_fill(m.bool(), -1.0)), [x, mask.bool()]
     raise ValueError(f"no rule for method {target!r} in {row['Name']}")
 
 
@@ -440,21 +434,21 @@ def _function_call(
     inputs: list[torch.Tensor],
     out_shape: tuple[int, ...],
     out_dtype: torch.dtype,
-) -> tuple[_Call, list[torch.Tensor]] | None:
+) -> tuple[Call, list[torch.Tensor]] | None:
     kwargs = row["_kwargs"]
     fn: Callable[..., Any]
     binary = re.fullmatch(r"<built-in function (\w+)>", target)
     if binary and binary.group(1) in _BINARY:
         op = _BINARY[binary.group(1)]
         if len(inputs) >= 2:
-            return _Call(op), inputs[:2]
+            return Call(op), inputs[:2]
         if len(inputs) == 1:
-            return _Call(lambda t: op(t, 2.0)), inputs
+            return Call(lambda t: op(t, 2.0)), inputs
         return None
     if binary and binary.group(1) == "getitem":
-        return (_Call(lambda t: t.view(-1)), inputs[:1]) if inputs else None
+        return (Call(lambda t: t.view(-1)), inputs[:1]) if inputs else None
     if binary and binary.group(1) == "gelu":
-        return _Call(F.gelu), inputs[:1]
+        return Call(F.gelu), inputs[:1]
     method = re.fullmatch(r"<built-in method (\w+) of type object>", target)
     if method:
         name = method.group(1)
@@ -470,23 +464,23 @@ def _function_call(
                 "pow": lambda t: torch.pow(t, 3.0),
             }[name]
             if name == "where" and len(inputs) == 2:
-                return _Call(lambda c, a: torch.where(c.bool(), a, -1.0)), inputs
-            return _Call(fn), inputs
+                return Call(lambda c, a: torch.where(c.bool(), a, -1.0)), inputs
+            return Call(fn), inputs
         if name in ("ones", "full", "arange", "tensor"):
             # A factory: it writes its output.
-            return _Call(lambda: torch.ones(out_shape, dtype=out_dtype, device="meta")), []
+            return Call(lambda: torch.ones(out_shape, dtype=out_dtype, device="meta")), []
     if target == "<function softmax>":
-        return _Call(lambda t: torch.softmax(t, dim=-1)), inputs[:1]
+        return Call(lambda t: torch.softmax(t, dim=-1)), inputs[:1]
     if target == "<function dropout>":
         training = "'training': True" in kwargs
         p = 0.1 if training else 0.0
-        return _Call(lambda t: F.dropout(t, p, training)), inputs[:1]
+        return Call(lambda t: F.dropout(t, p, training)), inputs[:1]
     if target == "<function embedding>":
         weight = inputs[1] if len(inputs) > 1 else None
         if weight is None:
             return None
         idx = torch.zeros(tuple(inputs[0].shape), dtype=torch.int64, device="meta")
-        return _Call(F.embedding), [idx, weight]
+        return Call(F.embedding), [idx, weight]
     if target in ("<built-in function getattr>", "<class 'torch.finfo'>"):
         return None
     raise ValueError(f"no rule for function {target!r} in {row['Name']}")

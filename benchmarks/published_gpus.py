@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import json
 import math
 import statistics
@@ -64,6 +65,7 @@ from lightspeed.predict.hardware import (
     carry_time,
     on_hardware,
     sustained_hardware,
+    validation_group,
 )
 from lightspeed.report import render_json
 from lightspeed.report.profile_report import profile_document
@@ -130,8 +132,9 @@ class Pair:
         }
 
 
-def vendor(gpu: str) -> str:
-    return "amd" if gpu.startswith("AMD") else "nvidia"
+def vendor(gpu: str) -> str | None:
+    """The vendor of a GPU folder's catalog entry."""
+    return catalog_hardware(GPUS[gpu]).vendor
 
 
 def group_of(source: str, target: str, mode: str, held_out: Iterable[str] = ()) -> str:
@@ -160,13 +163,13 @@ def model_pairs(
     pairs: list[Pair] = []
     mapped: list[dict[str, Any]] = []
     for key, measured in sorted(by_key.items()):
-        graphs: dict[tuple[tuple[str, ...], ...], list[neusight.Node]] = {}
+        graph = {r.gpu: neusight.graph_of(r) for r in measured}
+        nodes: dict[tuple[tuple[str, ...], ...], list[neusight.Node]] = {}
         made = {}
         for r in measured:
-            graph = neusight.graph_of(r)
-            if graph not in graphs:
-                graphs[graph] = neusight.nodes_of(r)
-            made[r.gpu] = neusight.profile_of(r, hardware[r.gpu], graphs[graph])
+            if graph[r.gpu] not in nodes:
+                nodes[graph[r.gpu]] = neusight.nodes_of(r)
+            made[r.gpu] = neusight.profile_of(r, hardware[r.gpu], nodes[graph[r.gpu]])
         for a in measured:
             if a.gpu in held_out:
                 continue
@@ -191,7 +194,7 @@ def model_pairs(
                 predicted = on_hardware(profile, target, rates_for(b.gpu))
                 assert predicted.step_time_s is not None
                 kinds: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-                if neusight.graph_of(a) == neusight.graph_of(b):  # the same ops, op by op
+                if graph[a.gpu] == graph[b.gpu]:  # the same ops, op by op
                     there = made[b.gpu].profile.ops
                     for kind, p_op, m_op in zip(kind_of, predicted.ops, there, strict=True):
                         kinds[kind][0] += (p_op.time_s or 0.0) * 1e3
@@ -227,30 +230,22 @@ def _sol_s(ops: Iterable[OpRecord], hw: Hardware) -> float:
 # --- matrix products one by one -------------------------------------------------------
 
 
+@functools.cache
 def _product(op: str, b: int, m: int, n: int, k: int) -> OpRecord:
     """The aten op lightspeed captures for NeuSight's `bmm` or `linear` of this shape."""
     if op == "bmm":
         x = torch.empty(b, m, k, device="meta")
         y = torch.empty(b, k, n, device="meta")
-        records = capture_forward(_Fn(torch.bmm), x, y)
+        records = capture_forward(neusight.Call(torch.bmm), x, y)
     else:
         shape = (m, k) if b == 1 else (b, m, k)
         x = torch.empty(*shape, device="meta")
         w = torch.empty(n, k, device="meta")
         bias = torch.empty(n, device="meta")
-        records = capture_forward(_Fn(F.linear), x, w, bias)
+        records = capture_forward(neusight.Call(F.linear), x, w, bias)
     products = [r for r in records if r.macs]
     assert len(products) == 1, records
     return products[0]
-
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn: Callable[..., torch.Tensor]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: torch.Tensor) -> torch.Tensor:
-        return self.fn(*args)
 
 
 Shape = tuple[str, int, int, int, int]
@@ -444,25 +439,22 @@ def _print_table(title: str, table: dict[str, dict[str, dict[str, float]]]) -> N
             )
 
 
-# The vendors of a pair → the group of `predict/validation.json` its figures are in.
-VALIDATION_GROUPS = {
-    ("nvidia", "nvidia"): "nvidia",
-    ("amd", "amd"): "amd",
-    ("nvidia", "amd"): "across vendors",
-    ("amd", "nvidia"): "across vendors",
-}
+# The groups of `predict/validation.json`, in the order it lists them.
+VALIDATION_GROUPS = ("nvidia", "amd", "across vendors")
 
 
 def validation_data(
     pairs: Sequence[Pair], gemm: Sequence[dict[str, Any]], command: str
 ) -> dict[str, Any]:
-    """`predict/validation.json`: per group of GPUs (`VALIDATION_GROUPS`) and kind of op,
-    how well its carried time matched, leave-one-GPU-out."""
+    """`predict/validation.json`: per group of GPUs (`predict.hardware.validation_group`)
+    and kind of op, how well its carried time matched, leave-one-GPU-out."""
+
+    def group_of_pair(source: str, target: str) -> str:
+        return validation_group(vendor(source), vendor(target))
+
     groups: dict[str, dict[str, dict[str, Any]]] = {}
-    for group in dict.fromkeys(VALIDATION_GROUPS.values()):
-        members = [
-            p for p in pairs if VALIDATION_GROUPS[(vendor(p.source), vendor(p.target))] == group
-        ]
+    for group in VALIDATION_GROUPS:
+        members = [p for p in pairs if group_of_pair(p.source, p.target) == group]
         if not members:
             continue
         modes = " and ".join(
@@ -478,11 +470,7 @@ def validation_data(
             kinds[kind] = _validated(e, runs + ": the ops' time against the target's op by op")
         step = errors([p.measured_ms for p in members], [p.predicted_ms for p in members])
         kinds[STEP] = _validated(step, runs + ": the step against the target's measured step")
-        products = [
-            r
-            for r in gemm
-            if VALIDATION_GROUPS[(vendor(r["source_gpu"]), vendor(r["target_gpu"]))] == group
-        ]
+        products = [r for r in gemm if group_of_pair(r["source_gpu"], r["target_gpu"]) == group]
         if products:
             e = errors([r["measured_ms"] for r in products], [r["predicted_ms"] for r in products])
             kinds[FP32_PRODUCTS] = _validated(

@@ -117,7 +117,9 @@ def predict_command(
     # Fused jobs report the largest K that fits instead; the search runs the workload's
     # shapes, so a profile whose workload cannot be loaded here (measured elsewhere) is
     # predicted without it.
-    search = fuse is None and (workload is not None or _loadable(measured))
+    if workload is None and fuse is None:
+        workload = _reloaded(measured)
+    search = fuse is None and workload is not None
     predictions = [
         predict(
             measured,
@@ -134,16 +136,16 @@ def predict_command(
     report(doc, json_path, wide=wide, html_path=html_path, png_path=png_path)
 
 
-def _loadable(measured: Any) -> bool:
-    """Whether the workload `measured` (a Profile) profiled loads here again."""
+def _reloaded(measured: Any) -> Any:
+    """The workload `measured` (a Profile) profiled, loaded again; None where it does not
+    load here (a `predict` that needs it says why)."""
     from lightspeed.errors import LightspeedError
     from lightspeed.predict.whatif import workload_of
 
     try:
-        workload_of(measured)
+        return workload_of(measured)
     except LightspeedError:
-        return False
-    return True
+        return None
 
 
 def _data_parallel(

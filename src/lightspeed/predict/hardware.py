@@ -49,7 +49,7 @@ from importlib import resources
 from typing import Any
 
 from lightspeed import units
-from lightspeed.analysis.step_roofline import analyse_op
+from lightspeed.analysis.step_roofline import OpAnalysis, analyse_op
 from lightspeed.dtypes import Precision
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import DeviceKind, Hardware
@@ -143,10 +143,17 @@ def carry_time(
     module's docstring); its measured time where it has none to carry. The one rule every
     cross-hardware prediction uses: a profile's ops, a trace's, a serving plan's.
     `rates`: what GPUs sustain (the benchmark refits them, leaving out a GPU)."""
-    measured = op.time_s
-    if measured is None:
+    if op.time_s is None:
         return 0.0
-    before = analyse_op(op, source)
+    return _carry(op, analyse_op(op, source), source, target, rates)
+
+
+def _carry(
+    op: OpRecord, before: OpAnalysis, source: Hardware, target: Hardware, rates: SustainedRates
+) -> float:
+    """`carry_time` of a timed `op` already placed on its source (`before`)."""
+    measured = op.time_s
+    assert measured is not None
     if before.point is None:
         return measured
     if before.bound is Bound.OVERHEAD:
@@ -190,7 +197,11 @@ CARRY_RULES = {
 
 def carry_kind(op: OpRecord, source: Hardware) -> str:
     """Which of `CARRY_RULES` carries `op`, measured on `source`, to other hardware."""
-    placed = analyse_op(op, source)
+    return _kind(op, analyse_op(op, source))
+
+
+def _kind(op: OpRecord, placed: OpAnalysis) -> str:
+    """`carry_kind` of `op` already placed on its source."""
     if op.time_s is None or placed.point is None:
         return NO_WORK
     if placed.bound is Bound.OVERHEAD:
@@ -209,6 +220,14 @@ def validation() -> dict[str, Any]:
     return data
 
 
+def validation_group(source_vendor: str | None, target_vendor: str | None) -> str:
+    """The group of `validation.json` a prediction between GPUs of these vendors is
+    checked in: the vendor's own ("nvidia", "amd"), or "across vendors"."""
+    if source_vendor != target_vendor:
+        return "across vendors"
+    return source_vendor or "unknown"
+
+
 def _validated(kind: str, profile: Profile, target: Hardware) -> CarryValidation | None:
     """How well `kind` was checked between GPUs of the vendors of `profile`'s hardware
     and `target`, in fp32; None when it was not, or when the hardware is not two catalog
@@ -221,8 +240,7 @@ def _validated(kind: str, profile: Profile, target: Hardware) -> CarryValidation
         or profile.workload.precision is not Precision.FP32
     ):
         return None
-    vendors = {source.vendor, target.vendor}
-    group = "across vendors" if len(vendors) > 1 else next(iter(vendors))
+    group = validation_group(source.vendor, target.vendor)
     found = validation()["groups"].get(group, {}).get(kind)
     return None if found is None else CarryValidation(**found)
 
@@ -231,16 +249,18 @@ def on_hardware(profile: Profile, target: Hardware, rates: SustainedRates = SUST
     """`profile` predicted on `target` (see the module's docstring); `rates`: what GPUs
     sustain (see `carry_time`)."""
     source = profile.hardware
+    placed = [analyse_op(op, source) for op in profile.ops]
     ops = tuple(
         op
         if op.time_s is None
-        else dataclasses.replace(op, time_s=carry_time(op, source, target, rates))
-        for op in profile.ops
+        else dataclasses.replace(op, time_s=_carry(op, before, source, target, rates))
+        for op, before in zip(profile.ops, placed, strict=True)
     )
     timing, profiled = scaled_step(profile, ops)
     device = Device.CUDA if target.kind is DeviceKind.GPU else Device.CPU
     step = None if timing is None else timing.median_s
-    carried = _carried(profile, ops, target, step)
+    kinds = [_kind(op, before) for op, before in zip(profile.ops, placed, strict=True)]
+    carried = _carried(profile, ops, kinds, target, step)
     return dataclasses.replace(
         profile,
         workload=dataclasses.replace(profile.workload, device=device),
@@ -261,14 +281,18 @@ def on_hardware(profile: Profile, target: Hardware, rates: SustainedRates = SUST
 
 
 def _carried(
-    profile: Profile, predicted: tuple[OpRecord, ...], target: Hardware, step_s: float | None
+    profile: Profile,
+    predicted: tuple[OpRecord, ...],
+    kinds: list[str],
+    target: Hardware,
+    step_s: float | None,
 ) -> tuple[CarriedOps, ...]:
-    """Each kind of op: how many, their time measured and predicted, the rule, and how
-    well it has been validated; the step itself last (when it was timed)."""
-    source = profile.hardware
+    """Each kind of op (`kinds`, one per op): how many, their time measured and
+    predicted, the rule, and how well it has been validated; the step itself last (when
+    it was timed)."""
     sums: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
-    for before, after in zip(profile.ops, predicted, strict=True):
-        row = sums[carry_kind(before, source)]
+    for kind, before, after in zip(kinds, profile.ops, predicted, strict=True):
+        row = sums[kind]
         row[0] += 1
         row[1] += before.time_s or 0.0
         row[2] += after.time_s or 0.0

@@ -28,7 +28,7 @@ def load_target(target: str, *, allocates: bool = True) -> Workload:
         path, _, attr = target.rpartition(":")
         found = _load_from_file(target)
         return dataclasses.replace(found, target=f"{Path(path).resolve()}:{attr}")
-    return dataclasses.replace(suite.get(target), target=target)
+    return suite.get(target)  # its target: its name
 
 
 def _load_from_file(target: str) -> Workload:
