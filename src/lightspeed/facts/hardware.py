@@ -278,23 +278,21 @@ def hardware_from_dict(data: Mapping[str, Any]) -> Hardware:
         id=str(data["id"]),
         name=str(data["name"]),
         kind=DeviceKind(data["kind"]),
-        peak_flops_per_s={Precision(p): float(v) for p, v in data["peak_flops_per_s"].items()},
+        peak_flops_per_s=peaks_of(data["peak_flops_per_s"]),
         memory_bandwidth_bytes_per_s=float(data["memory_bandwidth_bytes_per_s"]),
         memory_bytes=_opt_int(data.get("memory_bytes")),
         sm_count=_opt_int(data.get("sm_count")),
-        gpu_link_bytes_per_s=_opt_float(data.get("gpu_link_bytes_per_s")),
-        host_link_bytes_per_s=_opt_float(data.get("host_link_bytes_per_s")),
+        gpu_link_bytes_per_s=optional_float(data.get("gpu_link_bytes_per_s")),
+        host_link_bytes_per_s=optional_float(data.get("host_link_bytes_per_s")),
         cache_bytes=_opt_int(data.get("cache_bytes")),
-        cache_bandwidth_bytes_per_s=_opt_float(data.get("cache_bandwidth_bytes_per_s")),
-        matrix_peak_flops_per_s={
-            Precision(p): float(v) for p, v in (data.get("matrix_peak_flops_per_s") or {}).items()
-        },
-        clock_hz=_opt_float(data.get("clock_hz")),
+        cache_bandwidth_bytes_per_s=optional_float(data.get("cache_bandwidth_bytes_per_s")),
+        matrix_peak_flops_per_s=peaks_of(data.get("matrix_peak_flops_per_s") or {}),
+        clock_hz=optional_float(data.get("clock_hz")),
         l2_bytes=_opt_int(data.get("l2_bytes")),
-        board_power_w=_opt_float(data.get("board_power_w")),
+        board_power_w=optional_float(data.get("board_power_w")),
         vendor=None if data.get("vendor") is None else str(data["vendor"]),
-        process_nm=_opt_float(data.get("process_nm")),
-        transistors_per_mm2=_opt_float(data.get("transistors_per_mm2")),
+        process_nm=optional_float(data.get("process_nm")),
+        transistors_per_mm2=optional_float(data.get("transistors_per_mm2")),
         sources=dict(data.get("sources", {})),
         calibration=calibration,
     )
@@ -304,5 +302,12 @@ def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def _opt_float(value: Any) -> float | None:
+def optional_float(value: Any) -> float | None:
+    """`value` as a float; None stays None (a figure not known)."""
     return None if value is None else float(value)
+
+
+def peaks_of(table: Mapping[str, Any]) -> dict[Precision, float]:
+    """A peaks table as JSON and the catalog write it (precision name → FLOP/s) as the
+    `Precision` → FLOP/s mapping `Hardware` holds."""
+    return {Precision(p): float(v) for p, v in table.items()}

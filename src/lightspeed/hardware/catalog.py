@@ -12,9 +12,8 @@ import sys
 from importlib import resources
 from typing import Any
 
-from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError, UnknownNameError, did_you_mean
-from lightspeed.facts.hardware import DeviceKind, Hardware
+from lightspeed.facts.hardware import DeviceKind, Hardware, optional_float, peaks_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -71,16 +70,16 @@ def _entry_to_hardware(hw_id: str, entry: dict[str, Any], citations: dict[str, s
         id=hw_id,
         name=entry["name"],
         kind=DeviceKind.GPU,
-        peak_flops_per_s=_peaks(entry["peak_flops_per_s"]),
-        matrix_peak_flops_per_s=_peaks(entry.get("matrix_peak_flops_per_s", {})),
+        peak_flops_per_s=peaks_of(entry["peak_flops_per_s"]),
+        matrix_peak_flops_per_s=peaks_of(entry.get("matrix_peak_flops_per_s", {})),
         memory_bandwidth_bytes_per_s=float(entry["memory_bandwidth_bytes_per_s"]),
         memory_bytes=entry.get("memory_bytes"),
         sm_count=entry.get("sm_count"),
-        clock_hz=_opt_float(entry.get("clock_hz")),
+        clock_hz=optional_float(entry.get("clock_hz")),
         l2_bytes=entry.get("l2_bytes"),
-        board_power_w=_opt_float(entry.get("board_power_w")),
+        board_power_w=optional_float(entry.get("board_power_w")),
         vendor=entry.get("vendor"),
-        process_nm=_opt_float(entry.get("process_nm")),
+        process_nm=optional_float(entry.get("process_nm")),
         transistors_per_mm2=transistors_per_mm2,
         gpu_link_bytes_per_s=entry.get("gpu_link_bytes_per_s"),
         host_link_bytes_per_s=entry.get("host_link_bytes_per_s"),
@@ -103,14 +102,6 @@ def _transistor_density(hw_id: str, entry: dict[str, Any], sources: dict[str, st
         count if count == size else f"transistors: {count}; die area: {size}"
     )
     return float(transistors) / float(area)
-
-
-def _peaks(table: dict[str, Any]) -> dict[Precision, float]:
-    return {Precision(p): float(v) for p, v in table.items()}
-
-
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def catalog_ids() -> list[str]:
