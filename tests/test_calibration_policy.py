@@ -379,6 +379,43 @@ def test_a_report_keeps_the_busy_warning_but_not_the_wait(
     assert not any("waiting up to" in w or "ceilings once" in w for w in warnings)
 
 
+def test_a_busy_warning_is_printed_once(run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal report, a warning logged while the command ran is its report's to
+    show, not stderr's as well; the live note about the wait does not repeat it."""
+    Machine(monkeypatch, calibrated())
+    monkeypatch.setattr(resolve_module, "QUIET_WAIT_S", 0.0)
+    monkeypatch.setattr(resolve_module, "quiet_check", lambda device, window_s=1.0: BUSY)
+    # The CLI logs on stderr through the root logger, as it does outside pytest (whose
+    # own handlers there would keep `logging.basicConfig` from adding it).
+    monkeypatch.setattr(logging.root, "handlers", [])
+    monkeypatch.setattr(logging.root, "level", logging.root.level)
+    code, out, err = run_cli("hw", "calibrate")
+    both = " ".join((out + err).split())
+    assert code == 0
+    assert both.count("calibrating although the machine is still busy") == 1
+    assert both.count("canary kernel ran 50% slower") == 1
+    assert "waiting up to 0 s" in err  # the live note stays
+
+
+def test_a_warning_no_report_shows_is_printed_on_stderr(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command that fails before its report still says what it warned about."""
+    monkeypatch.setattr(resolve_module, "QUIET_WAIT_S", 0.0)
+    monkeypatch.setattr(resolve_module, "quiet_check", lambda device, window_s=1.0: BUSY)
+
+    def fails(device: Device) -> Hardware:
+        raise CalibrationError("no matmul ran")
+
+    monkeypatch.setattr(resolve_module, "calibrate", fails)
+    monkeypatch.setattr(logging.root, "handlers", [])
+    monkeypatch.setattr(logging.root, "level", logging.root.level)
+    code, out, err = run_cli("hw", "calibrate")
+    assert code == 2 and out == ""
+    warned = err.index("lightspeed: calibrating although the machine is still busy")
+    assert warned < err.index("lightspeed: error: no matmul ran")
+
+
 # -- the demo after a calibration ---------------------------------------------------------
 
 

@@ -36,7 +36,7 @@ from lightspeed.cli import (
     trace_cmd,
     tune_cmd,
 )
-from lightspeed.cli.common import CONTEXT_SETTINGS, collecting_warnings
+from lightspeed.cli.common import CONTEXT_SETTINGS, collecting_warnings, printed_live
 from lightspeed.errors import LightspeedError
 
 app = typer.Typer(
@@ -136,10 +136,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if "--version" in args:
         print(version_text())
         return
+    stderr = logging.StreamHandler(_Stderr())
+    # A warning is the report's to show: printed as it is logged only under --debug.
+    stderr.addFilter(printed_live)
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
         format="lightspeed: %(message)s",
-        stream=_Stderr(),
+        handlers=[stderr],
     )
     if not debug:
         # torch logs at DEBUG through the root logger; keep our own messages only.
@@ -152,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         a == "--json" and b == "-" for a, b in itertools.pairwise(args)
     )
     try:
-        with collecting_warnings(), progress_display.shown(json_to_stdout=on_stdout):
+        with collecting_warnings(hold=not debug), progress_display.shown(json_to_stdout=on_stdout):
             code = app(args=args, prog_name="lightspeed", standalone_mode=False)
     except LightspeedError as exc:
         fail(" ".join(str(exc).split()), debug)

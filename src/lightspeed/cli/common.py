@@ -83,32 +83,61 @@ def use_threads(threads: int | None) -> None:
 
 class _LoggedWarnings(logging.Handler):
     """The warnings lightspeed logged while a command ran (a busy machine while
-    calibrating, a rejected calibration, a formula that failed), one line each."""
+    calibrating, a rejected calibration, a formula that failed), one line each, and
+    those a report drawn in the terminal has shown."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.messages: list[str] = []
+        self.shown: set[str] = set()
+        self.holding = False
+
+    @staticmethod
+    def carries(record: logging.LogRecord) -> bool:
+        """Whether `record` is one of the command's warnings: lightspeed's, at WARNING or
+        above, and no progress note (what it was doing, not a reason to doubt the result)."""
+        name = record.name
+        return (
+            record.levelno >= logging.WARNING
+            and (name == "lightspeed" or name.startswith("lightspeed."))
+            and not name.startswith("lightspeed.progress")
+        )
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.name.startswith("lightspeed.progress"):
-            return  # what it was doing, not a reason to doubt the result
-        self.messages.append(" ".join(record.getMessage().split()))
+        if self.carries(record):
+            self.messages.append(" ".join(record.getMessage().split()))
 
 
 _LOGGED = _LoggedWarnings()
 
 
+def printed_live(record: logging.LogRecord) -> bool:
+    """Whether a log record prints on stderr as it is logged: not while a command holds
+    its warnings for its report, so a user reads each once (`collecting_warnings`)."""
+    return not (_LOGGED.holding and _LOGGED.carries(record))
+
+
 @contextlib.contextmanager
-def collecting_warnings() -> Iterator[None]:
+def collecting_warnings(*, hold: bool = True) -> Iterator[None]:
     """While the block runs, keep what lightspeed logs at WARNING or above, so the
-    command's report carries it (they are printed on stderr as they happen, too)."""
+    command's report carries it. With `hold`, they are not printed on stderr as they
+    happen (see `printed_live`) but at the end, those that no terminal report showed
+    (a command that failed first, or printed only JSON); without it, printed as they
+    happen too (--debug, where the log is what is wanted)."""
     logger = logging.getLogger("lightspeed")
     _LOGGED.messages.clear()
+    _LOGGED.shown.clear()
+    _LOGGED.holding = hold
     logger.addHandler(_LOGGED)
     try:
         yield
     finally:
         logger.removeHandler(_LOGGED)
+        if _LOGGED.holding:
+            _LOGGED.holding = False
+            for message in dict.fromkeys(_LOGGED.messages):
+                if message not in _LOGGED.shown:
+                    print(f"lightspeed: {message}", file=sys.stderr)
 
 
 def report(
@@ -129,6 +158,7 @@ def report(
     # (and after the JSON and HTML are written).
     if json_path is None or str(json_path) != "-":
         show(render_terminal.render(doc, wide=wide))
+        _LOGGED.shown.update(_LOGGED.messages)
     write_files(doc, json_path, html_path, png_path)
 
 

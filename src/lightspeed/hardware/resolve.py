@@ -110,10 +110,10 @@ def wait_until_quiet(
     deadline = clock() + max_wait_s
     noise = check(device)
     if noise.warnings:
+        # A note on what it is doing; why the machine looked busy is said once, in the
+        # warning below if it stays busy.
         progress_log.warning(
-            "the machine is busy (%s); waiting up to %.0f s for it to quiet down before"
-            " calibrating",
-            noise.warnings[0],
+            "the machine is busy; waiting up to %.0f s for it to quiet down before calibrating",
             max_wait_s,
         )
     with progress.stage("waiting for the machine to quiet down"):
