@@ -240,6 +240,23 @@ def test_noise_warnings_name_what_was_seen() -> None:
     assert "load average 6.0 on 2 CPUs" in load
 
 
+def test_a_canary_many_times_faster_says_how_many_times() -> None:
+    # 210 / 10 = 21 times the rate: "2000% faster" reads badly
+    moved = NoiseCheck(canary_before_per_s=10e9, canary_after_per_s=210e9)
+    (warning,) = moved.warnings
+    assert "a canary kernel ran 21× faster after than before" in warning
+    assert "the timings may be off by as much" in warning and "%" not in warning
+    # 250 / 100 = 2.5; under twice the rate, a percentage: 130 / 100 = 30% faster
+    assert (
+        "ran 2.5× faster"
+        in NoiseCheck(canary_before_per_s=100e9, canary_after_per_s=250e9).warnings[0]
+    )
+    assert (
+        "ran 30% faster"
+        in NoiseCheck(canary_before_per_s=100e9, canary_after_per_s=130e9).warnings[0]
+    )
+
+
 def test_steal_time_is_read_from_proc_stat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stat = tmp_path / "stat"
     monkeypatch.setattr(noise_module, "_PROC_STAT", stat)
@@ -290,6 +307,12 @@ def test_a_machine_whose_speed_changed_while_calibrating_is_implausible() -> Non
     )
     (found,) = problems(moved)
     assert "a canary kernel ran 60% slower after than before" in found
+    faster = dataclasses.replace(
+        hw,
+        calibration=dataclasses.replace(hw.calibration, canary_before_flops_per_s=CANARY / 4),
+    )
+    (found,) = problems(faster)
+    assert "a canary kernel ran 4× faster after than before" in found
     steady = dataclasses.replace(
         hw,
         calibration=dataclasses.replace(hw.calibration, canary_before_flops_per_s=1.2 * CANARY),

@@ -26,6 +26,15 @@ CANARY_DRIFT_FRACTION = 0.25
 STEAL_WARN_SHARE = 0.05
 
 
+def speed_change(ratio: float) -> str:
+    """A rate that became `ratio` times what it was, in words: `21× faster` from twice
+    on (a percentage over 100 reads badly), else `30% faster` or `60% slower`."""
+    if ratio >= 2:
+        times = f"{ratio:.0f}" if ratio >= 10 else f"{ratio:.1f}".removesuffix(".0")
+        return f"{times}× faster"
+    return f"{100 * abs(ratio - 1):.0f}% {'faster' if ratio > 1 else 'slower'}"
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class NoiseCheck:
     """Was the machine quiet while something was measured?
@@ -57,8 +66,8 @@ class NoiseCheck:
         if drift is not None and abs(drift) > CANARY_DRIFT_FRACTION:
             found.append(
                 f"the machine's speed changed while measuring: a canary kernel ran"
-                f" {100 * abs(drift):.0f}% {'faster' if drift > 0 else 'slower'} after than"
-                " before; measure again when it is quiet"
+                f" {speed_change(1 + drift)} after than before, so the timings may be off by"
+                " as much; measure again when it is quiet"
             )
         if self.steal_share is not None and self.steal_share > STEAL_WARN_SHARE:
             found.append(

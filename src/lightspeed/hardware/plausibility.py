@@ -7,6 +7,7 @@ instead of cached.
 from __future__ import annotations
 
 from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.timing import speed_change
 from lightspeed.units import byte_rate, flops_rate
 
 # A canary kernel that ran this much faster or slower after the calibration than before
@@ -33,12 +34,11 @@ def problems(hw: Hardware, previous: Hardware | None = None) -> list[str]:
         )
     cal = hw.calibration
     if cal is not None and cal.canary_flops_per_s and cal.canary_before_flops_per_s:
-        change = cal.canary_flops_per_s / cal.canary_before_flops_per_s - 1
-        if abs(change) > CANARY_CHANGE:
+        ratio = cal.canary_flops_per_s / cal.canary_before_flops_per_s
+        if abs(ratio - 1) > CANARY_CHANGE:
             found.append(
                 f"the machine's speed changed while it measured (a canary kernel ran"
-                f" {100 * abs(change):.0f}% {'faster' if change > 0 else 'slower'} after than"
-                " before)"
+                f" {speed_change(ratio)} after than before)"
             )
     if previous is None:
         return found
