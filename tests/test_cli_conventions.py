@@ -158,3 +158,22 @@ def test_threads_sets_torchs_thread_count(run_cli: RunCli, calibrated_cpu: Hardw
         torch.set_num_threads(before)
     code, _, err = run_cli("profile", "mlp-tiny", "--threads", "0")
     assert code == 2 and err == "lightspeed: error: --threads 0 must be at least 1.\n"
+
+
+def test_wide_piped_output_keeps_each_row_on_one_line(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With stdout no terminal (here captured), `--wide` draws names whole on their row
+    instead of folding them inside an 80-column cell: nothing wraps the lines but the
+    reader."""
+    import gzip
+
+    trace = Path(__file__).parent / "data" / "traces" / "hta-a100-alexnet-benchmark.json.gz"
+    kernels = {e["name"] for e in json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]}
+    (name,) = [k for k in kernels if "max_pool_forward_nchw" in k]
+    assert len(name) > 80  # longer than the width rich would fold it at
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli("trace", str(trace), "--wide")
+    assert code == 0
+    (row,) = [line for line in out.splitlines() if name in line]
+    assert "computation" in row and "µs" in row  # the whole row, its figures beside it

@@ -157,7 +157,7 @@ def report(
     # The terminal first: a picture that cannot be drawn fails after the result is seen
     # (and after the JSON and HTML are written).
     if json_path is None or str(json_path) != "-":
-        show(render_terminal.render(doc, wide=wide))
+        show(render_terminal.render(doc, wide=wide), unbounded=wide)
         _LOGGED.shown.update(_LOGGED.messages)
     write_files(doc, json_path, html_path, png_path)
 
@@ -167,8 +167,15 @@ def console() -> Console:
     return Console(highlight=False)
 
 
-def show(renderable: RenderableType) -> None:
-    console().print(renderable)
+def show(renderable: RenderableType, *, unbounded: bool = False) -> None:
+    """Print `renderable` on stdout; `unbounded` (--wide) and stdout no terminal, as wide
+    as its widest line: a pipe or a file wraps no line, so no name need fold in its cell."""
+    out = console()
+    if unbounded and not sys.stdout.isatty():
+        from lightspeed.report.render_terminal import natural_width
+
+        out.width = max(out.width, natural_width(renderable, out))
+    out.print(renderable)
 
 
 def emit_json(

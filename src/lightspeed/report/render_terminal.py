@@ -240,6 +240,16 @@ def render(doc: Document, *, wide: bool = False) -> RenderableType:
     return Group(*blocks)
 
 
+# Cells a line may take when nothing but its reader wraps it: as good as unlimited.
+UNBOUNDED_WIDTH = 1_000_000
+
+
+def natural_width(renderable: RenderableType, console: Console) -> int:
+    """Cells the widest line of `renderable` takes on `console` with no line wrapped."""
+    options = console.options.update_width(UNBOUNDED_WIDTH)
+    return Measurement.get(console, options, renderable).maximum
+
+
 def render_text(doc: Document, width: int = 100, *, wide: bool = False) -> str:
     """`doc` drawn as plain text `width` columns wide: the same bytes on every machine."""
     out = io.StringIO()
