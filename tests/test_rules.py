@@ -20,6 +20,7 @@ from lightspeed.rules import (
     Bound,
     FindingKind,
     StepFacts,
+    aligned_batch_sizes,
     diagnose,
     max_speedup,
     op_bound,
@@ -224,3 +225,16 @@ def test_one_small_op_threshold() -> None:
     assert op_bound(Bound.MEMORY, SMALL_OP_S * 2, 0.4) is Bound.MEMORY
     assert op_bound(Bound.COMPUTE, SMALL_OP_S / 2, 0.6) is Bound.COMPUTE
     assert max_speedup(0.5) == 2.0 and max_speedup(1.0) == float("inf")
+
+
+def test_aligned_batch_sizes_put_batch_times_sequence_rows_on_the_multiple() -> None:
+    # bf16 (multiple 8), 5 rows a sample: b × 5 is a multiple of 8 for b in 8, 16, …
+    assert aligned_batch_sizes(6, 30, Precision.BF16) == (8,)
+    assert aligned_batch_sizes(12, 60, Precision.BF16) == (16, 8)
+    # 6 rows a sample: b × 6 is a multiple of 8 for b a multiple of 4 (8 / gcd(6, 8)).
+    assert aligned_batch_sizes(5, 30, Precision.BF16) == (8, 4)
+    # tf32 (multiple 4), one row a sample (an LSTM's timestep): 4 and 8 around 7.
+    assert aligned_batch_sizes(7, 7, Precision.TF32) == (8, 4)
+    # Rows the batch does not divide, or no tensor cores: nothing to say.
+    assert aligned_batch_sizes(4, 30, Precision.BF16) is None
+    assert aligned_batch_sizes(6, 30, Precision.FP32) is None

@@ -48,6 +48,9 @@ class FindingKind(str, enum.Enum):
     RANK_SKEW = "rank-skew"
     NOTHING_TO_JUDGE = "nothing-to-judge"  # the window recorded no work at all
     UNKNOWN_FLOPS = "unknown-flops"  # ops with no FLOP formula take time in the step
+    MEMORY_FORMAT = "memory-format"  # convolutions in NCHW: channels_last is the lever
+    CUDNN_BENCHMARK = "cudnn-benchmark"  # convolutions on cuDNN's heuristic algorithms
+    RECURRENT_LAYERS = "recurrent-layers"  # RNNs unfused, or fused far below their SoL
 
     @property
     def states_its_gain(self) -> bool:
@@ -111,6 +114,23 @@ UNKNOWN_FLOPS_SHARE = 0.01
 # the step are reported.
 SKEW_SHARE = 0.10
 
+# Share of the step in one kind of layer (convolutions, recurrent layers) past which a
+# change to how it runs is named: a tenth is past the timing noise of a shared machine,
+# and worth a change of code.
+LAYER_SHARE = 0.10
+# Layers whose kernels (oneDNN's, cuDNN's) reach less than this fraction of their speed
+# of light run far below it; it is also the fraction an estimated gain assumes the
+# changed layers reach. Those libraries' convolutions and RNNs reach half their roofs or
+# more on shapes that fill the device, so a quarter is a conservative target.
+REACHABLE_FRACTION_OF_SOL = 0.25
+# A recurrent layer run as a Python loop over timesteps shows, in one module's forward,
+# one matrix product and one set of gate activations per timestep: this many or more.
+RECURRENT_MIN_STEPS = 8
+# Each timestep of a recurrent layer multiplies `batch` rows by its weights: below this
+# many rows a product is a sliver that cannot keep the matrix units busy (each weight
+# read is used by few rows), so a larger batch is the first lever.
+RECURRENT_SMALL_BATCH = 32
+
 # Tensor cores take matmul dimensions in multiples of this many elements: 16 bytes
 # (NVIDIA Deep Learning Performance guide, "Matrix Multiplication Background",
 # tensor core requirements). Precisions not listed use no tensor cores.
@@ -147,6 +167,21 @@ def unaligned_dims(dims: Mapping[str, int], precision: Precision) -> dict[str, i
     if multiple is None:
         return None
     return {k: v for k, v in dims.items() if v % multiple}
+
+
+def aligned_batch_sizes(batch_size: int, rows: int, precision: Precision) -> tuple[int, ...] | None:
+    """The batch sizes nearest `batch_size` (the next above it, and the one below when
+    there is one) that put a product's `rows` (= `batch_size` × rows per sample) on the
+    tensor-core multiple of `precision`; None when `rows` is not a multiple of
+    `batch_size` or `precision` has no tensor cores."""
+    multiple = TENSOR_CORE_MULTIPLE.get(precision)
+    if multiple is None or batch_size <= 0 or rows % batch_size:
+        return None
+    # b × per is a multiple of m exactly when b is a multiple of m / gcd(per, m).
+    step = multiple // math.gcd(rows // batch_size, multiple)
+    above = (batch_size // step + 1) * step
+    below = (batch_size - 1) // step * step
+    return (above, below) if below > 0 else (above,)
 
 
 def padded(dims: Mapping[str, int], precision: Precision) -> dict[str, int]:
@@ -215,6 +250,10 @@ class StepFacts:
     matmul_hardware: str | None = None
     overhead_parts: Mapping[str, float] = dataclasses.field(default_factory=dict)
     unaligned_example: str | None = None
+    # The batch size now, and those that would put a misaligned batch × sequence
+    # dimension of the products on the multiple (empty: the batch is not the cause).
+    batch_size: int | None = None
+    aligned_batch_sizes: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -500,6 +539,14 @@ def _tensor_core_shapes(f: StepFacts) -> Finding | None:
         evidence["max_speedup"] = max_speedup(f.unaligned_excess_s / f.step_s)
     if f.unaligned_example is not None:
         evidence["example"] = f.unaligned_example
+    batch = ""
+    if f.aligned_batch_sizes:
+        sizes = " or ".join(str(b) for b in f.aligned_batch_sizes)
+        batch = (
+            f"; their batch × sequence rows are off the multiple: a batch of {sizes}"
+            f" (now {f.batch_size}) puts them on it"
+        )
+        evidence["aligned_batch_size"] = f.aligned_batch_sizes[0]
     return Finding(
         kind=FindingKind.TENSOR_CORE_SHAPES,
         message=(
@@ -508,6 +555,7 @@ def _tensor_core_shapes(f: StepFacts) -> Finding | None:
             " pad the hidden size, vocabulary and batch × sequence length to multiples"
             f" of {max(needs.values())} (64 is better)"
             + (f"; for example {f.unaligned_example}" if f.unaligned_example else "")
+            + batch
         ),
         evidence=evidence,
     )

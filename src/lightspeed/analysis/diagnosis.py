@@ -8,13 +8,14 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 
+from lightspeed.analysis.layer_advice import convolution_findings, recurrent_findings
 from lightspeed.analysis.roofline import peak_precision
 from lightspeed.analysis.step_roofline import OpAnalysis, StepTotals
 from lightspeed.dtypes import Precision
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import DeviceKind, Hardware, MemoryLevel
 from lightspeed.facts.profile import Profile
-from lightspeed.facts.records import OpRecord
+from lightspeed.facts.records import OpRecord, Phase
 from lightspeed.rules import (
     ABOVE_SOL_TOLERANCE,
     UNKNOWN_FLOPS_SHARE,
@@ -23,6 +24,7 @@ from lightspeed.rules import (
     Finding,
     FindingKind,
     StepFacts,
+    aligned_batch_sizes,
     diagnose,
     padded,
     unaligned_dims,
@@ -83,17 +85,19 @@ def step_facts(profile: Profile, analyses: Sequence[OpAnalysis]) -> StepFacts:
     )
     if profile.hardware.kind is not DeviceKind.GPU:
         return facts
-    return _with_tensor_core_shapes(facts, analyses, profile.hardware)
+    return _with_tensor_core_shapes(facts, analyses, profile.hardware, profile.workload.batch_size)
 
 
 def _with_tensor_core_shapes(
-    facts: StepFacts, analyses: Sequence[OpAnalysis], hardware: Hardware
+    facts: StepFacts, analyses: Sequence[OpAnalysis], hardware: Hardware, batch_size: int
 ) -> StepFacts:
     """`facts` with the time of matmuls and convolutions in shapes tensor cores cannot
-    fully use, and the costliest of them as an example."""
+    fully use, the costliest of them as an example, and the batch sizes that would align
+    the costliest forward product whose misaligned rows are batch × sequence."""
     unaligned_s = excess_s = 0.0
     precisions: set[Precision] = set()
     worst: tuple[float, str] | None = None
+    batches: tuple[float, tuple[int, ...]] | None = None
     for a in analyses:
         dims = matmul_dims(a.op)
         precision = _tensor_core_precision(a, hardware)
@@ -110,6 +114,15 @@ def _with_tensor_core_shapes(
         example = f"{a.op.name} in {where} has {shape}: pad to {fixed}"
         if worst is None or time_s > worst[0]:
             worst = (time_s, example)
+        # A forward product's rows (M) are the activations': batch × sequence when the
+        # batch divides them. Backward products carry the same rows as K.
+        sizes = (
+            aligned_batch_sizes(batch_size, dims["M"], precision)
+            if "M" in bad and a.op.phase is Phase.FORWARD
+            else None
+        )
+        if sizes and (batches is None or time_s > batches[0]):
+            batches = (time_s, sizes)
     if not precisions:
         return facts
     return dataclasses.replace(
@@ -118,15 +131,22 @@ def _with_tensor_core_shapes(
         unaligned_excess_s=excess_s,
         unaligned_precisions=tuple(sorted(precisions)),
         unaligned_example=None if worst is None else worst[1],
+        batch_size=batch_size,
+        aligned_batch_sizes=() if batches is None else batches[1],
     )
 
 
 def profile_findings(
     profile: Profile, analyses: Sequence[OpAnalysis], totals: StepTotals
 ) -> list[Finding]:
-    """The findings only a profile can make: ceilings below what the run reached, and
-    how far the step runs from its speed of light."""
+    """The findings only a profile can make: ceilings below what the run reached, layers
+    whose shapes or layout show what to change (`layer_advice`), and how far the step runs
+    from its speed of light."""
     findings = above_speed_of_light(profile.hardware, analyses, totals)
+    step_s = profile.profiled_step_s or totals.op_time_s
+    if step_s > 0:
+        findings += convolution_findings(profile, analyses, step_s)
+        findings += recurrent_findings(profile, analyses, step_s)
     if totals.unknown_flops_share > UNKNOWN_FLOPS_SHARE:
         names = ", ".join(totals.unknown_flops_ops[:5])
         more = len(totals.unknown_flops_ops) - 5

@@ -121,6 +121,8 @@ class Profile:
     could not be matched to a captured op (framework overhead, Python, unmatched ops).
     `failure` is the one-line error that cut the profile short, if one did.
     `torch_version` is the PyTorch that ran the step (None when not recorded).
+    `cudnn_benchmark`: torch.backends.cudnn.benchmark during a CUDA step (None: not a
+    CUDA step, or not recorded).
     `prediction`: how this profile was predicted from a measured one (None: measured).
     """
 
@@ -135,6 +137,7 @@ class Profile:
     failure: str | None = None
     torch_version: str | None = None
     prediction: Prediction | None = None
+    cudnn_benchmark: bool | None = None
 
     @property
     def step_time_s(self) -> float | None:

@@ -33,7 +33,9 @@ class OpRecord:
     `OPTIMIZER_MODULE` for the optimizer). FLOPs count a multiply-accumulate as 2; `macs`
     is set for matmul-class ops only. `bytes_read`/`bytes_written` count unique storages.
     `time_s` is the measured time attributed to it (CPU time on the CPU, kernel time on a
-    GPU), None when the profiled run could not match it.
+    GPU), None when the profiled run could not match it. `channels_last`: whether its
+    first 4-D or 5-D tensor input in a definite layout was channels-last (True) or plain
+    contiguous NCHW (False); None: no such input, or not recorded.
     """
 
     index: int
@@ -51,6 +53,7 @@ class OpRecord:
     flops_known: bool = True
     causal: bool = False
     time_s: float | None = None
+    channels_last: bool | None = None
 
     @property
     def bytes(self) -> int:

@@ -53,6 +53,7 @@ class _OpCapture(TorchDispatchMode):
             return func(*args, **kwargs)
         # Shapes are read before the call: an in-place op may resize its output.
         input_shapes, input_dtypes = op_inputs((args, kwargs))
+        layout = channels_last((args, kwargs))
         out = func(*args, **kwargs)
         cost = op_cost(func, args, kwargs, out)
         outputs = list(tensors_in(out))
@@ -72,6 +73,7 @@ class _OpCapture(TorchDispatchMode):
                 bytes_written=cost.bytes_written,
                 flops_known=cost.flops_known,
                 causal=attention_causal(func, args, kwargs),
+                channels_last=layout,
             )
         )
         return out
@@ -86,6 +88,21 @@ def op_inputs(arguments: Any) -> tuple[tuple[tuple[int, ...], ...], tuple[str, .
     """The shapes and dtype names of every tensor among an op's arguments, in order."""
     inputs = list(tensors_in(arguments))
     return tuple(tuple(t.shape) for t in inputs), tuple(_dtype_name(t.dtype) for t in inputs)
+
+
+def channels_last(arguments: Any) -> bool | None:
+    """Whether the first 4-D or 5-D tensor among an op's arguments that is in exactly one
+    of the two layouts is channels-last (True) or plain contiguous (False); None when
+    there is none. A tensor in both (one channel, one pixel: its layout does not matter)
+    or in neither (an expanded gradient, a transposed view) says nothing."""
+    for t in tensors_in(arguments):
+        if t.dim() not in (4, 5):
+            continue
+        fmt = torch.channels_last if t.dim() == 4 else torch.channels_last_3d
+        last, plain = t.is_contiguous(memory_format=fmt), t.is_contiguous()
+        if last != plain:
+            return last
+    return None
 
 
 def module_path(parents: set[str], root_name: str) -> str:

@@ -19,6 +19,7 @@ import torch
 
 from lightspeed import progress
 from lightspeed.errors import LightspeedError, ProfileIncomplete
+from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import OpTimeSource, Profile
 from lightspeed.measure.capture import capturing, without_mode_artifacts
@@ -96,11 +97,16 @@ def profile_prepared(
     Raises ProfileIncomplete, carrying the partial Profile, when the workload fails
     part-way (it raises, or runs out of memory).
     """
+    info = prepared_info(prepared)
     profile = Profile(
-        workload=prepared_info(prepared),
+        workload=info,
         hardware=hardware,
         timing=None,
         torch_version=torch.__version__,
+        # Whether cuDNN picks each convolution's fastest algorithm by timing them.
+        cudnn_benchmark=bool(torch.backends.cudnn.benchmark)
+        if info.device is Device.CUDA
+        else None,
     )
     try:
         timing = time_step(prepared, timer)

@@ -105,6 +105,7 @@ def _profile_facts(doc: Mapping[str, Any]) -> Profile:
         unattributed_s=doc["unattributed_s"],
         failure=doc["failure"],
         torch_version=(doc.get("environment") or {}).get("torch_version"),
+        cudnn_benchmark=(doc.get("environment") or {}).get("cudnn_benchmark"),
         prediction=None if doc.get("prediction") is None else _prediction(doc["prediction"]),
     )
 
@@ -116,7 +117,8 @@ _TUPLE_FIELDS = ("input_dtypes", "output_dtypes")
 
 def _op_record(o: Mapping[str, Any]) -> OpRecord:
     """The OpRecord facts of a JSON op (derived fields such as `sol_time_s` are dropped)."""
-    facts = {name: o[name] for name in _OP_FIELDS}
+    # A field added since the document was written keeps its default.
+    facts = {name: o[name] for name in _OP_FIELDS if name in o}
     facts["phase"] = Phase(facts["phase"])
     for name in _SHAPE_FIELDS:
         facts[name] = tuple(tuple(shape) for shape in facts[name])

@@ -96,7 +96,10 @@ def profile_data(analysis: ProfileAnalysis) -> dict[str, Any]:
         "bound": analysis.bound.value,
         "findings": findings_data(analysis.findings),
         "failure": profile.failure,
-        "environment": {"torch_version": profile.torch_version},
+        "environment": {
+            "torch_version": profile.torch_version,
+            "cudnn_benchmark": profile.cudnn_benchmark,
+        },
         "prediction": None
         if profile.prediction is None
         else {
