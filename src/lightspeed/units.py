@@ -81,7 +81,10 @@ def parse_size(text: str) -> int:
 
 
 def percent(fraction: float) -> str:
-    return f"{100 * fraction:.1f}%"
+    """`fraction` as a percentage to one decimal: percent(0.123) == '12.3%'."""
+    text = f"{100 * fraction:.1f}"
+    # A share that rounds to zero reads 0.0%, whatever the sign its float subtraction left.
+    return f"{'0.0' if float(text) == 0 else text}%"
 
 
 def plural(n: int, word: str, words: str | None = None) -> str:

@@ -60,9 +60,11 @@ def test_idle_spent_in_blocking_copies_is_synchronization() -> None:
     for w in [rank.whole, *rank.steps]:
         _agrees(w, Bound.SYNCHRONIZATION, FindingKind.SYNCHRONIZATION)
         causes = dataclasses.asdict(w[IDLE_CAUSES])
-        del causes["idle_s"]
-        # Blocking copy calls are the largest part of the idle time in every window.
-        assert max(causes, key=lambda k: causes[k]) == "in_copy_calls_s"
+        for total in ("idle_s", "host_wait_s", "edges_s"):  # wholes, and parts of parts
+            del causes[total]
+        # Blocking copy calls, or in the last step a device sync that waits out the lagging
+        # device, are the largest part of the idle time in every window.
+        assert max(causes, key=lambda k: causes[k]) in {"in_copy_calls_s", "in_sync_s"}
         assert w.findings[0].evidence["blocking_copy_s"] == causes["in_copy_calls_s"]
     assert rank.whole[IDLE_CAUSES].in_copy_calls_s > 0.6 * rank.whole.temporal.idle_s
 

@@ -135,7 +135,7 @@ def test_cuda_event_sync_step_exact() -> None:
         (1, 2859.0, 11.0, "at::native::reduce_kernel", "kernel"),
         (1, 2900.0, 1.0, "at::native::vectorized_elementwise_kernel", "kernel"),
         (1, 2935.0, 2.0, "Memcpy DtoH", "memory"),  # (Device -> Pageable)
-        (1, 3037.0, 36.0, "at::cuda::", "kernel"),  # (anonymous namespace)::spin_kernel
+        (1, 3037.0, 36.0, "at::cuda::spin_kernel", "kernel"),  # (anonymous namespace)::spin_kernel
     ]
     # 4 top-level ops, 3 outermost syncs (item's own copy and stream sync lie inside it),
     # 5 device events.

@@ -7,7 +7,9 @@ Definitions follow HolisticTraceAnalysis 0.5 so figures can be cross-checked wit
   is the time no device event runs; `compute_s` the union of computation kernels;
   communication, memory and other are the time covered by those types and by no
   type before them (so the five parts sum to `total_s`; HTA's `non_compute_time` is
-  communication + memory + other).
+  communication + memory + other). A part is never negative: HTA's rounding to whole µs
+  makes an event under 1 µs end before it starts, which HTA counts as less than no
+  time; its type then covers none, and the parts exceed `total_s` by that much.
 - idle breakdown, per stream (exactly HTA's): each gap before a kernel on a stream is
   host wait when the kernel's launch began after the previous kernel ended, else
   kernel wait when shorter than 30 µs, else other. For the device as a whole the same
@@ -120,7 +122,10 @@ def temporal_breakdown(ev: DeviceEvents) -> TemporalBreakdown:
         starts.append(s)
         ends.append(e)
         now = intervals.length(np.concatenate(starts), np.concatenate(ends))
-        parts[kernel_type] = now - covered
+        # Never below zero: an event that HTA's rounding made end before it starts
+        # lowers the union it joins (HTA counts it, and `idle_s` stays HTA's), but no
+        # kind of work runs for less than no time.
+        parts[kernel_type] = max(0.0, now - covered)
         covered = now
     return TemporalBreakdown(
         compute_s=parts[KernelType.COMPUTATION] * US,
@@ -151,12 +156,20 @@ def idle_breakdown(ev: DeviceEvents) -> IdleBreakdown:
         return IdleBreakdown()
     u_start, u_end = intervals.union(ev.start_us, ev.end_us)
     gap_start, gap_end = u_end[:-1], u_start[1:]
-    # The event that ends a gap starts exactly where the next merged interval starts;
-    # the earliest-launched such event decides.
+    return _classify(gap_end - gap_start, gap_start, ending_launch_us(ev, gap_end))
+
+
+def ending_launch_us(ev: DeviceEvents, gap_end_us: FloatArray) -> FloatArray:
+    """For gaps of the device's timeline that end at `gap_end_us`, where device events
+    start, the launch of the event that ends each (NaN: unknown): the event that ends
+    a gap starts exactly there; of several, the earliest launched decides (HTA's rule:
+    the gap waited for the host when that launch began after the gap did)."""
     order = np.lexsort((ev.launch_us, ev.start_us))
-    first = np.searchsorted(ev.start_us[order], gap_end, side="left")
-    launch = ev.launch_us[order][first]
-    return _classify(gap_end - gap_start, gap_start, launch)
+    starts = ev.start_us[order]
+    first = np.minimum(np.searchsorted(starts, gap_end_us, side="left"), len(starts) - 1)
+    # A gap that another step's work ends (or none of these events) has no launch here.
+    launch: FloatArray = np.where(starts[first] == gap_end_us, ev.launch_us[order][first], np.nan)
+    return launch
 
 
 def stream_idle(ev: DeviceEvents) -> list[StreamIdle]:

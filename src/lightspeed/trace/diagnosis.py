@@ -75,20 +75,25 @@ def step_facts(f: WindowFacts) -> StepFacts:
     )
     if not f.has_device:
         return host
-    c = f.idle_causes or IdleCauses()
-    waiting_elsewhere = c.in_sync_s + c.in_copy_calls_s + c.in_collectives_s + c.loading_data_s
+    c = f.idle_causes or _unattributed(f)
     return dataclasses.replace(
         host,
-        sync_cost_s=min(f.device_idle_s, (f.host.sync_lost_s or 0.0) + c.in_copy_calls_s),
+        # The syncs' cost as the host saw it in its window, or the device's idle time in
+        # the step's own span while the host sat in a sync (a device lagging its host
+        # runs the step past the host's window, which the host's figure does not see).
+        sync_cost_s=min(
+            f.device_idle_s, max(f.host.sync_lost_s or 0.0, c.in_sync_s) + c.in_copy_calls_s
+        ),
         blocking_copy_s=c.in_copy_calls_s,
         exposed_communication_s=f.overlap.exposed_s + c.in_collectives_s,
         host_collective_s=c.in_collectives_s,
         communication_s=f.overlap.communication_s,
         overlap_fraction=f.overlap.fraction,
-        overhead_s=max(0.0, f.device_idle_s - waiting_elsewhere),
-        # The edges count as waiting for the host: the step is running, the device is not.
-        host_wait_s=f.idle.host_wait_s + f.edge_idle_s,
-        edge_idle_s=f.edge_idle_s,
+        # The idle time and its parts from one attribution of the same instants, so
+        # that no part is larger than its whole.
+        overhead_s=c.overhead_s,
+        host_wait_s=c.host_wait_s,
+        edge_idle_s=c.edges_s,
         launches=f.launches.launches,
         shorter_than_launch=f.launches.shorter_than_launch,
         cpu_per_launch_s=f.launches.cpu_per_launch_s,
@@ -102,6 +107,19 @@ def step_facts(f: WindowFacts) -> StepFacts:
         unaligned_precisions=()
         if m is None
         else tuple(Precision(p) for p in sorted(m.unaligned_by_precision)),
+    )
+
+
+def _unattributed(f: WindowFacts) -> IdleCauses:
+    """Idle causes for facts that come without them: all the device's idle time the
+    host's per-op work, waiting for the host in HTA's wait gaps and at the edges (the
+    step is running, the device is not)."""
+    idle_s = f.device_idle_s
+    return IdleCauses(
+        idle_s=idle_s,
+        unrecorded_s=idle_s,
+        host_wait_s=min(idle_s, f.idle.host_wait_s + f.edge_idle_s),
+        edges_s=min(idle_s, f.edge_idle_s),
     )
 
 

@@ -9,9 +9,15 @@ waits for other ranks), a memory copy or set call (`cudaMemcpyAsync` to or from 
 memory returns only once the copy is done), a kernel launch, a top-level CPU op (the
 framework and the op's own CPU work), and else no recorded host event at all (Python
 between ops, or work the profiler did not record). The parts sum to the device's idle
-time: the gaps between its events, and in a step also the time before the first and
-after the last while the step runs (the whole trace's, like its temporal breakdown,
-spans its device events).
+time in the window's step (`step_span_us`): the gaps between its events, and the time
+before the first and after the last while the step runs, less the time the device runs
+other steps' work there (a step's; the whole trace's, counted as HTA counts it, has none).
+
+Launching, CPU ops and no recorded event together are the device waiting on the host's
+per-op work (`overhead_s`); of it, `host_wait_s` is what lies in gaps whose next kernel
+was launched only after the gap began (HolisticTraceAnalysis's host wait) or before the
+first event or after the last (`edges_s`). Both are parts of that whole, so a report
+never shows the device waiting for the host longer than it idles for the host.
 """
 
 from __future__ import annotations
@@ -23,9 +29,11 @@ import numpy as np
 
 from lightspeed.document import Unit, Value, line
 from lightspeed.trace import intervals
+from lightspeed.trace.breakdown import ending_launch_us
 from lightspeed.trace.events import US, EventTable, Kind
 from lightspeed.trace.host import HostIndex, shared_host_index
 from lightspeed.trace.names import BoolArray, names_where
+from lightspeed.trace.steps import StepWindow
 from lightspeed.trace.window import Shown, TraceContext, WindowAnalyzer, WindowContext
 
 _COPY_CALL = re.compile(r"Mem(cpy|set)")
@@ -44,6 +52,16 @@ class IdleCauses:
     launching_s: float = 0.0
     in_cpu_ops_s: float = 0.0
     unrecorded_s: float = 0.0
+    # Of overhead_s, not more parts of idle_s: in the host's wait gaps or at the edges,
+    # and at the edges alone.
+    host_wait_s: float = 0.0
+    edges_s: float = 0.0
+
+    @property
+    def overhead_s(self) -> float:
+        """Seconds the device waits on the host's per-op work: launching kernels, in CPU
+        ops, or in no recorded event."""
+        return self.launching_s + self.in_cpu_ops_s + self.unrecorded_s
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -61,6 +79,11 @@ def _index(ctx: TraceContext) -> _Index:
 
 def _spans(table: EventTable, rows: BoolArray) -> Spans:
     return table.ts_us[rows], table.end_us[rows]
+
+
+# The last of the activities in which the host waits on something other than its own
+# per-op work (the device, data, other ranks, a blocking copy).
+_LAST_ELSEWHERE = "in_copy_calls_s"
 
 
 def _covered(ctx: TraceContext) -> list[tuple[str, Spans]]:
@@ -90,23 +113,60 @@ def _covered(ctx: TraceContext) -> list[tuple[str, Spans]]:
     return covered
 
 
+def step_span_us(first_us: float, last_us: float, window: StepWindow) -> tuple[float, float]:
+    """Where on the device's timeline the step of `window` lies, µs, whose device events
+    run from `first_us` to `last_us`: as long as the step (`WindowFacts.step_s`, the
+    longer of the window and the device's span), holding the device's span, and as near
+    the window as that allows (a device lagging its host runs the step later)."""
+    length = window.end_us - window.start_us
+    if length <= last_us - first_us:
+        return first_us, last_us
+    start = min(max(window.start_us, last_us - length), first_us)
+    return (window.start_us, window.end_us) if start == window.start_us else (start, start + length)
+
+
 def idle_causes(w: WindowContext) -> IdleCauses:
     """The device's idle time in `w` by what the host was doing (module docstring)."""
     ev = w.events
     if len(ev.start_us) == 0:
         return IdleCauses()
-    lo, hi = float(ev.start_us.min()), float(ev.end_us.max())
-    if w.window.number is not None:  # a step: also its time before and after the device's
-        lo, hi = min(lo, w.window.start_us), max(hi, w.window.end_us)
-    idle = intervals.gaps(ev.start_us, ev.end_us, lo, hi)
+    first, last = float(ev.start_us.min()), float(ev.end_us.max())
+    lo, hi = step_span_us(first, last, w.window)
+    busy = (ev.start_us, ev.end_us)
+    if w.window.number is not None:  # its span may hold other steps' work: not idle
+        busy = intervals.join(busy, w.trace.busy)
+    idle = intervals.gaps(*busy, lo, hi)
     idle_us = float(np.sum(idle[1] - idle[0]))
     parts: dict[str, float] = {}
     attributed_us = 0.0
+    elsewhere: Spans = (np.empty(0), np.empty(0))
+    overhead_us = idle_us
     for key, covered in w.trace.once(_covered):
-        now_us = intervals.overlap(idle, intervals.clip(*covered, lo, hi))
-        parts[key] = (now_us - attributed_us) * US
-        attributed_us = now_us
-    return IdleCauses(idle_s=idle_us * US, unrecorded_s=(idle_us - attributed_us) * US, **parts)
+        clipped = intervals.clip(*covered, lo, hi)
+        now_us = intervals.overlap(idle, clipped)
+        # The union only grows; a float rounding that says otherwise attributes nothing.
+        parts[key] = max(0.0, now_us - attributed_us) * US
+        attributed_us = max(attributed_us, now_us)
+        if key == _LAST_ELSEWHERE:
+            elsewhere, overhead_us = clipped, idle_us - attributed_us
+    gap_s, gap_e = idle
+    at_edge = (gap_e <= first) | (gap_s >= last)
+    waits = at_edge.copy()
+    waits[~at_edge] = ending_launch_us(ev, gap_e[~at_edge]) > gap_s[~at_edge]
+
+    def of_overhead(rows: BoolArray) -> float:
+        spans = (gap_s[rows], gap_e[rows])
+        return min(
+            overhead_us, max(0.0, intervals.length(*spans) - intervals.overlap(spans, elsewhere))
+        )
+
+    return IdleCauses(
+        idle_s=idle_us * US,
+        unrecorded_s=max(0.0, idle_us - attributed_us) * US,
+        host_wait_s=of_overhead(waits) * US,
+        edges_s=of_overhead(at_edge) * US,
+        **parts,
+    )
 
 
 _LABELS = (

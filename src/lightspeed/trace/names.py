@@ -120,6 +120,9 @@ def short_kernel_name(name: str, limit: int = 120) -> str:
     """A kernel's name without its return type, template arguments and parameters:
     `void at::native::f<float, 4>(int, float*)` → `at::native::f`; cut to `limit`
     characters with an ellipsis."""
+    # `(anonymous namespace)::` is a namespace, not a parameter list: cut there, a name
+    # would end at `at::native::`.
+    name = name.replace("(anonymous namespace)::", "")
     cut = len(name)
     for mark in ("<", "("):
         at = name.find(mark, 0, cut)
