@@ -103,6 +103,7 @@ def test_time_reports_and_writes_json(
         "parameter_tensors": 6,  # three Linears' weights and biases
         "target": "mlp-tiny",  # what loads it again
         "jobs": 1,
+        "mixed": False,
     }
     timing = doc["timing"]
     assert timing["replicates"] == len(timing["times_s"]) >= 5

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,3 +102,49 @@ def test_quick_times_briefly_and_profiles_one_step(
     # The 0.5 s budget (not the default 2 s), and one profiled step.
     assert sum(timing["times_s"]) * timing["steps_per_replicate"] < 1.0
     assert asked == [1]
+
+
+def _products(doc: dict[str, Any], phase: str) -> list[dict[str, Any]]:
+    return [o for o in doc["ops"] if o["phase"] == phase and o["name"] == "aten::addmm"]
+
+
+@pytest.mark.parametrize("shape_only", [False, True])
+def test_dtype_bf16_is_autocast_with_fp32_parameters(
+    run_cli: RunCli, calibrated_cpu: Hardware, tmp_path: Path, shape_only: bool
+) -> None:
+    path, html = tmp_path / "bf16.json", tmp_path / "bf16.html"
+    how = ["--shape-only"] if shape_only else ["--quick", "--budget", "0.1"]
+    code, out, err = run_cli(
+        "profile", "mlp-tiny", "--dtype", "bf16", *how, "--json", str(path), "--html", str(html)
+    )
+    assert code == 0, err
+    assert "mlp-tiny: batch 32, bf16 autocast on cpu" in out
+    assert "bf16 autocast" in html.read_text()
+    doc = json.loads(path.read_text())
+    assert (doc["workload"]["dtype"], doc["workload"]["mixed"]) == ("bf16", True)
+    # Master weights, their gradients and the batch stay fp32 (4 bytes each) ...
+    params = doc["workload"]["parameter_count"]
+    assert doc["memory"]["parameters_bytes"] == doc["memory"]["gradients_bytes"] == 4 * params
+    assert doc["memory"]["inputs_bytes"] == 4 * 32 * 64 + 8 * 32  # fp32 x, int64 labels
+    # ... while autocast runs each Linear's addmm on bf16 copies of x, W and b.
+    forward = _products(doc, "forward")
+    assert len(forward) == 3
+    assert all(o["input_dtypes"] == ["bfloat16"] * 3 for o in forward)
+    assert profile_from_doc(doc).workload.mixed
+
+
+def test_dtype_bf16_pure_casts_the_model_and_batch(
+    run_cli: RunCli, calibrated_cpu: Hardware, tmp_path: Path
+) -> None:
+    path = tmp_path / "pure.json"
+    code, out, err = run_cli(
+        "profile", "mlp-tiny", "--dtype", "bf16-pure", "--shape-only", "--json", str(path)
+    )
+    assert code == 0, err
+    assert "mlp-tiny: batch 32, bf16 pure on cpu" in out
+    doc = json.loads(path.read_text())
+    assert (doc["workload"]["dtype"], doc["workload"]["mixed"]) == ("bf16", False)
+    params = doc["workload"]["parameter_count"]
+    assert doc["memory"]["parameters_bytes"] == 2 * params
+    assert doc["memory"]["inputs_bytes"] == 2 * 32 * 64 + 8 * 32  # bf16 x, int64 labels
+    assert not profile_from_doc(doc).workload.mixed

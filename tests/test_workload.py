@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from lightspeed import Workload
-from lightspeed.dtypes import Precision
+from lightspeed.dtypes import StepDtype
 from lightspeed.errors import (
     ConfigError,
     OutOfMemoryError,
@@ -79,7 +79,7 @@ def test_batch_size_validation() -> None:
 
 
 def test_prepared_step_trains_in_the_requested_precision() -> None:
-    prepared = prepare(load_target(target("tiny")), StepSettings(precision=Precision.BF16))
+    prepared = prepare(load_target(target("tiny")), StepSettings(dtype=StepDtype.BF16_PURE))
     assert all(p.dtype is torch.bfloat16 for p in prepared.model.parameters())
     before = [p.detach().clone() for p in prepared.model.parameters()]
     loss = prepared.step()
@@ -88,6 +88,23 @@ def test_prepared_step_trains_in_the_requested_precision() -> None:
         not torch.equal(a, b) for a, b in zip(before, prepared.model.parameters(), strict=True)
     )
     assert prepared.parameter_count == 8 * 2 + 2
+
+
+@pytest.mark.parametrize("dtype", [StepDtype.BF16, StepDtype.FP16])
+def test_a_mixed_step_keeps_fp32_parameters_and_autocasts_its_forward(dtype: StepDtype) -> None:
+    from lightspeed.measure.capture import capture_step
+
+    prepared = prepare(load_target(target("tiny")), StepSettings(dtype=dtype))
+    assert prepared.workload.name == "tiny"  # not renamed by the autocast it runs under
+    assert all(p.dtype is torch.float32 for p in prepared.model.parameters())
+    ops = capture_step(prepared)
+    (product,) = [o for o in ops if o.phase is Phase.FORWARD and o.macs]
+    lower = "bfloat16" if dtype is StepDtype.BF16 else "float16"
+    assert product.input_dtypes == (lower,) * 3  # addmm(b, x, Wᵀ) on autocast's copies
+    # mse_loss is on autocast's fp32 list; the gradients are the fp32 parameters'.
+    assert prepared.last_loss is not None and prepared.last_loss.dtype is torch.float32
+    grads = [p.grad for p in prepared.model.parameters()]
+    assert all(g is not None and g.dtype is torch.float32 for g in grads)
 
 
 def test_to_device_casts_only_floating_tensors() -> None:

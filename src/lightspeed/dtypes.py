@@ -1,10 +1,11 @@
-"""Numeric precisions: the keys of hardware peaks and the `--dtype` of a workload."""
+"""Numeric precisions: the keys of hardware peaks, and how a training step runs in one
+(`StepDtype`, the `--dtype` of every command that runs a workload)."""
 
 from __future__ import annotations
 
 import enum
 
-from lightspeed.errors import UnknownNameError, parse_choice
+from lightspeed.errors import UnknownNameError, did_you_mean, parse_choice
 
 
 class Precision(str, enum.Enum):
@@ -28,9 +29,64 @@ class Precision(str, enum.Enum):
         return parse_choice(cls, name, flag, "precision")
 
 
-# The precisions a whole training step can run in (`--dtype`): parameters, activations
-# and the batch's floating tensors are cast to it.
-STEP_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.FP16)
+class StepDtype(str, enum.Enum):
+    """How a training step runs in a precision (`--dtype`).
+
+    `bf16` and `fp16` are mixed precision, as users train: the parameters, their
+    gradients, the optimizer's state and the batch stay fp32, and the forward and loss run
+    under `torch.autocast` to the lower precision (fp16 with a loss scaler). `bf16-pure`
+    and `fp16-pure` cast the whole model and the batch's floating tensors to it.
+    """
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    BF16_PURE = "bf16-pure"
+    FP16_PURE = "fp16-pure"
+
+    @classmethod
+    def parse(cls, name: str, flag: str = "--dtype") -> StepDtype:
+        """The step dtype called `name` (case-insensitive), or an error naming `flag`."""
+        try:
+            return cls(name.lower())
+        except ValueError:
+            names = [member.value for member in cls]
+            raise UnknownNameError(
+                f"{flag} {name!r} cannot run a training step; choose one of"
+                f" {', '.join(names)}." + did_you_mean(name, names)
+            ) from None
+
+    @classmethod
+    def of(cls, precision: Precision, *, mixed: bool) -> StepDtype:
+        """The step dtype of math in `precision`, under autocast when `mixed`."""
+        for member in cls:
+            if member.precision is precision and member.mixed == mixed:
+                return member
+        how = "autocast" if mixed else "pure"
+        raise UnknownNameError(f"a training step cannot run in {precision.value} {how}.")
+
+    @property
+    def precision(self) -> Precision:
+        """The precision of the step's math: the lower one of a mixed step."""
+        return Precision(self.value.removesuffix("-pure"))
+
+    @property
+    def mixed(self) -> bool:
+        """Whether the step runs under autocast with fp32 parameters and batch."""
+        return self in (StepDtype.BF16, StepDtype.FP16)
+
+    @property
+    def stored(self) -> Precision:
+        """The precision the parameters and the batch's floating tensors are cast to."""
+        return Precision.FP32 if self.mixed else self.precision
+
+    @property
+    def label(self) -> str:
+        """How reports name it: "fp32", "bf16 autocast", "bf16 pure"."""
+        if self is StepDtype.FP32:
+            return "fp32"
+        return f"{self.precision.value} {'autocast' if self.mixed else 'pure'}"
+
 
 # torch attribute names, so that reading traces and catalogs never imports torch.
 TORCH_DTYPE_NAMES = {
@@ -53,14 +109,3 @@ _PRECISION_OF_DTYPE = {
 def precision_of_dtype(name: str) -> Precision | None:
     """The precision of a tensor whose torch dtype is called `name` ("bfloat16"), or None."""
     return _PRECISION_OF_DTYPE.get(name)
-
-
-def step_precision(name: str) -> Precision:
-    """Parse a `--dtype` for a training step: one of fp32, bf16, fp16."""
-    precision = Precision.parse(name)
-    if precision not in STEP_PRECISIONS:
-        allowed = ", ".join(p.value for p in STEP_PRECISIONS)
-        raise UnknownNameError(
-            f"--dtype {name!r} cannot run a training step; choose one of {allowed}."
-        )
-    return precision

@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from factories import examples
-from lightspeed.dtypes import Precision
+from lightspeed.dtypes import StepDtype
 from lightspeed.errors import WorkloadError
 from lightspeed.facts.device import Device
 from lightspeed.measure.memory import CATEGORIES, fit_to_peak, measure_memory, sample_extremes
@@ -140,7 +140,7 @@ def test_activations_of_a_tiny_net_are_what_autograd_saves() -> None:
 
 
 def test_bf16_halves_parameters_gradients_and_inputs() -> None:
-    prepared = warmed(settings=StepSettings(precision=Precision.BF16))
+    prepared = warmed(settings=StepSettings(dtype=StepDtype.BF16_PURE))
     memory = measure_memory(prepared)
     assert memory.parameters_bytes == 424  # 2 · 212
     assert memory.gradients_bytes == 424  # 2 · 212

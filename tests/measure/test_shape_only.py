@@ -10,7 +10,7 @@ from torch import nn
 from factories import FAKE_CPU
 from lightspeed import Workload
 from lightspeed.analysis.profile_analysis import analyse
-from lightspeed.dtypes import Precision
+from lightspeed.dtypes import StepDtype
 from lightspeed.errors import WorkloadError
 from lightspeed.facts.records import OpRecord, Phase
 from lightspeed.measure.capture import capturing, without_mode_artifacts
@@ -175,7 +175,7 @@ def test_a_model_making_fp32_tensors_runs_in_bf16_on_fake_tensors() -> None:
         loss=lambda m, b: m(b).square().mean(),
         batch_size=2,
     )
-    shapes = profile_shape_only(workload, FAKE_CPU, StepSettings(precision=Precision.BF16))
+    shapes = profile_shape_only(workload, FAKE_CPU, StepSettings(dtype=StepDtype.BF16_PURE))
     (product,) = [op for op in shapes.ops if op.phase is Phase.FORWARD and op.macs]
     assert product.input_dtypes == ("bfloat16", "bfloat16")
 

@@ -20,7 +20,10 @@ if TYPE_CHECKING:  # the renderers load with the first report, not with `--help`
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 DEVICE_HELP = "Where to run: cpu or cuda."
-DTYPE_HELP = "Precision of the step: fp32, bf16 or fp16 (parameters, activations and batch)."
+DTYPE_HELP = (
+    "Precision of the step: fp32; bf16 or fp16, mixed precision (fp32 parameters and batch,"
+    " the forward under autocast); bf16-pure or fp16-pure (the model and batch cast)."
+)
 HARDWARE_HELP = "Hardware to model on: a catalog id (see `lightspeed hw list`) or 'local'."
 
 TargetArgument = typer.Argument(

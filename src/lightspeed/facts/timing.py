@@ -6,7 +6,7 @@ import dataclasses
 import statistics
 from collections.abc import Sequence
 
-from lightspeed.dtypes import Precision
+from lightspeed.dtypes import Precision, StepDtype
 from lightspeed.facts.device import Device
 
 # Above this IQR/median the median is not a stable figure: a warning is attached.
@@ -222,6 +222,18 @@ class WorkloadInfo:
     target: str | None = None
     # Training jobs one step trains (fused jobs), each on `batch_size` samples.
     jobs: int = 1
+    # Whether the step ran under autocast to `precision` with fp32 parameters and batch
+    # (mixed precision), or with all of them cast to it (`StepDtype`).
+    mixed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mixed:  # only bf16 and fp16 are autocast to
+            StepDtype.of(self.precision, mixed=True)
+
+    @property
+    def dtype(self) -> StepDtype:
+        """How the step ran in its precision: `--dtype` as given."""
+        return StepDtype.of(self.precision, mixed=self.mixed)
 
     @property
     def samples_per_step(self) -> int:

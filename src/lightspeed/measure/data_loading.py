@@ -77,7 +77,7 @@ def step_on(prepared: PreparedStep, raw: Any) -> None:
     """One training step of `prepared` on `raw`, a batch as the loader yields it (moved
     to the step's device first); returns once the device is done."""
     settings = prepared.settings
-    prepared.batch = to_device(raw, require(settings.device), torch_dtype(settings.precision))
+    prepared.batch = to_device(raw, require(settings.device), torch_dtype(settings.dtype.stored))
     prepared.step()
     prepared.sync()
 

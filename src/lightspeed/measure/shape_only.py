@@ -100,7 +100,7 @@ def fake_step(
     with the fake tensors' mode active until exit: the next `step()` is the one to
     watch. Arguments as for `profile_shape_only`."""
     settings = settings or StepSettings()
-    device, dtype = require(settings.device), torch_dtype(settings.precision)
+    device, dtype = require(settings.device), torch_dtype(settings.dtype.stored)
     mode = fake_tensors()
     with (
         guard(workload, f"batch({workload.batch_size})"),

@@ -1,4 +1,5 @@
-"""Build a Workload into a runnable training step on a device, in a precision.
+"""Build a Workload into a runnable training step on a device, in a precision: pure
+(the model and batch cast to it) or mixed (fp32 ones, the forward under autocast).
 
 Every call into the user's code (`model()`, `batch()`, `loss`, `optimizer`) is
 wrapped so that a failure becomes a `WorkloadError` naming the part that raised,
@@ -16,11 +17,12 @@ from typing import Any, TypeVar
 
 import torch
 
-from lightspeed.dtypes import Precision
+from lightspeed.dtypes import Precision, StepDtype
 from lightspeed.errors import OutOfMemoryError, WorkloadError
 from lightspeed.facts.device import Device
 from lightspeed.facts.records import Phase
 from lightspeed.measure.device import require, synchronizer, torch_dtype
+from lightspeed.optimize.precision import autocast
 from lightspeed.units import a_kind
 from lightspeed.workload import PhaseHook, Workload
 
@@ -29,10 +31,21 @@ T = TypeVar("T")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StepSettings:
-    """Where and how a workload's step runs: `--device`, `--dtype`."""
+    """Where and how a workload's step runs: `--device`, `--dtype` (`StepDtype`: bf16 is
+    autocast with fp32 parameters, bf16-pure the model and batch cast)."""
 
     device: Device = Device.CPU
-    precision: Precision = Precision.FP32
+    dtype: StepDtype = StepDtype.FP32
+
+    @property
+    def precision(self) -> Precision:
+        """The precision of the step's math (the lower one of a mixed step)."""
+        return self.dtype.precision
+
+    @property
+    def mixed(self) -> bool:
+        """Whether the step runs under autocast (mixed precision)."""
+        return self.dtype.mixed
 
 
 def _no_hook(phase: Phase) -> contextlib.AbstractContextManager[object]:
@@ -105,7 +118,8 @@ def prepare(workload: Workload, settings: StepSettings) -> PreparedStep:
     checking it costs no forward pass of its own.
     """
     device = require(settings.device)
-    dtype = torch_dtype(settings.precision)
+    dtype = torch_dtype(settings.dtype.stored)
+    workload = in_precision(workload, settings)
     name = workload.name
     model = _call(workload, "model()", workload.model)
     if not isinstance(model, torch.nn.Module):
@@ -149,6 +163,16 @@ def prepare(workload: Workload, settings: StepSettings) -> PreparedStep:
         batch=batch,
         sync=synchronizer(settings.device),
     )
+
+
+def in_precision(workload: Workload, settings: StepSettings) -> Workload:
+    """`workload` as `settings.dtype` runs it: under autocast for a mixed step (the
+    `optimize.precision.autocast` transform, which `lightspeed tune`'s amp candidate
+    applies too), keeping its name; as it is otherwise (`prepare` casts a pure step's
+    model and batch)."""
+    if not settings.mixed:
+        return workload
+    return dataclasses.replace(autocast(workload, settings.precision), name=workload.name)
 
 
 def _already_on(model: torch.nn.Module, device: torch.device, dtype: torch.dtype) -> bool:

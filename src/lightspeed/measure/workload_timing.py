@@ -26,6 +26,7 @@ def workload_info(
         batch_size=workload.batch_size,
         device=settings.device,
         precision=settings.precision,
+        mixed=settings.mixed,
         parameter_count=parameter_count,
         tokens_per_sample=workload.tokens_per_sample,
         parameter_tensors=parameter_tensors,

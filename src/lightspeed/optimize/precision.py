@@ -54,8 +54,9 @@ def autocast(
     gradient skipped (`loss_scaler(optimizer)` gives a prepared step's scaler). bf16 has
     fp32's range and needs none.
 
-    Preconditions: the model is built in fp32 (a step run at `--dtype bf16` casts the
-    parameters themselves and leaves autocast nothing to do). A workload with its own
+    Preconditions: the model is built in fp32 (a step run at `--dtype bf16-pure` casts
+    the parameters themselves and leaves autocast nothing to do; `--dtype bf16` is this
+    transform, `measure.step.in_precision`). A workload with its own
     `step` gets autocast around each part it runs inside `phase(Phase.FORWARD)`, and
     autocast turned off in every other phase; its fp16 loss scaling is its own to do.
 

@@ -17,7 +17,7 @@ from lightspeed.workload import Workload
 
 def settings_of(profile: Profile) -> StepSettings:
     """The device and precision `profile`'s step ran in."""
-    return StepSettings(device=profile.workload.device, precision=profile.workload.precision)
+    return StepSettings(device=profile.workload.device, dtype=profile.workload.dtype)
 
 
 # Shape-only runs the largest-batch search may take after its first two.

@@ -83,6 +83,8 @@ def _profile_facts(doc: Mapping[str, Any]) -> Profile:
             parameter_tensors=wl.get("parameter_tensors"),
             target=wl.get("target"),
             jobs=wl.get("jobs", 1),
+            # Written since autocast became --dtype bf16's meaning; before, bf16 was pure.
+            mixed=wl.get("mixed", False),
         ),
         hardware=hardware_from_dict(doc["hardware"]),
         timing=None

@@ -29,6 +29,7 @@ def workload_data(wl: WorkloadInfo) -> dict[str, Any]:
         "name": wl.name,
         "batch_size": wl.batch_size,
         "dtype": wl.precision.value,
+        "mixed": wl.mixed,
         "device": wl.device.value,
         "parameter_count": wl.parameter_count,
         "tokens_per_sample": wl.tokens_per_sample,
@@ -71,10 +72,11 @@ def timing_data(wl: WorkloadInfo, m: Measurement) -> dict[str, Any]:
 
 
 def workload_line(wl: WorkloadInfo) -> Line:
-    """`name: batch B, dtype on device, N parameters` (`K jobs of batch B` when fused)."""
+    """`name: batch B, bf16 autocast on device, N parameters` (`K jobs of batch B` when
+    fused; `bf16 pure` for a step cast whole)."""
     batch = f"batch {wl.batch_size}" if wl.jobs == 1 else f"{wl.jobs} jobs of batch {wl.batch_size}"
     return line(
-        f"{wl.name}: {batch}, {wl.precision.value} on {wl.device.value}, ",
+        f"{wl.name}: {batch}, {wl.dtype.label} on {wl.device.value}, ",
         Value(wl.parameter_count or 0, Unit.COUNT),
         " parameters",
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lightspeed.dtypes import step_precision
+from lightspeed.dtypes import StepDtype
 from lightspeed.errors import ConfigError
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
@@ -34,7 +34,7 @@ def run_setup(
     runs, and the Hardware it is placed on (see `profile` for what each may be).
     `allocates=False`: the step runs on fake tensors only (`load_target`)."""
     dev = device if isinstance(device, Device) else Device.parse(device)
-    settings = StepSettings(device=dev, precision=step_precision(dtype))
+    settings = StepSettings(device=dev, dtype=StepDtype.parse(dtype))
     wl = load_target(workload, allocates=allocates) if isinstance(workload, str) else workload
     if batch_size is not None:
         wl = wl.with_batch_size(batch_size)

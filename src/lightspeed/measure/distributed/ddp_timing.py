@@ -74,7 +74,7 @@ def time_data_parallel(
         "--device",
         settings.device.value,
         "--dtype",
-        settings.precision.value,
+        settings.dtype.value,
         "--threads",
         str(threads),
         "--bucket-cap-mb",

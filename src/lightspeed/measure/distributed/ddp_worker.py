@@ -194,7 +194,7 @@ def _step(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     rank agrees on (`agreed_clock`), so every rank takes the timer's decisions alike."""
     from torch.nn.parallel import DistributedDataParallel
 
-    from lightspeed.dtypes import step_precision
+    from lightspeed.dtypes import StepDtype
     from lightspeed.measure.allocator import keep_freed_memory
     from lightspeed.measure.noise import NoiseProbe
     from lightspeed.measure.step import StepSettings, guard, prepare
@@ -204,7 +204,7 @@ def _step(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     workload = load_target(args.target)
     if args.batch_size is not None:
         workload = workload.with_batch_size(args.batch_size)
-    settings = StepSettings(device=Device(device.type), precision=step_precision(args.dtype))
+    settings = StepSettings(device=Device(device.type), dtype=StepDtype.parse(args.dtype))
     prepared = prepare(workload, settings)
     with guard(workload, "wrapping the model in DistributedDataParallel"):
         prepared.model = DistributedDataParallel(

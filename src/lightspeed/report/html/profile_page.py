@@ -10,6 +10,7 @@ from typing import Any
 from lightspeed import units
 from lightspeed.analysis.diagnosis import shapes_text
 from lightspeed.document import Unit, Value
+from lightspeed.dtypes import Precision, StepDtype
 from lightspeed.predict.fusion import fusion_verdict
 from lightspeed.report.html import roofline
 from lightspeed.report.html.markup import Column, Markup, Page, fields, findings, label, notes, text
@@ -230,7 +231,8 @@ def summary(doc: Mapping[str, Any]) -> Markup:
     rows: list[tuple[str, Value | str | None]] = [
         ("workload", wl["name"]),
         ("batch size", Value(wl["batch_size"], Unit.INTEGER)),
-        ("dtype", wl["dtype"]),
+        # "bf16 autocast" or "bf16 pure", as the terminal's workload line says it.
+        ("dtype", StepDtype.of(Precision(wl["dtype"]), mixed=wl.get("mixed", False)).label),
         ("device", wl["device"]),
         ("parameters", Value(wl.get("parameter_count"), Unit.COUNT)),
         ("hardware", f"{hw['name']} ({hw['id']}), {source}"),
