@@ -354,3 +354,44 @@ def test_the_html_report_captions_the_candidates_as_the_terminal_does() -> None:
         )
         assert ("fuseK:" in str(caption)) == fuse_note
         assert f"<caption>{text(caption)}</caption>" in render_html(render_json.render(doc))
+
+
+def test_the_candidates_table_fits_80_columns_with_its_headings_and_figures_whole() -> None:
+    from lightspeed.report.profile_json import load_profile
+    from lightspeed.report.render_terminal import render_text
+
+    baseline = load_profile(next((Path(__file__).parent / "data" / "profiles").glob("*.json")))
+    passed = Equivalence(check="gradients", passed=True, error=0.0, tolerance=0.0, worst="")
+
+    def measured(name: str, kind: CandidateKind, verdict: Verdict) -> Candidate:
+        return Candidate(
+            name=name,
+            kind=kind,
+            predicted_step_s=0.0123,
+            measured_step_s=0.0234,
+            predicted_peak_bytes=99_210_000,
+            measured_peak_bytes=99_210_000,  # 94.61 MiB
+            equivalence=passed,
+            verdict=verdict,
+        )
+
+    candidates = (
+        measured("amp-bf16", CandidateKind.AMP, Verdict.SLOWER),
+        Candidate(name="checkpoint", kind=CandidateKind.CHECKPOINT, verdict=Verdict.SKIPPED),
+        measured("amp-bf16+checkpoint", CandidateKind.AMP_CHECKPOINT, Verdict.FAILED_CHECK),
+    )
+    tuning = Tuning(baseline=baseline, memory_budget_bytes=None, candidates=candidates, chosen=None)
+    text = render_text(tune_document(tuning), width=80)
+    assert max(map(len, text.splitlines())) <= 80
+    lines = text.splitlines()
+    (header,) = [row for row in lines if "candidate" in row and "outcome" in row]
+    for heading in ("candidate", "pred. step", "step", "speed-up", "peak", "outcome"):
+        assert f" {heading} " in header, heading
+    rows = [row for row in lines if "12.3 ms" in row or "skipped" in row]
+    assert len(rows) == 3
+    for row in (rows[0], rows[2]):
+        # 0.0234 s → 23.4 ms; 99_210_000 B / 2**20 = 94.61 MiB
+        assert "12.3 ms" in row and "23.4 ms" in row and "94.61 MiB" in row
+    assert "slower" in rows[0] and "skipped" in rows[1] and "failed check" in rows[2]
+    # The free-text column gives way: the combination's name is cut, never to "…".
+    assert "amp-bf16 " in rows[0] and "checkpoint" in rows[1] and "…" in rows[2]
