@@ -1,6 +1,7 @@
 """`lightspeed tune TARGET [--memory-budget SIZE] [--only amp,checkpoint,gist,fuse,loader]
-[--jobs K] [--emit PATH]`: each optimization predicted, applied, checked for equivalence and
-measured; the best kept; the data loader's options tuned against the measured wait."""
+[--checkpoint auto|MODULES] [--jobs K] [--emit PATH]`: each optimization predicted,
+applied, checked for equivalence and measured; the best kept; the data loader's options
+tuned against the measured wait."""
 
 from __future__ import annotations
 
@@ -43,6 +44,15 @@ def tune_command(
         metavar="NAMES",
         help="The candidates to try, comma-separated: amp, checkpoint, gist, fuse, loader"
         " (all by default; fuse with --jobs; loader for a workload with a data loader).",
+    ),
+    checkpoint: str | None = typer.Option(
+        None,
+        "--checkpoint",
+        metavar="auto|MODULES",
+        help="The modules the checkpoint candidate wraps, as predict --checkpoint takes them:"
+        " 'auto' (the √N segment plan) or module names or patterns, comma-separated"
+        " (blocks.*); by default the planner chooses them (to fit --memory-budget, or to"
+        " halve the activations kept).",
     ),
     jobs: int | None = typer.Option(
         None,
@@ -96,6 +106,7 @@ def tune_command(
         hardware=hardware,
         budget_s=budget,
         jobs=jobs,
+        checkpoint=checkpoint,
     )
     report(tune_document(tuning), json_path, wide=wide, html_path=html_path)
     if emit_path is not None:

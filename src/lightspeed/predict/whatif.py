@@ -21,7 +21,7 @@ from lightspeed.predict.hardware import on_hardware
 from lightspeed.predict.shapes import largest_batch, settings_of
 from lightspeed.workload import Workload
 
-__all__ = ["predict"]
+__all__ = ["checkpoint_modules", "predict"]
 
 
 def predict(
@@ -105,10 +105,16 @@ def _changed(
         workload = autocast(workload, dtype)
         changes["dtype"] = dtype
     if checkpoint is not None:
-        modules = "auto" if checkpoint == "auto" else checkpoint.split(",")
-        workload = checkpointed(workload, modules)
+        workload = checkpointed(workload, checkpoint_modules(checkpoint))
         changes["checkpoint"] = checkpoint
     return workload, changes
+
+
+def checkpoint_modules(text: str) -> str | list[str]:
+    """What `--checkpoint TEXT` (`predict`'s `checkpoint`) names, as
+    `optimize.checkpoint` takes it: "auto" (the √N segment plan), or the comma-separated
+    module names, shell-style patterns or `STACK.I:J` segments."""
+    return "auto" if text == "auto" else text.split(",")
 
 
 def _carried(

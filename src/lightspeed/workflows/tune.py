@@ -13,8 +13,10 @@ without, the fastest that beats the plain step by more than `MIN_GAIN`.
 The candidates:
 - `amp`: autocast bf16 (and fp16, with its loss scaler, on a GPU, where fp16 has tensor
   cores; on a CPU it only emulates them);
-- `checkpoint`: the planner's plan (`predict.checkpointing`) for the memory budget, or,
-  without one, for half the activations the step keeps for backward;
+- `checkpoint`: the modules named (`checkpoint`, as `lightspeed predict --checkpoint`
+  takes them: "auto", Chen et al.'s √N segments, or module names, patterns and
+  `STACK.I:J` segments), else the planner's plan (`predict.checkpointing`) for the memory
+  budget, or, without one, for half the activations the step keeps for backward;
 - `gist`: the encodings that free memory in this model (`predict.encodings`);
 - and, when mixed precision and checkpointing each passed their check alone, the two
   together (`amp-bf16+checkpoint`), checked by its loss curve;
@@ -44,6 +46,7 @@ from lightspeed.facts.profile import Profile
 from lightspeed.facts.tuning import Candidate, CandidateKind, Equivalence, Tuning, Verdict
 from lightspeed.measure.equivalence import gradients_match, loss_curves_match
 from lightspeed.measure.shape_only import profile_shape_only
+from lightspeed.optimize.checkpoint_plan import checkpoint_plan, merges_segments
 from lightspeed.optimize.checkpointing import checkpoint
 from lightspeed.optimize.encodings import gist
 from lightspeed.optimize.padding import padding_suggestions
@@ -51,12 +54,12 @@ from lightspeed.optimize.precision import autocast
 from lightspeed.predict.checkpointing import plan_checkpoint
 from lightspeed.predict.encodings import gist_savings
 from lightspeed.predict.shapes import settings_of
-from lightspeed.predict.whatif import predict
+from lightspeed.predict.whatif import checkpoint_modules, predict
 from lightspeed.workflows.loader_tuning import tune_loader
 from lightspeed.workflows.profile import profile
 from lightspeed.workload import Workload
 
-__all__ = ["CANDIDATES", "MIN_GAIN", "checkpoint_for_budget", "tune"]
+__all__ = ["CANDIDATES", "MIN_GAIN", "checkpoint_for_budget", "checkpointed_modules", "tune"]
 
 # The kinds `only` may name, in the order they are tried.
 CANDIDATES = (
@@ -80,13 +83,18 @@ def tune(
     hardware: Hardware | str | None = None,
     budget_s: float = 0.5,
     jobs: int | None = None,
+    checkpoint: str | None = None,
 ) -> Tuning:
     """Every candidate (`only`: those named, from `CANDIDATES`) for `workload`'s step on
     `device`, placed on `hardware` (as `lightspeed.profile` takes it), each profiled with
     `budget_s` seconds of timing (see the module's docstring). `jobs`: K jobs of this
-    step to run (a sweep's trials), which adds fusion. A candidate that cannot run says
-    why in its row; the others go on."""
+    step to run (a sweep's trials), which adds fusion. `checkpoint`: the modules the
+    checkpoint candidate wraps, as `predict`'s `checkpoint` takes them ("auto", or
+    comma-separated names, patterns or STACK.I:J segments; None: the planner's choice),
+    refused before anything runs when they name no module. A candidate that cannot run
+    says why in its row; the others go on."""
     kinds = _kinds(CANDIDATES if only is None else only, asked=only is not None, jobs=jobs)
+    named = None if checkpoint is None else _named(workload, checkpoint, kinds)
     if memory_budget_bytes is not None and memory_budget_bytes < 1:
         raise ConfigError(f"--memory-budget {memory_budget_bytes} must be at least 1 byte.")
     if only is not None and CandidateKind.LOADER in kinds and workload.loader is None:
@@ -104,7 +112,7 @@ def tune(
             loading_error = str(exc)
     makers: dict[CandidateKind, Callable[[Workload, Profile, int | None], list[_Trial]]] = {
         CandidateKind.AMP: _amp,
-        CandidateKind.CHECKPOINT: _checkpoint,
+        CandidateKind.CHECKPOINT: lambda w, b, budget: _checkpoint(w, b, budget, named),
         CandidateKind.GIST: _gist,
         CandidateKind.FUSE: lambda w, b, _budget: _fuse(w, b, jobs or 2),
     }
@@ -117,7 +125,12 @@ def tune(
             trials = makers[kind](workload, baseline, memory_budget_bytes)
         except LightspeedError as exc:
             candidates.append(
-                Candidate(name=kind.value, kind=kind, verdict=Verdict.SKIPPED, reason=str(exc))
+                Candidate(
+                    name=kind.value,
+                    kind=kind,
+                    verdict=Verdict.SKIPPED,
+                    reason=_reason(kind.value, exc),
+                )
             )
             continue
         for trial in trials:
@@ -149,6 +162,51 @@ def _kinds(names: Sequence[str], *, asked: bool, jobs: int | None) -> list[Candi
         choices = ", ".join(kind.value for kind in CANDIDATES)
         raise ConfigError(f"--only {','.join(unknown)}: not a candidate; choose from {choices}.")
     return [CandidateKind(n) for n in names]
+
+
+def _named(workload: Workload, text: str, kinds: Sequence[CandidateKind]) -> tuple[str, ...]:
+    """The modules `--checkpoint TEXT` names in `workload`'s model, for the checkpoint
+    candidate among `kinds`."""
+    if CandidateKind.CHECKPOINT not in kinds:
+        tried = ",".join(kind.value for kind in kinds)
+        raise ConfigError(
+            f"--checkpoint {text}: the checkpoint candidate is not tried (--only {tried});"
+            " add checkpoint to --only, or leave --checkpoint out."
+        )
+    return checkpointed_modules(workload, text)
+
+
+def checkpointed_modules(workload: Workload, text: str) -> tuple[str, ...]:
+    """The modules `text` (what `lightspeed predict --checkpoint` takes: "auto" or
+    comma-separated names, patterns and STACK.I:J segments) has `optimize.checkpoint`
+    wrap in `workload`'s model, written out: module names, and STACK.I:J for a run of a
+    Sequential's blocks recomputed as one (a model that is itself the Sequential has its
+    blocks named one by one), in model order. Raises ConfigError where
+    `text` names no module (or `auto` finds no stack of blocks)."""
+    model = _module_tree(workload)
+    plan = checkpoint_plan(model, checkpoint_modules(text))
+    named = dict(model.named_modules())
+    found = []
+    for segment in plan.segments:
+        stack, _, first = segment[0].rpartition(".")
+        # STACK.I:J cannot name the model itself (""): its blocks are named one by one.
+        if stack and stack in plan.stacks and merges_segments(named[stack]):
+            blocks = [child for child, _ in named[stack].named_children()]
+            start = blocks.index(first)
+            found.append(f"{stack}.{start}:{start + len(segment)}")
+        else:
+            found.extend(segment)
+    return tuple(found)
+
+
+def _module_tree(workload: Workload) -> torch.nn.Module:
+    """`workload`'s model built on the meta device, where only its module tree is wanted
+    (no memory); built as it is where it cannot be built there."""
+    try:
+        with torch.device("meta"):
+            return workload.model()
+    except Exception:  # a model that needs real data to build is built for real
+        return workload.model()
 
 
 def checkpoint_for_budget(
@@ -316,15 +374,22 @@ def _padding(workload: Workload, dtype: str) -> tuple[str, ...]:
     return tuple(f"pad {s.text} for tensor cores" for s in padding_suggestions(model, dtype))
 
 
-def _checkpoint(workload: Workload, baseline: Profile, budget: int | None) -> list[_Trial]:
+def _checkpoint(
+    workload: Workload, baseline: Profile, budget: int | None, named: Sequence[str] | None
+) -> list[_Trial]:
+    """The modules `named` checkpointed, else the planner's plan (see the module's
+    docstring)."""
     assert baseline.memory is not None
-    if budget is None:
-        choice = plan_checkpoint(
-            baseline, workload, baseline.memory.activations_bytes // 2, "activations"
-        )
+    if named is not None:
+        modules = list(named)
     else:
-        choice = plan_checkpoint(baseline, workload, budget)
-    modules = list(choice.chosen.modules)
+        if budget is None:
+            choice = plan_checkpoint(
+                baseline, workload, baseline.memory.activations_bytes // 2, "activations"
+            )
+        else:
+            choice = plan_checkpoint(baseline, workload, budget)
+        modules = list(choice.chosen.modules)
     if not modules:
         raise ConfigError("the step fits the budget as it is: nothing to checkpoint.")
     changed = checkpoint(workload, modules)
@@ -386,7 +451,7 @@ def _run(
             trial.changed, device=device, hardware=baseline.hardware, budget_s=budget_s
         )
     except LightspeedError as exc:
-        return dataclasses.replace(found, verdict=Verdict.ERROR, reason=str(exc))
+        return dataclasses.replace(found, verdict=Verdict.ERROR, reason=_reason(trial.name, exc))
     step = measured.step_time_s
     found = dataclasses.replace(
         found,
@@ -436,6 +501,14 @@ def _kept(baseline: Profile, budget: int | None, candidates: list[Candidate]) ->
         candidates=tuple(candidates),
         chosen=chosen,
     )
+
+
+def _reason(name: str, exc: LightspeedError) -> str:
+    """`exc`'s message as the reason in candidate `name`'s row, which is read after the
+    name ("checkpoint: …"): the optimize package's messages begin with the operation
+    they come from, so that they read alone (`checkpoint_for_budget`, `lightspeed
+    predict`); where that is the candidate's own name, it is not said twice."""
+    return str(exc).removeprefix(f"{name}: ")
 
 
 def _failure(check: Equivalence) -> str:
