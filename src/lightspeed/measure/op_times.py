@@ -39,6 +39,7 @@ from torch.autograd.profiler_util import FunctionEvent
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from lightspeed.facts.device import Device
+from lightspeed.measure.native_stderr import profiler_chatter_dropped
 from lightspeed.measure.op_alignment import OpEvent, align_ops
 from lightspeed.measure.step import PreparedStep, guard
 
@@ -95,6 +96,7 @@ def profile_op_times(
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
     prepared.sync()  # no earlier work may run inside the first profiled step
     with (
+        profiler_chatter_dropped(),
         profile(activities=activities, record_shapes=False) as prof,
         guard(prepared.workload, "the profiled step"),
     ):

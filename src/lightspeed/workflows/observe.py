@@ -29,6 +29,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from lightspeed import trace
 from lightspeed.errors import ConfigError, LightspeedError
+from lightspeed.measure.native_stderr import profiler_chatter_dropped
 from lightspeed.rules import Bound, Finding
 from lightspeed.trace import RankAnalysis, TraceAnalysis
 
@@ -82,7 +83,8 @@ class Observation:
             ),
             on_trace_ready=self._save,
         )
-        self._profiler.__enter__()
+        with profiler_chatter_dropped():
+            self._profiler.__enter__()
         return self
 
     def __exit__(
@@ -92,7 +94,8 @@ class Observation:
         tb: TracebackType | None,
     ) -> None:
         assert self._profiler is not None
-        self._profiler.__exit__(exc_type, exc, tb)
+        with profiler_chatter_dropped():
+            self._profiler.__exit__(exc_type, exc, tb)
         self._profiler = None
         if exc_type is None and self.trace_path is None:
             raise ConfigError(
@@ -106,7 +109,10 @@ class Observation:
         if self._profiler is None:
             raise ConfigError("observe(): step() is called inside the `with observe()` block.")
         self.steps_taken += 1
-        self._profiler.step()
+        # Kineto starts and stops at the schedule's turns, inside step(): only the
+        # profiler's own calls are held, never the user's loop.
+        with profiler_chatter_dropped():
+            self._profiler.step()
 
     def loop(self, iterable: Iterable[T], *, stop_when_recorded: bool = True) -> Iterator[T]:
         """Yield from `iterable` (a DataLoader…), ending a step after each item's body.
