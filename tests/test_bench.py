@@ -3,11 +3,14 @@ JSON whose results carry a profile's objects."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import statistics
 from pathlib import Path
 
 import pytest
+import torch
 
 from factories import FAKE_CPU, RunCli
 from lightspeed import progress, suite
@@ -16,10 +19,12 @@ from lightspeed.errors import ConfigError, UnknownNameError
 from lightspeed.facts.bench import BenchResult, BenchRun
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
-from lightspeed.facts.timing import Measurement, WorkloadInfo
+from lightspeed.facts.timing import Measurement, NoiseCheck, WorkloadInfo
 from lightspeed.measure.timer import TimerConfig
 from lightspeed.report.bench_report import bench_document
-from lightspeed.workflows.bench import bench, bench_names, families, variants
+from lightspeed.report.profile_json import load_profile
+from lightspeed.workflows.bench import bench, bench_names, families, retry_noisy_rounds, variants
+from lightspeed.workload import Workload
 from lightspeed.workload.targets import load_target
 
 DATA = Path(__file__).parent / "data" / "workloads.py"
@@ -194,3 +199,83 @@ def test_fewer_than_three_rounds_are_warned_about() -> None:
     run = BenchRun(results=(result,), hardware=FAKE_CPU, size="tiny", rounds=1, threads=2)
     (warning,) = [w for w in bench_document(run).warnings if "round" in w]
     assert warning.startswith("1 round: fewer than 3 measure no reliable noise")
+
+
+BUSY = NoiseCheck(load_average=9.0, cpu_count=2)  # a loaded 2-CPU machine
+QUIET = NoiseCheck(load_average=0.5, cpu_count=2)
+
+
+def _checked(time_s: float, noise: NoiseCheck) -> Measurement:
+    return Measurement(times_s=(time_s,) * 5, steps_per_replicate=1, warmup_steps=3, noise=noise)
+
+
+def test_a_result_keeps_what_its_rounds_noise_checks_said_in_its_json_and_warnings() -> None:
+    profile = load_profile(Path(__file__).parent / "data" / "profiles" / "mlp-tiny-schema1.json")
+    noisy = BenchResult(
+        workload=INFO,
+        profile=profile,
+        rounds=(_checked(0.01, QUIET), _checked(0.02, BUSY), _checked(0.01, QUIET)),
+    )
+    quiet = dataclasses.replace(noisy, rounds=(_checked(0.01, QUIET),) * 3)
+    assert noisy.noise_warnings == ("round 2: the machine is busy: load average 9.0 on 2 CPUs",)
+    assert quiet.noise_warnings == ()
+    run = BenchRun(results=(noisy,), hardware=FAKE_CPU, size="tiny", rounds=3, threads=2)
+    doc = bench_document(run)
+    (result,) = doc.data["results"]
+    assert (result["noise_warnings"], result["retries"]) == (list(noisy.noise_warnings), 0)
+    (said,) = [w for w in doc.warnings if "busy" in w]
+    assert said.startswith("w: noise check failed (round 2: the machine is busy")
+
+
+def test_retrying_times_only_the_noisy_rounds_again_and_keeps_the_quieter() -> None:
+    rounds = (_checked(0.01, QUIET), _checked(0.03, BUSY), _checked(0.01, QUIET))
+    noisy = BenchResult(workload=INFO, profile=None, rounds=rounds)
+    quiet = BenchResult(
+        workload=dataclasses.replace(INFO, name="q"), profile=None, rounds=rounds[:1]
+    )
+    again = iter([_checked(0.04, BUSY), _checked(0.011, QUIET)])
+    asked: list[str] = []
+
+    def retime(name: str) -> Measurement:
+        asked.append(name)
+        return next(again)
+
+    done = retry_noisy_rounds((noisy, quiet), retime, times=3)
+    assert asked == ["w", "w"]  # the quiet workload never; the noisy one until quiet
+    assert done[1] is quiet
+    assert done[0].rounds == (rounds[0], _checked(0.011, QUIET), rounds[2])
+    assert (done[0].retries, done[0].noise_warnings) == (2, ())
+    # Still noisy after its one try: the first timing was no louder, so it stays.
+    again = iter([_checked(0.04, BUSY)])
+    (kept,) = retry_noisy_rounds((noisy,), retime, times=1)
+    assert kept.rounds == rounds and kept.retries == 1
+
+
+def test_bench_retries_noisy_workloads_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lightspeed.facts.timing import StepTiming
+    from lightspeed.workflows import bench as bench_module
+
+    # Round 2 is noisy, every retry quiet (round 1, profiled for real, may be noisy
+    # too on a busy test machine: its retry is quiet as well).
+    checks = itertools.chain([BUSY], itertools.repeat(QUIET))
+
+    def time_step(prepared: object, timer: TimerConfig) -> StepTiming:
+        return StepTiming(workload=INFO, measurement=_checked(0.01, next(checks)))
+
+    monkeypatch.setattr(bench_module, "time_step", time_step)
+    brief = TimerConfig(warmup_steps=1, budget_s=0.02, min_replicates=2, max_settle_s=0)
+    workload = Workload(
+        name="linear",
+        model=lambda: torch.nn.Linear(4, 4),
+        batch=lambda n: torch.ones(n, 4),
+        loss=lambda model, batch: model(batch).square().mean(),
+        batch_size=2,
+    )
+    run = bench([workload], FAKE_CPU, rounds=2, timer=brief, profiled_steps=1, retry_noisy=2)
+    (result,) = run.results
+    assert result.retries == 1 and result.rounds[1].noise == QUIET
+
+
+def test_retry_noisy_takes_a_count(run_cli: RunCli, calibrated_cpu: Hardware) -> None:
+    code, _, err = run_cli("bench", "mlp", "--hardware", "local", "--retry-noisy", "-1")
+    assert code == 2 and "--retry-noisy -1 must be 0 or more" in err

@@ -86,6 +86,51 @@ def test_a_change_must_beat_both_the_threshold_and_the_noise() -> None:
     assert comparison.fails
 
 
+BUSY = {"load_average": 9.0, "cpu_count": 2}  # a noise check on a loaded 2-CPU machine
+BUSY_SAYS = "round 2: the machine is busy: load average 9.0 on 2 CPUs"
+
+
+def test_a_regression_where_a_run_was_noisy_is_not_judged_and_never_fails() -> None:
+    before = _document({"same": 0.100, "worse": 0.100, "quiet": 0.100}, spread=0.0)
+    after = _document({"same": 0.199, "worse": 0.150, "quiet": 0.150}, spread=0.0)
+    # Run b's noise check failed for "same" in its second round (the field a bench
+    # writes now); run a's for "worse", read from its rounds' checks as in a file written
+    # before that field.
+    after["results"][0]["noise_warnings"] = [BUSY_SAYS]
+    before["results"][1]["rounds"] = [{"noise": None}, {"noise": {**BUSY, "steal_share": 0}}]
+    comparison = compare_runs(before, after, threshold=0.05)
+    same, worse, quiet = comparison.changes
+    assert (same.verdict, worse.verdict, quiet.verdict) == (
+        Verdict.NOT_JUDGED,
+        Verdict.NOT_JUDGED,
+        Verdict.REGRESSION,
+    )
+    assert (same.a_noise, same.b_noise) == ((), (BUSY_SAYS,))
+    assert (worse.a_noise, worse.b_noise) == ((BUSY_SAYS,), ())
+    assert comparison.regressions == (quiet,) and comparison.fails
+    # Without the quiet regression, nothing fails.
+    del before["results"][2], after["results"][2]
+    assert not compare_runs(before, after, threshold=0.05).fails
+
+
+def test_compare_says_which_run_was_noisy_and_exits_0_on_its_regression(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    store = tmp_path / "h.sqlite"
+    history.record(store, _document({"mlp-tiny": 0.010, "gpt2-tiny": 0.020}, spread=0.0))
+    noisy = _document({"mlp-tiny": 0.0199, "gpt2-tiny": 0.020}, spread=0.0)  # +99 %
+    noisy["results"][0]["noise_warnings"] = [BUSY_SAYS]
+    history.record(store, noisy)
+    code, out, err = run_cli("compare", "--store", str(store), "--fail-on-regression")
+    assert code == 0, err
+    said = " ".join((out + err).split())  # as one line, however the terminal wraps it
+    assert said.count("not judged:") == 1
+    assert f"mlp-tiny: not judged: run 2 was noisy ({BUSY_SAYS})" in said
+    code, out, _ = run_cli("compare", "--store", str(store), "--json=-")
+    data = json.loads(out)
+    assert (data["regressions"], data["not_judged"], data["fails"]) == ([], ["mlp-tiny"], False)
+
+
 def test_runs_of_other_machines_or_threads_are_compared_with_a_warning_and_never_fail() -> None:
     before = _document({"a": 0.100}, threads=2)
     after = _document({"a": 0.200}, threads=1)
@@ -112,8 +157,13 @@ def _sleeper(delay_s: float) -> Workload:
 
 def _bench_json(delay_s: float, tmp_path: Path, name: str) -> Path:
     run = bench([_sleeper(delay_s)], FAKE_CPU, rounds=3, budget_s=0.15)
+    document = render_json.render(bench_document(run))
+    # Whether the machine running the tests is busy is not what these runs test (a
+    # noisy run's regression is not judged): take their noise checks as passed.
+    for result in document["results"]:
+        result["noise_warnings"] = []
     path = tmp_path / name
-    path.write_text(json.dumps(render_json.render(bench_document(run))))
+    path.write_text(json.dumps(document))
     return path
 
 
@@ -246,3 +296,25 @@ def test_an_older_store_is_migrated_in_a_transaction(
         version = connection.execute("SELECT value FROM meta WHERE key='schema_version'")
         assert "note" in columns and version.fetchone() == ("2",)
     connection.close()
+
+
+def test_the_history_tables_show_each_runs_short_commit_at_80_columns(tmp_path: Path) -> None:
+    from lightspeed.report.history_report import runs_document, workload_history_document
+    from lightspeed.report.render_terminal import render_text
+
+    store = tmp_path / "h.sqlite"
+    document = _document({"a": 0.01})
+    document["environment"]["git_commit"] = "0123456789abcdef0123456789abcdef01234567+"
+    document["hardware"]["name"] = "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz"
+    history.record(store, document)
+    document["environment"]["git_commit"] = "fedcba9876543210fedcba9876543210fedcba98"
+    history.record(store, document)
+    for doc in (
+        runs_document(history.runs(store), str(store)),
+        workload_history_document("a", history.workload_history(store, "a"), str(store)),
+    ):
+        text = render_text(doc, 80)
+        assert max(map(len, text.splitlines())) <= 80
+        # git's short hash, "+" where the tree had uncommitted changes
+        assert "0123456+" in text and "fedcba9 " in text and "0123456789" not in text
+    assert "git_commit" in doc.data["results"][0]  # the JSON keeps the full hash

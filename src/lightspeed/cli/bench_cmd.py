@@ -52,6 +52,14 @@ def bench_command(
     budget: float = typer.Option(
         1.0, "--budget", metavar="SECONDS", help="Seconds of timing per workload and round."
     ),
+    retry_noisy: int = typer.Option(
+        0,
+        "--retry-noisy",
+        metavar="N",
+        help="Time again, up to N times, the rounds whose noise check failed (a busy"
+        " machine, stolen CPU time, a canary that moved), keeping the quieter timing:"
+        " `lightspeed compare` does not judge a change in a noisy workload.",
+    ),
     threads: int | None = ThreadsOption,
     store: Path | None = StoreOption,
     json_path: Path | None = JsonOption,
@@ -79,7 +87,15 @@ def bench_command(
         workload, settings, hw = run_setup(get(name), device, dtype, batch_size, hw or hardware)
         workloads.append(workload)
     assert settings is not None and hw is not None
-    run = bench(workloads, hw, settings, size=size, rounds=rounds, budget_s=budget)
+    run = bench(
+        workloads,
+        hw,
+        settings,
+        size=size,
+        rounds=rounds,
+        budget_s=budget,
+        retry_noisy=retry_noisy,
+    )
     document = bench_document(run)
     # Recorded first: a file that cannot be written loses no run.
     run_id = history.record(path, render_json.render(document))

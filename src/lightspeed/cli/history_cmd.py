@@ -69,7 +69,8 @@ def compare_command(
         False,
         "--fail-on-regression",
         help=f"Exit with status {EXIT_REGRESSION} when a workload got slower beyond the"
-        " threshold and the noise (never for runs of different machines or thread counts).",
+        " threshold and the noise (never for runs of different machines or thread counts,"
+        " nor for a workload whose noise check failed in either run: not judged).",
     ),
     store: Path | None = StoreOption,
     json_path: Path | None = JsonOption,

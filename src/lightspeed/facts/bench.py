@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Sequence
 
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import Profile
-from lightspeed.facts.timing import Measurement, WorkloadInfo
+from lightspeed.facts.timing import Measurement, NoiseCheck, WorkloadInfo
 
 # The fewest rounds whose spread measures the drift between minutes.
 MIN_ROUNDS = 3
@@ -23,12 +24,20 @@ MIN_ROUNDS = 3
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BenchResult:
     """One workload of a bench: its profile (whose timing is the first round), the
-    timings of the later rounds, and the one-line reason it failed, if it did."""
+    timings of the later rounds, the one-line reason it failed, if it did, and how many
+    times its rounds whose noise check failed were timed again (`bench --retry-noisy`)."""
 
     workload: WorkloadInfo
     profile: Profile | None
     rounds: tuple[Measurement, ...] = ()
     failure: str | None = None
+    retries: int = 0
+
+    @property
+    def noise_warnings(self) -> tuple[str, ...]:
+        """What the noise checks of its rounds said, "round N: …" each; empty when the
+        machine was quiet through every round (or was not checked)."""
+        return round_noise_warnings([m.noise for m in self.rounds])
 
     @property
     def round_medians_s(self) -> tuple[float, ...]:
@@ -50,6 +59,17 @@ class BenchResult:
         if len(medians) < 2 or not step:
             return None
         return (max(medians) - min(medians)) / step
+
+
+def round_noise_warnings(checks: Sequence[NoiseCheck | None]) -> tuple[str, ...]:
+    """The warnings of each round's noise check (`checks[i]` of round i + 1), each as
+    "round N: warning"; a round not checked has none."""
+    return tuple(
+        f"round {number}: {warning}"
+        for number, check in enumerate(checks, start=1)
+        if check is not None
+        for warning in check.warnings
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -49,9 +49,7 @@ def bench_document(run: BenchRun) -> Document:
     if failed:
         sections.append(Notes(tuple(failed), title="Failed", style=Style.ERROR))
     sections.append(hardware_summary(run.hardware))
-    warnings = tuple(
-        f"{r.workload.name}: {w}" for r in run.results for m in r.rounds[:1] for w in m.warnings
-    )
+    warnings = tuple(w for r in run.results for w in _result_warnings(r))
     if run.rounds < MIN_ROUNDS:
         warnings = (
             f"{run.rounds} round{'s' * (run.rounds > 1)}: fewer than {MIN_ROUNDS} measure"
@@ -65,6 +63,28 @@ def bench_document(run: BenchRun) -> Document:
         sections=tuple(sections),
         warnings=warnings,
     )
+
+
+def _result_warnings(result: BenchResult) -> list[str]:
+    """Its first round's warnings, then one line for its rounds' noise checks (every
+    round's, not the first's alone) and one for its retries."""
+    name = result.workload.name
+    first = result.rounds[:1]
+    of_noise = {w for m in first if m.noise is not None for w in m.noise.warnings}
+    found = [f"{name}: {w}" for m in first for w in m.warnings if w not in of_noise]
+    if result.retries:
+        found.append(
+            f"{name}: its noisy rounds were timed again {result.retries} time"
+            f"{'s' * (result.retries > 1)}, keeping the quieter timing of each round:"
+            f" {'still noisy' if result.noise_warnings else 'now quiet'}"
+        )
+    if result.noise_warnings:
+        found.append(
+            f"{name}: noise check failed ({'; '.join(result.noise_warnings)}): `lightspeed"
+            " compare` will not judge its changes against this run; bench again when the"
+            " machine is quiet, or with --retry-noisy N"
+        )
+    return found
 
 
 def bench_data(
@@ -111,6 +131,10 @@ def _result_data(result: BenchResult, analysis: ProfileAnalysis | None) -> dict[
         "round_medians_s": list(result.round_medians_s),
         "step_s": result.step_s,
         "round_spread": result.round_spread,
+        # What the rounds' noise checks said: a comparison does not judge a
+        # change where either run's checks failed.
+        "noise_warnings": list(result.noise_warnings),
+        "retries": result.retries,
         "failure": result.failure,
     }
 

@@ -5,14 +5,16 @@ its timing, by `lightspeed time`'s rules, is the round's); rounds 2… time each
 step again with the same timer, workload after workload, so drift between minutes lands
 in every workload alike and shows as the spread between its rounds. A workload that
 fails is kept with its one-line reason, and the others go on. Every built workload stays
-in memory until the last round.
+in memory until the last round, and through the retries: with `retry_noisy`, a
+workload whose noise check failed in a round (a busy machine, stolen CPU time, a canary
+that moved) has that round timed again, up to N times, keeping the quieter timing.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -22,6 +24,7 @@ from lightspeed.errors import ConfigError, LightspeedError, ProfileIncomplete
 from lightspeed.facts.bench import MIN_ROUNDS, BenchResult, BenchRun
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import Profile
+from lightspeed.facts.timing import Measurement, NoiseCheck
 from lightspeed.measure.profile_run import profile_prepared
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
 from lightspeed.measure.timer import TimerConfig
@@ -83,13 +86,18 @@ def bench(
     budget_s: float = 1.0,
     timer: TimerConfig | None = None,
     profiled_steps: int | None = None,
+    retry_noisy: int = 0,
 ) -> BenchRun:
     """Profile each of `workloads` and time it in `rounds` interleaved rounds of
     `budget_s` seconds of timing each, placed on `hardware`. `timer` replaces the timing
     (its own budget, warm-up and replicates: a smoke run that only checks every workload
-    runs); `profiled_steps` the steps each op is timed over (None: as a profile does)."""
+    runs); `profiled_steps` the steps each op is timed over (None: as a profile does);
+    `retry_noisy` how many times, at most, the rounds whose noise check failed are timed
+    again (`retry_noisy_rounds`)."""
     if rounds < 1:
         raise ConfigError(f"--rounds {rounds} must be at least 1.")
+    if retry_noisy < 0:
+        raise ConfigError(f"--retry-noisy {retry_noisy} must be 0 or more.")
     if len({w.name for w in workloads}) < len(workloads):
         raise ConfigError("a bench runs each workload once: two have the same name.")
     settings = settings or StepSettings()
@@ -116,8 +124,16 @@ def bench(
                     if results[name].failure is not None:
                         built.pop(name, None)  # its memory back for the others
                 advance()
+    done = tuple(results[w.name] for w in workloads)
+    if retry_noisy and any(r.noise_warnings for r in done):
+
+        def retime(name: str) -> Measurement:
+            with progress.stage(f"{name}, a noisy round again"):
+                return time_step(built[name], timer).measurement
+
+        done = retry_noisy_rounds(done, retime, retry_noisy)
     return BenchRun(
-        results=tuple(results[w.name] for w in workloads),
+        results=done,
         hardware=hardware,
         size=size,
         rounds=rounds,
@@ -125,6 +141,52 @@ def bench(
         torch_version=torch.__version__,
         git_commit=git_commit(),
     )
+
+
+def retry_noisy_rounds(
+    results: Sequence[BenchResult], retime: Callable[[str], Measurement], times: int
+) -> tuple[BenchResult, ...]:
+    """`results` with each round whose noise check failed timed again by `retime`
+    (a workload's name → a new timing of its step), up to `times` tries a workload, each
+    round keeping the quieter of its timings (`_loudness`); a workload stops once quiet.
+    A round-1 timing is its profile's timing too, so a quieter one replaces both."""
+    done = []
+    for result in results:
+        for _ in range(times if result.failure is None else 0):
+            if not result.noise_warnings:
+                break
+            try:
+                result = _retried(result, retime)
+            except LightspeedError:
+                break  # it ran before: keep what it measured then
+        done.append(result)
+    return tuple(done)
+
+
+def _retried(result: BenchResult, retime: Callable[[str], Measurement]) -> BenchResult:
+    """One try: each noisy round of `result` timed again, the quieter timing kept."""
+    rounds = list(result.rounds)
+    profile = result.profile
+    for index, old in enumerate(result.rounds):
+        if old.noise is None or not old.noise.warnings:
+            continue
+        new = retime(result.workload.name)
+        if _loudness(new.noise) < _loudness(old.noise):
+            rounds[index] = new
+            if index == 0 and profile is not None and profile.timing is old:
+                profile = dataclasses.replace(profile, timing=new)
+    return dataclasses.replace(
+        result, rounds=tuple(rounds), profile=profile, retries=result.retries + 1
+    )
+
+
+def _loudness(check: NoiseCheck | None) -> tuple[int, float, float]:
+    """How noisy a check says the machine was, to order timings by: its warnings, then
+    how far its canary moved and the share of CPU time stolen."""
+    if check is None:
+        return (0, 0.0, 0.0)
+    drift = abs(check.canary_drift or 0.0)
+    return (len(check.warnings), drift, check.steal_share or 0.0)
 
 
 def git_commit(directory: Path | None = None) -> str | None:
