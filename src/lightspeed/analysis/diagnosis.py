@@ -68,13 +68,16 @@ def _tensor_core_precision(a: OpAnalysis, hardware: Hardware) -> Precision:
 
 def step_facts(profile: Profile, analyses: Sequence[OpAnalysis]) -> StepFacts:
     """The profiled step as the rules read it: host overhead is the time outside any
-    captured op plus the ops bound by per-op cost; busy time splits by op bound."""
+    captured op plus the ops bound by per-op cost; busy time splits by op bound. The
+    step is at least its ops' time, so no part of it is a share above the whole: over
+    several profiled steps the per-op medians may sum past the median step
+    (`measure.op_times`), and a prediction carries that over."""
     by_bound = time_by_bound(analyses)
     measured_s = sum(by_bound.values())
     outside_s = profile.unattributed_s or 0.0
     small_s = by_bound[Bound.OVERHEAD]
     facts = StepFacts(
-        step_s=profile.profiled_step_s or measured_s,
+        step_s=max(profile.profiled_step_s or 0.0, measured_s),
         device=profile.workload.device is not Device.CPU,
         ops=len(analyses),
         overhead_s=outside_s + small_s,
@@ -143,7 +146,7 @@ def profile_findings(
     whose shapes or layout show what to change (`layer_advice`), and how far the step runs
     from its speed of light."""
     findings = above_speed_of_light(profile.hardware, analyses, totals)
-    step_s = profile.profiled_step_s or totals.op_time_s
+    step_s = max(profile.profiled_step_s or 0.0, totals.op_time_s)  # as `step_facts`
     if step_s > 0:
         findings += convolution_findings(profile, analyses, step_s)
         findings += recurrent_findings(profile, analyses, step_s)

@@ -173,6 +173,9 @@ def console() -> Console:
 def show(renderable: RenderableType, *, unbounded: bool = False) -> None:
     """Print `renderable` on stdout; `unbounded` (--wide) and stdout no terminal, as wide
     as its widest line: a pipe or a file wraps no line, so no name need fold in its cell."""
+    from lightspeed.cli import progress_display
+
+    progress_display.cleared()
     out = console()
     if unbounded and not sys.stdout.isatty():
         from lightspeed.report.render_terminal import natural_width

@@ -10,8 +10,15 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from lightspeed import progress
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+# The display drawn now, if any: `cleared` takes it off before a report prints.
+_DRAWN: list[Progress] = []
 
 
 def wanted(json_to_stdout: bool) -> bool:
@@ -68,5 +75,18 @@ def shown(json_to_stdout: bool) -> Iterator[None]:
         if stages:
             display.update(task, description=" › ".join(stages), refresh=True)
 
-    with display, progress.listening(show):
-        yield
+    _DRAWN.append(display)
+    try:
+        with display, progress.listening(show):
+            yield
+    finally:
+        _DRAWN.remove(display)
+
+
+def cleared() -> None:
+    """Take the progress line off the terminal for good, before a report prints on
+    stdout: a report's own Console writes past the display (rich gives a Console the
+    file under its stdout proxy), so a line still drawn would stand at the start of the
+    report's first line."""
+    for display in _DRAWN:
+        display.stop()
