@@ -17,7 +17,13 @@ from lightspeed.facts.records import Phase
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.measure.step import StepSettings
 from lightspeed.optimize.checkpointing import checkpoint
-from lightspeed.predict.carry import carry_over, marginal_cost, op_key, per_op_overhead_s
+from lightspeed.predict.carry import (
+    carry_over,
+    marginal_cost,
+    op_key,
+    per_op_overhead_s,
+    scaled_step,
+)
 from lightspeed.predict.shapes import largest_batch
 from lightspeed.predict.whatif import predict
 from lightspeed.report.profile_json import load_profile, save_profile
@@ -59,6 +65,49 @@ def test_an_op_at_another_size_keeps_its_overhead_and_scales_the_rest() -> None:
     assert carried.step_time_s == pytest.approx(0.0735 + 0.019)
     assert carried.prediction is not None
     assert carried.prediction.changes == {"batch-size": "16"}
+
+
+def test_an_op_that_outgrows_the_cache_scales_with_its_bytes_not_the_roofs() -> None:
+    # A cached CPU: 100 MB of cache at 80 GB/s over 20 GB/s of memory. The add reads
+    # 80 MB (cached: SoL 1 ms) and ran 20 ms; at twice the batch its 160 MB come from
+    # memory (SoL 8 ms), 8× its SoL where its bytes only doubled.
+    cached = dataclasses.replace(
+        FAKE_CPU, cache_bytes=100_000_000, cache_bandwidth_bytes_per_s=80e9
+    )
+    view = dataclasses.replace(op(9, 0, 0, 0.001), name="aten::view")
+    add = op(1, 0, 80_000_000, 0.020)
+    measured = dataclasses.replace(HAND_BUILT, hardware=cached, ops=(add, view))
+    bigger = dataclasses.replace(add, bytes_read=160_000_000, input_shapes=((8, 4),))
+    changed = dataclasses.replace(measured, ops=(bigger, view), timing=None)
+    carried = carry_over(measured, changed, {"batch-size": "16"})
+    # 1 ms of overhead kept, the 19 ms beyond it × 2 (not × 16)
+    assert carried.ops[0].time_s == pytest.approx(0.001 + 0.019 * 2)
+
+
+def test_a_kernel_timed_one_by_one_adds_its_difference() -> None:
+    # The product took 40 ms in the step, its kernel alone 30 ms before and 100 ms after:
+    # the 10 ms the step adds around the kernel does not grow with it.
+    product = HAND_BUILT.ops[0]
+    bigger = dataclasses.replace(product, input_shapes=((8, 4),), macs=2 * (product.macs or 0))
+    changed = dataclasses.replace(HAND_BUILT, ops=(bigger, *HAND_BUILT.ops[1:]), timing=None)
+    times = ({op_key(product): 0.030}, {op_key(bigger): 0.100})
+    carried = carry_over(HAND_BUILT, changed, {"batch-size": "16"}, kernel_times=times)
+    assert carried.ops[0].time_s == pytest.approx(0.040 + 0.100 - 0.030)
+
+
+def test_a_step_carried_across_hardware_scales_its_profiled_time_too() -> None:
+    # Per-op medians may add up past the profiled step (here 70 ms of ops and 5 µs
+    # outside them in a 50 ms step): halving every op halves the profiled step, where a
+    # shift would leave 50 − 35 = 15 ms for 35 ms of ops.
+    measured = dataclasses.replace(HAND_BUILT, profiled_step_s=0.050)
+    halved = [
+        dataclasses.replace(o, time_s=None if o.time_s is None else o.time_s / 2)
+        for o in measured.ops
+    ]
+    outside = measured.unattributed_s or 0.0
+    timing, profiled = scaled_step(measured, halved, outside / 2)
+    assert profiled == pytest.approx(0.050 / 2)
+    assert timing is not None and timing.median_s == pytest.approx(measured.step_time_s / 2)
 
 
 def test_marginal_cost_is_fitted_on_ops_of_one_name() -> None:

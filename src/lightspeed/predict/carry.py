@@ -13,15 +13,25 @@ the same hardware:
   checkpointed module's forward, run again in backward): it takes the median time of
   those measurements;
 - else the op at the same place (the k-th call of that name in that module and phase)
-  was measured with other shapes or dtypes: a fixed per-op overhead is kept and the rest
-  of its time scales with the speed of light, so its efficiency carries over:
+  was measured with other shapes or dtypes: a matrix product or convolution whose
+  kernel was timed one by one before and after (on the device at hand) adds the
+  difference at another size, t' = t + (k' − k), as the time an op takes in a step
+  beyond its kernel alone (dispatch, the profiler's record: tens of µs) does not grow
+  with its size; in another precision, where the kernel itself is another, it scales
+  by their ratio, t' = t · k' / k. Any other op keeps a fixed per-op overhead and the
+  rest of its time scales with the speed of light, so its efficiency carries over:
   t' = min(t, c) + max(t − c, 0) · SoL' / SoL;
 - else (an op the change adds, such as autocast's casts): the per-op overhead plus its
   speed of light at the median efficiency of the measured ops of its name, or of all
   of them.
 
 The per-op overhead `c` is the profile's own: the median time of its ops that compute
-and move nothing (views), which is what the host spends to dispatch an op. The time
+and move nothing (views), which is what the host spends to dispatch an op. Sizes are
+compared on one roof: the speed of light from the device's memory, never from a cache
+its bytes fit (`carry_sol_s`). An op whose bytes outgrow the last-level cache at the new
+size would otherwise be scaled by the cache's bandwidth over the memory's as well as by
+its bytes (19× for 4× the bytes of a log-softmax's backward, measured 3.5×): it had not
+run at the cache's bandwidth to begin with. The time
 outside ops (Python, the autograd engine) grows with the number of ops: a checkpointed
 module's forward runs its Python code again. The step time moves by the change: the
 measured step + (Σ t' + time outside ops') − (Σ t + time outside ops), or scaled by
@@ -59,8 +69,8 @@ RULES = (
 
 TIMED_RULE = (
     "a matrix product or convolution whose kernel the change alters, timed one by one on"
-    " this device before and after: its measured time × the kernel's time after over"
-    " before"
+    " this device before and after: its measured time plus the kernel's time after minus"
+    " before at another size, times after over before in another precision"
 )
 
 _Signature = tuple[str, str, tuple[tuple[int, ...], ...], tuple[str, ...]]
@@ -121,10 +131,10 @@ def carry_over(
         elif times:
             time = statistics.median(times)
         elif there is not None and there.time_s is not None:
-            ratio = _ratio(kernel_times, there, op)
+            timed = _timed(kernel_times, there, op)
             time = (
-                there.time_s * ratio
-                if ratio is not None
+                timed
+                if timed is not None
                 else _scaled(there, op, hardware, overhead, marginal.get(op.name))
             )
         elif kernel_times is not None and op_key(op) in kernel_times[1]:
@@ -172,9 +182,7 @@ def scaled_step(
     if timing is not None:
         timing = dataclasses.replace(timing, times_s=tuple(t * scale for t in timing.times_s))
     profiled = measured.profiled_step_s
-    if profiled is not None:
-        profiled = profiled - before + after
-    return timing, profiled
+    return timing, None if profiled is None else profiled * scale
 
 
 def shifted_step(
@@ -222,15 +230,23 @@ def _by_place(ops: Iterable[OpRecord]) -> dict[tuple[str, str, str], list[OpReco
     return places
 
 
-def _ratio(kernel_times: KernelTimes | None, before: OpRecord, after: OpRecord) -> float | None:
-    """How much longer `after`'s kernel took than `before`'s, timed one by one."""
+def _timed(kernel_times: KernelTimes | None, before: OpRecord, after: OpRecord) -> float | None:
+    """`after`'s time from `before`'s measured one and their kernels timed one by one: at
+    another size in the same dtypes, plus how much longer its kernel took; in other dtypes
+    (another kernel altogether: autocast's bf16 path packs its inputs its own way), times
+    their ratio, as where the difference would leave nothing."""
     # Only a matrix product's or convolution's speed is its kernel's own (its blocking for
     # the shape, its bf16 path); other ops follow their bytes on the roofline, which a
     # kernel timed alone, its inputs hot in cache, does not see.
-    if kernel_times is None or after.macs is None:
+    if kernel_times is None or after.macs is None or before.time_s is None:
         return None
     was, now = kernel_times[0].get(op_key(before)), kernel_times[1].get(op_key(after))
-    return now / was if was and now is not None else None
+    if not was or now is None:
+        return None
+    added = before.time_s + now - was
+    if added > 0 and before.input_dtypes == after.input_dtypes:
+        return added
+    return before.time_s * now / was
 
 
 def _scaled(
@@ -241,16 +257,38 @@ def _scaled(
     marginal: float | None,
 ) -> float:
     assert before.time_s is not None
-    sol_before = analyse_op(before, hardware).sol_time_s
+    sol_before = carry_sol_s(before, hardware)
     if sol_before <= 0:
         return before.time_s
-    sol_after = analyse_op(after, hardware).sol_time_s
+    sol_after = carry_sol_s(after, hardware)
     if marginal is not None:
         return max(
             before.time_s + marginal * (sol_after - sol_before), min(before.time_s, overhead)
         )
     work = max(before.time_s - overhead, 0.0)
     return min(before.time_s, overhead) + work * sol_after / sol_before
+
+
+def carry_sol_s(op: OpRecord, hardware: Hardware) -> float:
+    """`op`'s speed of light on `hardware`, in seconds, with its bytes from the device's
+    memory even where they fit a cache: the one roof that sizes are carried on (see the
+    module's docstring)."""
+    return analyse_op(op, _one_roof(hardware)).sol_time_s
+
+
+def _one_roof(hardware: Hardware) -> Hardware:
+    """`hardware` with no cache roof: every op's bytes from its memory."""
+    if hardware.cache_bytes is None:
+        return hardware
+    # Hardware holds mappings, so it is not hashable: keep the last one made.
+    if _UNCACHED and _UNCACHED[0][0] is hardware:
+        return _UNCACHED[0][1]
+    found = dataclasses.replace(hardware, cache_bytes=None, cache_bandwidth_bytes_per_s=None)
+    _UNCACHED[:] = [(hardware, found)]
+    return found
+
+
+_UNCACHED: list[tuple[Hardware, Hardware]] = []
 
 
 # The fewest timed ops of one name, and the widest spread of their speeds of light
@@ -269,7 +307,7 @@ def marginal_cost(ops: Iterable[OpRecord], hardware: Hardware) -> dict[str, floa
     for op in ops:
         if op.time_s is None:
             continue
-        sol = analyse_op(op, hardware).sol_time_s
+        sol = carry_sol_s(op, hardware)
         if sol > 0:
             points[op.name].append((sol, op.time_s))
     slopes = {}
@@ -294,7 +332,7 @@ def added_op_time(
     """Seconds an op the measured step did not run takes: `overhead` plus its speed of
     light at the median `slowdowns` of the ops of its name, or of all of them (1 where
     there are none)."""
-    sol = analyse_op(op, hardware).sol_time_s
+    sol = carry_sol_s(op, hardware)
     if sol <= 0:
         return overhead
     found = slowdowns.get(op.name) or [x for xs in slowdowns.values() for x in xs]
@@ -312,7 +350,7 @@ def slowdowns(
     for op in ops:
         if op.time_s is None:
             continue
-        placed = analyse_op(op, hardware)
+        placed = analyse_op(op, _one_roof(hardware))
         if placed.sol_time_s > 0 and placed.bound in (Bound.COMPUTE, Bound.MEMORY):
             found[op.name].append(max(op.time_s - overhead, 0.0) / placed.sol_time_s)
     return found

@@ -38,13 +38,19 @@ import statistics
 from collections.abc import Sequence
 
 from lightspeed import units
-from lightspeed.analysis.step_roofline import OpAnalysis, analyse_op, analyse_ops
+from lightspeed.analysis.step_roofline import OpAnalysis, analyse_ops
 from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import FusionPrediction, Prediction, Profile
 from lightspeed.facts.records import OPTIMIZER_MODULE, MemoryBreakdown, OpRecord, Phase
 from lightspeed.facts.timing import Measurement
-from lightspeed.predict.carry import added_op_time, marginal_cost, shifted_step, slowdowns
+from lightspeed.predict.carry import (
+    added_op_time,
+    carry_sol_s,
+    marginal_cost,
+    shifted_step,
+    slowdowns,
+)
 
 __all__ = [
     "FUSION_HELPS",
@@ -212,7 +218,7 @@ def _fused_op(
             # add time per second of speed of light: a larger op of a kind whose small
             # ones are slow for their size runs nearer its speed of light (and no
             # slower than at the same efficiency).
-            sol = analyse_op(op, hardware).sol_time_s
+            sol = carry_sol_s(op, hardware)
             time = min(alike, time + slope * (k - 1) * sol)
         else:
             time = alike
