@@ -118,6 +118,7 @@ def test_a_profile_of_schema_1_loads_and_analyses_as_it_did() -> None:
     # The TARGET a workload was loaded from is kept since; schema 1 did not keep it.
     assert new["workload"].pop("target") is None
     assert new["workload"].pop("jobs") == 1  # fused jobs are counted since
+    assert new["workload"].pop("mixed") is False  # steps in bf16 were pure, not autocast
     for key in ("workload", "phases", "modules", "memory"):
         assert old[key] == new[key], key
     # The calibration has since recorded its kernels and its canary: added keys, empty
@@ -147,7 +148,9 @@ def test_a_profile_of_schema_1_loads_and_analyses_as_it_did() -> None:
     assert {k: new["totals"][k] for k in old["totals"]} == old["totals"]
     assert new["totals"]["unknown_flops_time_s"] == 0
     assert (old["bound"], new["bound"]) == ("cpu-launch-overhead", "overhead")
-    derived = ("bound",)
+    # An op's memory format (channels_last) is recorded since; schema 1 did not know it.
+    derived = ("bound", "channels_last")
+    assert all(op["channels_last"] is None for op in new["ops"])
     for was, now in zip(old["ops"], new["ops"], strict=True):
         assert {k: v for k, v in was.items() if k not in derived} == {
             k: v for k, v in now.items() if k not in derived
