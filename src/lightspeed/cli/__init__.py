@@ -30,6 +30,7 @@ from lightspeed.cli import (
     progress_display,
     report_cmd,
     roofline,
+    serve_profile_cmd,
     suite,
     sweep_cmd,
     time_cmd,
@@ -50,6 +51,7 @@ app = typer.Typer(
 app.add_typer(hw.app, name="hw")
 app.command("profile")(profile_cmd.profile_command)
 app.command("time")(time_cmd.time_command)
+app.command("serve-profile")(serve_profile_cmd.serve_profile_command)
 app.command("trace")(trace_cmd.trace_command)
 app.command("roofline")(roofline.roofline_command)
 app.command("suite")(suite.suite_command)

@@ -13,6 +13,7 @@ Workload` reads as what it is.
 
 from lightspeed.workload.workload import (
     BatchFactory,
+    ForwardFn,
     LoaderFactory,
     LossFn,
     ModelFactory,
@@ -26,6 +27,7 @@ from lightspeed.workload.workload import (
 
 __all__ = [
     "BatchFactory",
+    "ForwardFn",
     "LoaderFactory",
     "LossFn",
     "ModelFactory",

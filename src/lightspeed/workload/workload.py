@@ -28,6 +28,8 @@ StepFn = Callable[[torch.nn.Module, Any, Any, PhaseHook], torch.Tensor]
 OptimizersFactory = Callable[[torch.nn.Module], Mapping[str, torch.optim.Optimizer]]
 # (batch_size, **DataLoader options) -> the batches of an epoch, as a DataLoader yields them.
 LoaderFactory = Callable[..., Iterable[Any]]
+# forward(model, batch) -> outputs: one inference call on a batch as `batch` makes it.
+ForwardFn = Callable[[torch.nn.Module, Any], Any]
 
 
 def default_optimizer(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
@@ -64,6 +66,11 @@ class Workload:
     `jobs`: how many training jobs one step trains (K after `fuse(workload, k=K)`), each
     on `batch_size` samples, so a step takes `jobs × batch_size` samples.
 
+    `forward(model, batch)`, when given, is one inference call on a batch as `batch`
+    makes it (labels and all), for a model whose inference is not `model(inputs)`;
+    without it, serving calls the model on the batch's inputs
+    (`workload.inference.inputs_of`).
+
     `target`: the TARGET it was loaded from (`workload.targets.load_target`: a suite name,
     `hf:…`, or a file's absolute path and attribute), so a saved profile can load it
     again; None for a workload built in code.
@@ -81,6 +88,7 @@ class Workload:
     loader: LoaderFactory | None = None
     target: str | None = None
     jobs: int = 1
+    forward: ForwardFn | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -88,7 +96,7 @@ class Workload:
         for field in ("model", "batch", "loss", "optimizer"):
             if not callable(getattr(self, field)):
                 raise ConfigError(f"Workload {self.name!r}: {field} must be callable.")
-        for field in ("step", "optimizers", "loader"):
+        for field in ("step", "optimizers", "loader", "forward"):
             if getattr(self, field) is not None and not callable(getattr(self, field)):
                 raise ConfigError(f"Workload {self.name!r}: {field} must be callable or None.")
         if self.optimizers is not None and self.step is None:

@@ -1,0 +1,128 @@
+"""The report of a latency profile (`lightspeed serve-profile`): ℓ(b) for each batch
+size as Nexus tabulates it (batch, latency, std, memory), with the tail, throughput
+and each batch on the roofline; and the JSON it round-trips through."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lightspeed.document import Column, Document, Fields, Section, Table, Unit, Value, line
+from lightspeed.facts.hardware import Hardware, hardware_to_dict
+from lightspeed.facts.serving import BatchLatency, LatencyProfile
+from lightspeed.report.hardware_report import hardware_summary
+
+DOCUMENT = "latency-profile"
+
+COLUMNS = (
+    Column("batch", "batch", numeric=True),
+    Column("median", "latency", numeric=True),
+    Column("std", "std", numeric=True),
+    Column("p99", "p99", numeric=True),
+    Column("throughput", "samples/s", numeric=True),
+    Column("sol", "of SoL", numeric=True),
+    Column("memory", "peak memory", numeric=True, optional=True),
+)
+
+
+def batch_data(b: BatchLatency) -> dict[str, Any]:
+    """One batch size's latency, with every timed call."""
+    return {
+        "batch_size": b.batch_size,
+        "median_s": b.median_s,
+        "mean_s": b.mean_s,
+        "std_s": b.std_s,
+        "p99_s": b.p99_s,
+        "throughput_per_s": b.throughput_per_s,
+        "flops": b.flops,
+        "bytes": b.bytes,
+        "sol_time_s": b.sol_time_s,
+        "fraction_of_sol": b.fraction_of_sol,
+        "peak_memory_bytes": b.peak_memory_bytes,
+        "latencies_s": list(b.latencies_s),
+    }
+
+
+def latency_data(p: LatencyProfile) -> dict[str, Any]:
+    """The latency profile as the JSON `latency` object."""
+    return {
+        "name": p.name,
+        "target": p.target,
+        "device": p.device,
+        "hardware_id": p.hardware_id,
+        "threads": p.threads,
+        "batches": [batch_data(b) for b in p.batches],
+    }
+
+
+def latency_from_data(data: Mapping[str, Any]) -> LatencyProfile:
+    """The LatencyProfile `latency_data` wrote."""
+    return LatencyProfile(
+        name=data["name"],
+        target=data.get("target"),
+        device=data["device"],
+        hardware_id=data["hardware_id"],
+        threads=data["threads"],
+        batches=tuple(
+            BatchLatency(
+                batch_size=b["batch_size"],
+                latencies_s=tuple(b["latencies_s"]),
+                flops=b["flops"],
+                bytes=b["bytes"],
+                sol_time_s=b.get("sol_time_s"),
+                peak_memory_bytes=b.get("peak_memory_bytes"),
+            )
+            for b in data["batches"]
+        ),
+    )
+
+
+def _row(b: BatchLatency) -> tuple[Value | str, ...]:
+    return (
+        Value(b.batch_size, Unit.INTEGER),
+        Value(b.median_s, Unit.SECONDS),
+        Value(b.std_s, Unit.SECONDS),
+        Value(b.p99_s, Unit.SECONDS),
+        Value(b.throughput_per_s, Unit.COUNT),
+        "–" if b.fraction_of_sol is None else Value(b.fraction_of_sol, Unit.FRACTION),
+        "–" if b.peak_memory_bytes is None else Value(b.peak_memory_bytes, Unit.BYTES),
+    )
+
+
+def latency_document(profile: LatencyProfile, hardware: Hardware | None) -> Document:
+    """ℓ(b) by batch size, the best throughput, and the hardware it ran on."""
+    best = max(profile.batches, key=lambda b: b.throughput_per_s)
+    first = profile.batches[0]
+    summary = Fields(
+        (
+            ("model", line(f"{profile.name}: forward only, inference mode, on {profile.device}")),
+            ("threads", line(str(profile.threads))),
+            (
+                "best",
+                line(
+                    Value(best.throughput_per_s, Unit.COUNT, suffix=" samples/s"),
+                    f" at batch {best.batch_size} (",
+                    Value(best.throughput_per_s / first.throughput_per_s, Unit.NUMBER, ".1f"),
+                    f"× batch {first.batch_size}'s)",
+                ),
+            ),
+        )
+    )
+    # Peak memory is known only from a device allocator's statistics (CUDA).
+    measured = any(b.peak_memory_bytes is not None for b in profile.batches)
+    columns = COLUMNS if measured else COLUMNS[:-1]
+    table = Table(
+        "Latency by batch size",
+        columns,
+        tuple(_row(b)[: len(columns)] for b in profile.batches),
+        caption="latency: the median call, each timed alone; of SoL: the forward's speed"
+        " of light over that latency",
+    )
+    sections: list[Section] = [Section("Latency profile", (summary, table))]
+    if hardware is not None:
+        sections.append(hardware_summary(hardware))
+    data = {
+        "latency": latency_data(profile),
+        "hardware": None if hardware is None else hardware_to_dict(hardware),
+    }
+    return Document(kind=DOCUMENT, data=data, sections=tuple(sections))
