@@ -93,10 +93,16 @@ def test_cli_writes_the_latency_table_and_its_json(
         "0.05",
         "--json",
         str(out),
+        "--html",
+        str(tmp_path / "latency.html"),
     )
     assert code == 0, err
     assert "Latency by batch size" in printed and "samples/s" in printed
     data = json.loads(out.read_text())
     assert [b["batch_size"] for b in data["latency"]["batches"]] == [1, 2]
+    page = (tmp_path / "latency.html").read_text()
+    # the latency and throughput charts, and the table's two rows
+    assert 'data-chart="latency"' in page and 'data-chart="throughput"' in page
+    assert "Latency by batch size" in page and page.count("<tr") >= 3
     code, _, err = run_cli("serve-profile", "mlp-tiny", "--batch-sizes", "0")
     assert code == 2 and "--batch-sizes" in err

@@ -131,3 +131,14 @@ def sweep_result() -> dict[str, Any]:
         serial_sample=2,
     )
     return as_json(sweep_document(found))
+
+
+def latency_result() -> dict[str, Any]:
+    """mlp-tiny's forward at batch 1, 4 and 16 as `lightspeed serve-profile --json`
+    writes it, on the test fixture's ceilings."""
+    from lightspeed.report.serving_report import latency_document
+    from lightspeed.suite import get
+    from lightspeed.workflows.latency import latency_by_batch
+
+    found = latency_by_batch(get("mlp-tiny"), [1, 4, 16], hardware=FAKE_CPU, budget_s=0.02)
+    return as_json(latency_document(found, FAKE_CPU))

@@ -1,7 +1,7 @@
 """The HTML reports as a reader's browser shows them: each page opened in headless
 Chromium (tests/report/browser.py), and what it drew read back from the page — never
 from the renderer's input. A tiny profile, a bench run, a one-rank trace with matrix
-products, a two-rank trace and a tuning run.
+products, a two-rank trace, a tuning run, a sweep and a latency profile.
 
 Without Chromium these tests skip with one line saying how to install it; in CI (`CI`
 set) they fail instead."""
@@ -19,6 +19,7 @@ from html_results import (
     TWO_RANKS,
     bench_run,
     fixed_clock,
+    latency_result,
     predicted_profile,
     sweep_result,
     tiny_profile,
@@ -42,6 +43,7 @@ def results() -> dict[str, dict[str, Any]]:
         "ranks": trace_result(*TWO_RANKS),
         "tune": tune_result(),
         "sweep": sweep_result(),
+        "latency": latency_result(),
     }
 
 
@@ -62,7 +64,7 @@ def pages(
             page.close()
 
 
-KINDS = ("profile", "predicted", "bench", "trace", "ranks", "tune", "sweep")
+KINDS = ("profile", "predicted", "bench", "trace", "ranks", "tune", "sweep", "latency")
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -10,6 +10,7 @@ from lightspeed.cli.common import (
     DeviceOption,
     DtypeOption,
     HardwareOption,
+    HtmlOption,
     JsonOption,
     TargetArgument,
     ThreadsOption,
@@ -37,6 +38,7 @@ def serve_profile_command(
     ),
     threads: int | None = ThreadsOption,
     json_path: Path | None = JsonOption,
+    html_path: Path | None = HtmlOption,
 ) -> None:
     """Time a workload's forward alone (inference mode: no loss, labels or optimizer) at
     each batch size: latency (median, std, p99), samples/s, and each batch on the
@@ -56,4 +58,4 @@ def serve_profile_command(
         dtype=settings.dtype,
         budget_s=budget,
     )
-    report(latency_document(profile, hw), json_path)
+    report(latency_document(profile, hw), json_path, html_path=html_path)

@@ -77,7 +77,8 @@ def latency_from_data(data: Mapping[str, Any]) -> LatencyProfile:
     )
 
 
-def _row(b: BatchLatency) -> tuple[Value | str, ...]:
+def batch_cells(b: BatchLatency) -> tuple[Value | str, ...]:
+    """One row of the latency table, under `COLUMNS`."""
     return (
         Value(b.batch_size, Unit.INTEGER),
         Value(b.median_s, Unit.SECONDS),
@@ -87,6 +88,19 @@ def _row(b: BatchLatency) -> tuple[Value | str, ...]:
         "–" if b.fraction_of_sol is None else Value(b.fraction_of_sol, Unit.FRACTION),
         "–" if b.peak_memory_bytes is None else Value(b.peak_memory_bytes, Unit.BYTES),
     )
+
+
+def latency_columns(profile: LatencyProfile) -> tuple[Column, ...]:
+    """The latency table's columns: peak memory only where it was measured (a device
+    allocator's statistics, on CUDA)."""
+    measured = any(b.peak_memory_bytes is not None for b in profile.batches)
+    return COLUMNS if measured else COLUMNS[:-1]
+
+
+CAPTION = (
+    "latency: the median call, each timed alone; of SoL: the forward's speed of light over"
+    " that latency"
+)
 
 
 def latency_document(profile: LatencyProfile, hardware: Hardware | None) -> Document:
@@ -108,15 +122,12 @@ def latency_document(profile: LatencyProfile, hardware: Hardware | None) -> Docu
             ),
         )
     )
-    # Peak memory is known only from a device allocator's statistics (CUDA).
-    measured = any(b.peak_memory_bytes is not None for b in profile.batches)
-    columns = COLUMNS if measured else COLUMNS[:-1]
+    columns = latency_columns(profile)
     table = Table(
         "Latency by batch size",
         columns,
-        tuple(_row(b)[: len(columns)] for b in profile.batches),
-        caption="latency: the median call, each timed alone; of SoL: the forward's speed"
-        " of light over that latency",
+        tuple(batch_cells(b)[: len(columns)] for b in profile.batches),
+        caption=CAPTION,
     )
     sections: list[Section] = [Section("Latency profile", (summary, table))]
     if hardware is not None:
