@@ -39,6 +39,7 @@ RUNS: dict[str, tuple[str, ...]] = {
         "--budget",
         "0.02",
     ),
+    "serve-plan": (str(DATA / "serving" / "sessions.toml"), "--simulate", "2"),
     "profile": ("mlp-tiny", "--hardware", "local", "--budget", "0.05", "--steps", "1"),
     "trace": (str(TRACE),),
     "bench": ("mlp-tiny", "--hardware", "local", "--rounds", "1", "--budget", "0.02"),

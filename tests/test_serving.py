@@ -106,3 +106,37 @@ def test_cli_writes_the_latency_table_and_its_json(
     assert "Latency by batch size" in page and page.count("<tr") >= 3
     code, _, err = run_cli("serve-profile", "mlp-tiny", "--batch-sizes", "0")
     assert code == 2 and "--batch-sizes" in err
+
+
+SESSIONS = Path(__file__).parent / "data" / "serving" / "sessions.toml"
+
+
+def test_serve_plan_packs_the_sessions_and_simulates_them(run_cli: RunCli, tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    code, printed, err = run_cli(
+        "serve-plan", str(SESSIONS), "--simulate", "10", "--json", str(out)
+    )
+    assert code == 0, err
+    data = json.loads(out.read_text())
+    assert len(data["gpus"]) < data["baseline_gpus"] == 12  # ⌈900 / (0.9 / 10.2 ms)⌉ + 1
+    assert all(o["within_slo"] >= 0.99 * o["requests"] > 0 for o in data["outcomes"])
+    assert "Serving plan" in printed
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("", "no [[session]]"),
+        ('[[session]]\nname = "a"\nlatency = "encoder.json"\nrate = 1\n', "no slo_ms"),
+        ('[[session]]\nname = "a"\nlatency = "nothere.json"\nrate = 1\nslo_ms = 5\n', "no such"),
+        ("[[session]\n", "not readable as TOML"),
+    ],
+)
+def test_a_bad_sessions_file_is_one_line(
+    run_cli: RunCli, tmp_path: Path, text: str, says: str
+) -> None:
+    path = tmp_path / "sessions.toml"
+    path.write_text(text)
+    (tmp_path / "encoder.json").write_text((SESSIONS.parent / "encoder.json").read_text())
+    code, _, err = run_cli("serve-plan", str(path))
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1

@@ -30,6 +30,7 @@ from lightspeed.cli import (
     progress_display,
     report_cmd,
     roofline,
+    serve_plan_cmd,
     serve_profile_cmd,
     suite,
     sweep_cmd,
@@ -52,6 +53,7 @@ app.add_typer(hw.app, name="hw")
 app.command("profile")(profile_cmd.profile_command)
 app.command("time")(time_cmd.time_command)
 app.command("serve-profile")(serve_profile_cmd.serve_profile_command)
+app.command("serve-plan")(serve_plan_cmd.serve_plan_command)
 app.command("trace")(trace_cmd.trace_command)
 app.command("roofline")(roofline.roofline_command)
 app.command("suite")(suite.suite_command)

@@ -4,12 +4,14 @@ and each batch on the roofline; and the JSON it round-trips through."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightspeed.document import Column, Document, Fields, Section, Table, Unit, Value, line
 from lightspeed.facts.hardware import Hardware, hardware_to_dict
 from lightspeed.facts.serving import BatchLatency, LatencyProfile
+from lightspeed.predict.serving import GpuPlan, ServingPlan, Session, SessionOutcome
 from lightspeed.report.hardware_report import hardware_summary
 
 DOCUMENT = "latency-profile"
@@ -137,3 +139,101 @@ def latency_document(profile: LatencyProfile, hardware: Hardware | None) -> Docu
         "hardware": None if hardware is None else hardware_to_dict(hardware),
     }
     return Document(kind=DOCUMENT, data=data, sections=tuple(sections))
+
+
+PLAN_DOCUMENT = "serving-plan"
+
+
+def _gpu_kind(gpu: GpuPlan) -> str:
+    if gpu.saturated:
+        return "whole"
+    return "shared" if len(gpu.shares) > 1 else "cycled"
+
+
+def plan_document(
+    sessions: Sequence[Session],
+    served: ServingPlan,
+    outcomes: Sequence[SessionOutcome],
+    baseline_gpus: int,
+    simulated_s: float,
+) -> Document:
+    """The plan: each GPU's duty cycle, occupancy and the sessions it runs; the GPUs
+    against one model per GPU at batch 1; the simulation's share within each SLO."""
+    gpu_rows = []
+    for i, gpu in enumerate(served.gpus, 1):
+        for share in gpu.shares:
+            gpu_rows.append(
+                (
+                    Value(i, Unit.INTEGER),
+                    _gpu_kind(gpu),
+                    share.session,
+                    Value(share.batch_size, Unit.INTEGER),
+                    Value(share.rate_per_s, Unit.NUMBER, ",.1f"),
+                    Value(gpu.duty_cycle_s, Unit.SECONDS),
+                    Value(gpu.occupancy, Unit.FRACTION),
+                )
+            )
+    gpus = Table(
+        "GPUs",
+        (
+            Column("gpu", "GPU", numeric=True),
+            Column("kind", "kind"),
+            Column("session", "session", shrink=True),
+            Column("batch", "batch", numeric=True),
+            Column("rate", "req/s", numeric=True),
+            Column("cycle", "cycle", numeric=True),
+            Column("busy", "busy", numeric=True),
+        ),
+        tuple(gpu_rows),
+        caption="whole: one session's batches back to back; cycled: its batch every"
+        " cycle; shared: each session's batch once a cycle; busy: the share of the cycle"
+        " its batches take",
+    )
+    by_name = {o.session: o for o in outcomes}
+    checks = Table(
+        "Simulated",
+        (
+            Column("session", "session", shrink=True),
+            Column("rate", "req/s", numeric=True),
+            Column("slo", "SLO", numeric=True),
+            Column("requests", "requests", numeric=True),
+            Column("within", "within SLO", numeric=True),
+        ),
+        tuple(
+            (
+                s.name,
+                Value(s.rate_per_s, Unit.NUMBER, ",.1f"),
+                Value(s.slo_s, Unit.SECONDS),
+                Value(by_name[s.name].requests, Unit.INTEGER),
+                Value(by_name[s.name].fraction_within, Unit.FRACTION),
+            )
+            for s in sessions
+        ),
+        caption=f"{simulated_s:g} s of seeded Poisson arrivals run through the plan",
+    )
+    summary = Fields(
+        (
+            ("GPUs", line(f"{len(served.gpus)} (one model per GPU at batch 1: {baseline_gpus})")),
+            ("unservable", line(", ".join(served.unservable) or "none")),
+        )
+    )
+    data = {
+        "gpus": [
+            {
+                "duty_cycle_s": g.duty_cycle_s,
+                "saturated": g.saturated,
+                "occupancy": g.occupancy,
+                "shares": [dataclasses.asdict(s) for s in g.shares],
+            }
+            for g in served.gpus
+        ],
+        "unservable": list(served.unservable),
+        "baseline_gpus": baseline_gpus,
+        "simulated_s": simulated_s,
+        "outcomes": [dataclasses.asdict(o) for o in outcomes],
+    }
+    return Document(
+        kind=PLAN_DOCUMENT,
+        data=data,
+        sections=(Section("Serving plan", (summary, gpus, checks)),),
+    )

@@ -1,0 +1,57 @@
+"""`lightspeed serve-plan`'s input: sessions (a model, its latency profile, a request
+rate and an SLO) read from a SESSIONS.toml."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from lightspeed.errors import ConfigError
+from lightspeed.predict.serving import Session
+from lightspeed.report.html import read_result
+from lightspeed.report.serving_report import DOCUMENT, latency_from_data
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+def read_sessions(path: Path) -> list[Session]:
+    """The sessions of a SESSIONS.toml: `[[session]]` tables, each with `name`,
+    `latency` (a `serve-profile --json` result, relative to the file), `rate`
+    (requests a second) and `slo_ms`; refused in one line where anything is wrong."""
+    where = str(path)
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file; give a SESSIONS.toml.") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{where}: not readable as TOML ({exc}).") from None
+    tables = data.get("session")
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError(f"{where}: no [[session]] tables; each names a model, rate and SLO.")
+    sessions = []
+    for i, table in enumerate(tables, 1):
+        missing = [k for k in ("name", "latency", "rate", "slo_ms") if k not in table]
+        if missing:
+            raise ConfigError(f"{where}: session {i} has no {', '.join(missing)}.")
+        result = read_result(path.parent / str(table["latency"]))
+        if result["document"] != DOCUMENT:
+            raise ConfigError(
+                f"{where}: session {i}'s latency {table['latency']!r} is a"
+                f" {result['document']} result; give a `lightspeed serve-profile --json` one."
+            )
+        try:
+            rate, slo = float(table["rate"]), float(table["slo_ms"]) / 1e3
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: session {i}'s rate and slo_ms must be numbers.") from None
+        sessions.append(
+            Session(
+                name=str(table["name"]),
+                latency=latency_from_data(result["latency"]),
+                rate_per_s=rate,
+                slo_s=slo,
+            )
+        )
+    return sessions
