@@ -12,6 +12,7 @@ import pytest
 
 from factories import FAKE_CPU, HAND_BUILT, RunCli, op
 from lightspeed.analysis.step_roofline import analyse_op
+from lightspeed.dtypes import StepDtype
 from lightspeed.errors import ConfigError
 from lightspeed.facts.records import Phase
 from lightspeed.measure.shape_only import profile_shape_only
@@ -152,6 +153,7 @@ def test_autocast_times_the_kernels_it_swaps(gpt2: object) -> None:
     predicted = predict(gpt2, workload=get("gpt2-tiny"), dtype="bf16")  # type: ignore[arg-type]
     assert predicted.prediction is not None
     assert predicted.prediction.changes == {"dtype": "bf16"}
+    assert predicted.workload.dtype is StepDtype.BF16  # "bf16 autocast", as it would run
     assert any("timed one by one" in a for a in predicted.prediction.assumptions)
     mm = [o for o in predicted.ops if o.phase is Phase.FORWARD and o.name == "aten::mm"]
     assert mm and all("bfloat16" in o.input_dtypes for o in mm)

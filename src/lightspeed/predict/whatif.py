@@ -9,6 +9,7 @@ import dataclasses
 from pathlib import Path
 
 from lightspeed import units
+from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError, LightspeedError, OutOfMemoryError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.link import CoRun, Link
@@ -61,9 +62,13 @@ def predict(
         workload = (workload or workload_of(profile)).with_batch_size(profile.workload.batch_size)
         changed, changes = _changed(workload, batch_size, dtype, checkpoint)
         if changes:
-            predicted = _then(
-                predicted, _carried(profile, workload, changed, changes, dtype, time_kernels)
-            )
+            carried = _carried(profile, workload, changed, changes, dtype, time_kernels)
+            if "dtype" in changes:  # the step it predicts runs under autocast
+                info = dataclasses.replace(
+                    carried.workload, precision=Precision(changes["dtype"]), mixed=True
+                )
+                carried = dataclasses.replace(carried, workload=info)
+            predicted = _then(predicted, carried)
     if hardware is not None:
         predicted = _then(predicted, on_hardware(predicted, hardware))
     if fuse is not None:
