@@ -279,3 +279,20 @@ def test_bench_retries_noisy_workloads_when_asked(monkeypatch: pytest.MonkeyPatc
 def test_retry_noisy_takes_a_count(run_cli: RunCli, calibrated_cpu: Hardware) -> None:
     code, _, err = run_cli("bench", "mlp", "--hardware", "local", "--retry-noisy", "-1")
     assert code == 2 and "--retry-noisy -1 must be 0 or more" in err
+
+
+def test_retry_noisy_alone_retries_twice() -> None:
+    from lightspeed.cli import json_to_stdout
+
+    assert json_to_stdout(["bench", "--retry-noisy", "mlp-tiny"]) == [
+        "bench",
+        "--retry-noisy=2",
+        "mlp-tiny",
+    ]
+    assert json_to_stdout(["bench", "--retry-noisy"]) == ["bench", "--retry-noisy=2"]
+    assert json_to_stdout(["bench", "--retry-noisy", "3", "--json"]) == [
+        "bench",
+        "--retry-noisy",
+        "3",
+        "--json=-",
+    ]

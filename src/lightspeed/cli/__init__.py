@@ -101,14 +101,25 @@ def version_text() -> str:
     return f"lightspeed {installed('lightspeed')} (torch {installed('torch')}, Python {python})"
 
 
+# Retries `bench --retry-noisy` makes when no count follows it.
+RETRIES_WHEN_BARE = 2
+
+
 def json_to_stdout(args: list[str]) -> list[str]:
-    """`--json` with no path after it (last on the line, or before another option)
-    means stdout: make it `--json=-` for the parser, which wants a value."""
+    """Options whose value may be left out, given it for the parser, which wants one:
+    `--json` with no path after it (last on the line, or before another option) means
+    stdout, `--json=-`; `--retry-noisy` with no count after it means
+    `RETRIES_WHEN_BARE` retries."""
     out = []
     for i, arg in enumerate(args):
         following = args[i + 1] if i + 1 < len(args) else None
-        bare = following is None or (following.startswith("-") and following != "-")
-        out.append("--json=-" if arg == "--json" and bare else arg)
+        if arg == "--json" and (
+            following is None or (following.startswith("-") and following != "-")
+        ):
+            arg = "--json=-"
+        elif arg == "--retry-noisy" and (following is None or not following.lstrip("-").isdigit()):
+            arg = f"--retry-noisy={RETRIES_WHEN_BARE}"
+        out.append(arg)
     return out
 
 

@@ -55,10 +55,11 @@ def bench_command(
     retry_noisy: int = typer.Option(
         0,
         "--retry-noisy",
-        metavar="N",
-        help="Time again, up to N times, the rounds whose noise check failed (a busy"
-        " machine, stolen CPU time, a canary that moved), keeping the quieter timing:"
-        " `lightspeed compare` does not judge a change in a noisy workload.",
+        metavar="[N]",
+        help="Time again, up to N times (2 when no N is given), the rounds whose noise"
+        " check failed (a busy machine, stolen CPU time, a canary that moved), keeping"
+        " the quieter timing: `lightspeed compare` does not judge a change in a noisy"
+        " workload.",
     ),
     threads: int | None = ThreadsOption,
     store: Path | None = StoreOption,
