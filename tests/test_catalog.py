@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
 import pytest
 
@@ -305,3 +307,19 @@ def test_hardware_is_frozen() -> None:
     hw = catalog_hardware("l4")
     with pytest.raises(TypeError):
         hw.peak_flops_per_s[Precision.FP32] = 1.0  # type: ignore[index]
+
+
+def test_showing_a_catalog_entry_never_imports_torch() -> None:
+    # Reading the catalog measures nothing: `hw show ID` answers in a fraction of the
+    # 2 s importing torch takes. main() ends with SystemExit, so the check runs at exit.
+    program = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('torch imported:', 'torch' in sys.modules))\n"
+        "from lightspeed.cli import main\n"
+        "main(['hw', 'show', 'h100-sxm', '--json', '-'])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("torch imported: False")

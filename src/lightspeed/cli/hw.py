@@ -60,11 +60,18 @@ def show_command(
     """Show one hardware's peaks per precision, bandwidth, memory, links and sources
     ('local' calibrates the device first when no valid calibration is cached)."""
     from lightspeed.facts.device import Device
-    from lightspeed.hardware.resolve import resolve_hardware
     from lightspeed.report.hardware_report import hardware_document
 
-    use_threads(threads)
-    hw = resolve_hardware(hw_id, Device.parse(device))
+    dev = Device.parse(device)
+    if hw_id == "local":
+        from lightspeed.hardware.resolve import resolve_hardware
+
+        use_threads(threads)
+        hw = resolve_hardware(hw_id, dev)
+    else:  # a catalog entry: read, never measured, so torch is not imported (2 s)
+        from lightspeed.hardware.catalog import catalog_hardware
+
+        hw = catalog_hardware(hw_id)
     report(hardware_document(hw), json_path)
 
 
