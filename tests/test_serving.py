@@ -114,13 +114,23 @@ SESSIONS = Path(__file__).parent / "data" / "serving" / "sessions.toml"
 def test_serve_plan_packs_the_sessions_and_simulates_them(run_cli: RunCli, tmp_path: Path) -> None:
     out = tmp_path / "plan.json"
     code, printed, err = run_cli(
-        "serve-plan", str(SESSIONS), "--simulate", "10", "--json", str(out)
+        "serve-plan",
+        str(SESSIONS),
+        "--simulate",
+        "10",
+        "--json",
+        str(out),
+        "--html",
+        str(tmp_path / "plan.html"),
     )
     assert code == 0, err
     data = json.loads(out.read_text())
     assert len(data["gpus"]) < data["baseline_gpus"] == 12  # ⌈900 / (0.9 / 10.2 ms)⌉ + 1
     assert all(o["within_slo"] >= 0.99 * o["requests"] > 0 for o in data["outcomes"])
     assert "Serving plan" in printed
+    page = (tmp_path / "plan.html").read_text()
+    table = page.split("<table", 1)[1]  # a row for each session's share of a GPU
+    assert 'data-chart="within-slo"' in page and "encoder" in table and "small" in table
 
 
 @pytest.mark.parametrize(

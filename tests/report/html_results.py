@@ -142,3 +142,15 @@ def latency_result() -> dict[str, Any]:
 
     found = latency_by_batch(get("mlp-tiny"), [1, 4, 16], hardware=FAKE_CPU, budget_s=0.02)
     return as_json(latency_document(found, FAKE_CPU))
+
+
+def plan_result() -> dict[str, Any]:
+    """`lightspeed serve-plan --json` of the two sessions in tests/data/serving."""
+    from lightspeed.predict.serving import one_model_per_gpu, plan, simulate
+    from lightspeed.report.serving_report import plan_document
+    from lightspeed.workflows.serve_plan import read_sessions
+
+    sessions = read_sessions(Path(__file__).parents[1] / "data" / "serving" / "sessions.toml")
+    served = plan(sessions)
+    outcomes = simulate(served, sessions, duration_s=2.0)
+    return as_json(plan_document(sessions, served, outcomes, one_model_per_gpu(sessions), 2.0))

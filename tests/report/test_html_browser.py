@@ -1,7 +1,7 @@
 """The HTML reports as a reader's browser shows them: each page opened in headless
 Chromium (tests/report/browser.py), and what it drew read back from the page — never
 from the renderer's input. A tiny profile, a bench run, a one-rank trace with matrix
-products, a two-rank trace, a tuning run, a sweep and a latency profile.
+products, a two-rank trace, a tuning run, a sweep, a latency profile and a serving plan.
 
 Without Chromium these tests skip with one line saying how to install it; in CI (`CI`
 set) they fail instead."""
@@ -20,6 +20,7 @@ from html_results import (
     bench_run,
     fixed_clock,
     latency_result,
+    plan_result,
     predicted_profile,
     sweep_result,
     tiny_profile,
@@ -44,6 +45,7 @@ def results() -> dict[str, dict[str, Any]]:
         "tune": tune_result(),
         "sweep": sweep_result(),
         "latency": latency_result(),
+        "plan": plan_result(),
     }
 
 
@@ -64,7 +66,7 @@ def pages(
             page.close()
 
 
-KINDS = ("profile", "predicted", "bench", "trace", "ranks", "tune", "sweep", "latency")
+KINDS = ("profile", "predicted", "bench", "trace", "ranks", "tune", "sweep", "latency", "plan")
 
 
 @pytest.mark.parametrize("kind", KINDS)

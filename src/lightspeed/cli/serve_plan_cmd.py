@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from lightspeed.cli.common import JsonOption, report
+from lightspeed.cli.common import HtmlOption, JsonOption, report
 
 
 def serve_plan_command(
@@ -22,6 +22,7 @@ def serve_plan_command(
     ),
     seed: int = typer.Option(0, "--seed", metavar="N", help="Seed of the simulated arrivals."),
     json_path: Path | None = JsonOption,
+    html_path: Path | None = HtmlOption,
 ) -> None:
     """Plan GPUs for models served under latency SLOs (Nexus's batching and bin packing)
     from their latency profiles, and check the plan by simulating it."""
@@ -36,4 +37,4 @@ def serve_plan_command(
     served = plan(sessions)
     outcomes = simulate(served, sessions, duration_s=simulate_s, seed=seed)
     doc = plan_document(sessions, served, outcomes, one_model_per_gpu(sessions), simulate_s)
-    report(doc, json_path)
+    report(doc, json_path, html_path=html_path)

@@ -11,7 +11,7 @@ from typing import Any
 from lightspeed.document import Column, Document, Fields, Section, Table, Unit, Value, line
 from lightspeed.facts.hardware import Hardware, hardware_to_dict
 from lightspeed.facts.serving import BatchLatency, LatencyProfile
-from lightspeed.predict.serving import GpuPlan, ServingPlan, Session, SessionOutcome
+from lightspeed.predict.serving import ServingPlan, Session, SessionOutcome
 from lightspeed.report.hardware_report import hardware_summary
 
 DOCUMENT = "latency-profile"
@@ -142,12 +142,18 @@ def latency_document(profile: LatencyProfile, hardware: Hardware | None) -> Docu
 
 
 PLAN_DOCUMENT = "serving-plan"
+PLAN_CAPTION = (
+    "whole: one session's batches back to back; cycled: its batch every cycle; shared:"
+    " each session's batch once a cycle; busy: the share of the cycle its batches take"
+)
 
 
-def _gpu_kind(gpu: GpuPlan) -> str:
-    if gpu.saturated:
+def gpu_kind(saturated: bool, shares: int) -> str:
+    """How a GPU of a plan runs: "whole" (one session back to back), "cycled" (one
+    session's batch every cycle) or "shared" (several sessions' batches a cycle)."""
+    if saturated:
         return "whole"
-    return "shared" if len(gpu.shares) > 1 else "cycled"
+    return "shared" if shares > 1 else "cycled"
 
 
 def plan_document(
@@ -165,7 +171,7 @@ def plan_document(
             gpu_rows.append(
                 (
                     Value(i, Unit.INTEGER),
-                    _gpu_kind(gpu),
+                    gpu_kind(gpu.saturated, len(gpu.shares)),
                     share.session,
                     Value(share.batch_size, Unit.INTEGER),
                     Value(share.rate_per_s, Unit.NUMBER, ",.1f"),
@@ -185,9 +191,7 @@ def plan_document(
             Column("busy", "busy", numeric=True),
         ),
         tuple(gpu_rows),
-        caption="whole: one session's batches back to back; cycled: its batch every"
-        " cycle; shared: each session's batch once a cycle; busy: the share of the cycle"
-        " its batches take",
+        caption=PLAN_CAPTION,
     )
     by_name = {o.session: o for o in outcomes}
     checks = Table(

@@ -1,6 +1,6 @@
 """The interactive HTML report: one self-contained file per result (a profile, a trace
-analysis, a bench run, a tuning run, a sweep, a latency profile), drawn from the result's JSON
-alone, so a saved result renders the same as a fresh one.
+analysis, a bench run, a tuning run, a sweep, a latency profile, a serving plan), drawn
+from its JSON alone, so a saved result renders the same as a fresh one.
 
 `render_html(doc)` draws a result's JSON object; `write_html` writes it atomically;
 `read_result(path)` loads a saved result, refusing with one line a missing, corrupt,
@@ -20,7 +20,15 @@ from lightspeed.report.html.markup import Markup, text
 from lightspeed.report.render_json import SCHEMA_VERSION, Clock, utc_now, write_text
 
 # The results a report draws, by their `document`.
-KINDS = ("profile", "trace-analysis", "bench", "tune", "sweep", "latency-profile")
+KINDS = (
+    "profile",
+    "trace-analysis",
+    "bench",
+    "tune",
+    "sweep",
+    "latency-profile",
+    "serving-plan",
+)
 
 
 def render_html(doc: Mapping[str, Any], *, clock: Clock = utc_now) -> str:
@@ -57,6 +65,11 @@ def _render(doc: Mapping[str, Any], clock: Clock) -> str:
 
         page = sweep_page(doc)
         subtitle = _subtitle(f"sweep of {doc['workload']['name']}", doc)
+    elif kind == "serving-plan":
+        from lightspeed.report.html.plan_page import plan_page
+
+        page = plan_page(doc)
+        subtitle = _subtitle(f"serving plan of {len(doc['outcomes'])} session(s)", doc)
     elif kind == "latency-profile":
         from lightspeed.report.html.latency_page import latency_page
 
@@ -98,7 +111,8 @@ def check_result(doc: object, where: str) -> None:
         known = ", ".join(KINDS)
         raise ConfigError(
             f"{where}: a result of kind {kind!r} has no HTML report; it draws {known}"
-            " (the JSON of lightspeed profile, trace, bench, tune, sweep or serve-profile)."
+            " (the JSON of lightspeed profile, trace, bench, tune, sweep, serve-profile or"
+            " serve-plan)."
         )
     if not isinstance(version, int) or isinstance(version, bool):
         raise ConfigError(f"{where}: no schema_version, so not a result lightspeed wrote.")
