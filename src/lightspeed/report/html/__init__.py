@@ -9,8 +9,9 @@ unknown or newer one.
 
 from __future__ import annotations
 
+import importlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +19,6 @@ from lightspeed.errors import ConfigError
 from lightspeed.report.html.frame import render_page
 from lightspeed.report.html.markup import Markup, text
 from lightspeed.report.render_json import SCHEMA_VERSION, Clock, utc_now, write_text
-
-# The results a report draws, by their `document`.
-KINDS = (
-    "profile",
-    "trace-analysis",
-    "bench",
-    "tune",
-    "sweep",
-    "latency-profile",
-    "serving-plan",
-)
 
 
 def render_html(doc: Mapping[str, Any], *, clock: Clock = utc_now) -> str:
@@ -43,43 +33,26 @@ def render_html(doc: Mapping[str, Any], *, clock: Clock = utc_now) -> str:
         ) from exc
 
 
+# Each kind's page, `report.html.<name>.<name>(doc)` (imported when drawn), and what its
+# subtitle says of the result.
+_PAGES: dict[str, tuple[str, Callable[[Mapping[str, Any]], str]]] = {
+    "profile": ("profile_page", lambda d: f"profile of {d['workload']['name']}"),
+    "trace-analysis": ("trace_page", lambda d: f"trace analysis of {len(d['ranks'])} rank(s)"),
+    "bench": ("bench_page", lambda d: f"bench of {len(d['results'])} workloads"),
+    "tune": ("tune_page", lambda d: f"tuning of {d['workload']['name']}"),
+    "sweep": ("sweep_page", lambda d: f"sweep of {d['workload']['name']}"),
+    "latency-profile": ("latency_page", lambda d: f"latency profile of {d['latency']['name']}"),
+    "serving-plan": ("plan_page", lambda d: f"serving plan of {len(d['outcomes'])} session(s)"),
+}
+# The results a report draws, by their `document`.
+KINDS = tuple(_PAGES)
+
+
 def _render(doc: Mapping[str, Any], clock: Clock) -> str:
-    kind = doc["document"]
-    if kind == "profile":
-        from lightspeed.report.html.profile_page import profile_page
-
-        page = profile_page(doc)
-        subtitle = _subtitle(f"profile of {doc['workload']['name']}", doc)
-    elif kind == "trace-analysis":
-        from lightspeed.report.html.trace_page import trace_page
-
-        page = trace_page(doc)
-        subtitle = _subtitle(f"trace analysis of {len(doc['ranks'])} rank(s)", doc)
-    elif kind == "tune":
-        from lightspeed.report.html.tune_page import tune_page
-
-        page = tune_page(doc)
-        subtitle = _subtitle(f"tuning of {doc['workload']['name']}", doc)
-    elif kind == "sweep":
-        from lightspeed.report.html.sweep_page import sweep_page
-
-        page = sweep_page(doc)
-        subtitle = _subtitle(f"sweep of {doc['workload']['name']}", doc)
-    elif kind == "serving-plan":
-        from lightspeed.report.html.plan_page import plan_page
-
-        page = plan_page(doc)
-        subtitle = _subtitle(f"serving plan of {len(doc['outcomes'])} session(s)", doc)
-    elif kind == "latency-profile":
-        from lightspeed.report.html.latency_page import latency_page
-
-        page = latency_page(doc)
-        subtitle = _subtitle(f"latency profile of {doc['latency']['name']}", doc)
-    else:
-        from lightspeed.report.html.bench_page import bench_page
-
-        page = bench_page(doc)
-        subtitle = _subtitle(f"bench of {len(doc['results'])} workloads", doc)
+    name, what = _PAGES[doc["document"]]
+    draw = getattr(importlib.import_module(f"lightspeed.report.html.{name}"), name)
+    page = draw(doc)
+    subtitle = _subtitle(what(doc), doc)
     return render_page(
         page,
         subtitle=subtitle,
