@@ -64,6 +64,19 @@ HF_OUTSIDE = {
 }
 
 
+def _images(
+    size: int, classes: int, label_shape: tuple[int, ...]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded random 64×64 RGB images and their labels, each of `label_shape`."""
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randn(size, 3, 64, 64, generator=generator)
+    return images, torch.randint(0, classes, (size, *label_shape), generator=generator)
+
+
+def _image_loss(m: torch.nn.Module, b: Any) -> torch.Tensor:
+    return torch.nn.functional.cross_entropy(m(b[0]), b[1])
+
+
 class _ConvPair(torch.nn.Module):
     """Two 3×3 convolutions, each with batch norm and ReLU (a U-Net level)."""
 
@@ -114,15 +127,10 @@ def unet(batch_size: int = 8) -> Workload:
     """`UNet` on seeded random 64×64 images and masks; cross-entropy per pixel; AdamW."""
 
     def batch(size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        generator = torch.Generator().manual_seed(0)
-        images = torch.randn(size, 3, 64, 64, generator=generator)
-        return images, torch.randint(0, 2, (size, 64, 64), generator=generator)
-
-    def loss(m: torch.nn.Module, b: Any) -> torch.Tensor:
-        return torch.nn.functional.cross_entropy(m(b[0]), b[1])
+        return _images(size, classes=2, label_shape=(64, 64))  # a class per pixel
 
     return Workload(
-        name="unet (hand-written)", model=UNet, batch=batch, loss=loss, batch_size=batch_size
+        name="unet (hand-written)", model=UNet, batch=batch, loss=_image_loss, batch_size=batch_size
     )
 
 
@@ -206,18 +214,13 @@ def convnext_small(batch_size: int = 8) -> Workload:
     """`ConvNeXtSmall` on seeded random 64×64 images, 100 classes; AdamW."""
 
     def batch(size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        generator = torch.Generator().manual_seed(0)
-        images = torch.randn(size, 3, 64, 64, generator=generator)
-        return images, torch.randint(0, 100, (size,), generator=generator)
-
-    def loss(m: torch.nn.Module, b: Any) -> torch.Tensor:
-        return torch.nn.functional.cross_entropy(m(b[0]), b[1])
+        return _images(size, classes=100, label_shape=())
 
     return Workload(
         name="convnext-small (hand-written)",
         model=ConvNeXtSmall,
         batch=batch,
-        loss=loss,
+        loss=_image_loss,
         batch_size=batch_size,
     )
 

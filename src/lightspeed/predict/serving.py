@@ -117,6 +117,10 @@ def largest_batch(profile: LatencyProfile, slo_s: float) -> int | None:
     return max(fits) if fits else None
 
 
+# A residual session: the session, the rate left to it and its own duty cycle.
+_Residual = tuple[Session, float, float]
+
+
 def plan(sessions: Sequence[Session]) -> ServingPlan:
     """The GPUs `sessions` need and what each runs (see the module's docstring)."""
     gpus: list[GpuPlan] = []
@@ -135,27 +139,30 @@ def plan(sessions: Sequence[Session]) -> ServingPlan:
         left = s.rate_per_s - full * per_gpu
         if left > 1e-9:
             residual.append((s, left))
-    alone = []
+    alone: list[_Residual] = []
     for s, rate in residual:
         cycle = _own_cycle(s, rate)
         if cycle is None:  # no cycle of its own fits: a GPU running b* back to back
             gpus.append(_saturated(s, rate))
         else:
             alone.append((s, rate, cycle))
-    alone.sort(key=lambda item: -_occupancy(item[0], item[1], item[2]))
-    bins: list[list[tuple[Session, float]]] = []
-    for s, rate, _ in alone:
-        options = [(g, _fitted([*group, (s, rate)])) for g, group in enumerate(bins)]
-        fitting = [(g, gpu) for g, gpu in options if gpu is not None]
+    alone.sort(key=lambda item: -_occupancy(*item))
+    # Each shared GPU: its sessions (with their own cycles, found once) and its plan.
+    bins: list[tuple[list[_Residual], GpuPlan]] = []
+    for item in alone:
+        fitting = [
+            (g, gpu)
+            for g, (group, _) in enumerate(bins)
+            if (gpu := _fitted([*group, item])) is not None
+        ]
         if fitting:
-            g, _gpu = max(fitting, key=lambda item: item[1].occupancy)
-            bins[g].append((s, rate))
+            g, gpu = max(fitting, key=lambda found: found[1].occupancy)
+            bins[g] = ([*bins[g][0], item], gpu)
         else:
-            bins.append([(s, rate)])
-    for group in bins:
-        gpu = _fitted(group)
-        assert gpu is not None  # a session alone fits its own cycle
-        gpus.append(gpu)
+            gpu = _fitted([item])
+            assert gpu is not None  # a session alone fits its own cycle
+            bins.append(([item], gpu))
+    gpus += [gpu for _, gpu in bins]
     return ServingPlan(gpus=tuple(gpus), unservable=tuple(unservable))
 
 
@@ -200,25 +207,22 @@ def _batch(rate: float, cycle: float) -> int:
     return max(1, math.ceil(mean + Z_99 * math.sqrt(mean) - 1e-9))
 
 
-def _fitted(group: Sequence[tuple[Session, float]]) -> GpuPlan | None:
-    """One GPU serving `group` (session, rate), or None where their batches cannot fit
-    one cycle within every SLO. A session alone runs at its own duty cycle; sessions
-    sharing take the longest cycle that fits, from the least of their own down (shorter
-    cycles leave room for the others' batches before each SLO), in 2 % steps."""
-    own = [_own_cycle(s, rate) for s, rate in group]
-    if any(c is None for c in own):
-        return None
-    cycle = min(c for c in own if c is not None)
+def _fitted(group: Sequence[_Residual]) -> GpuPlan | None:
+    """One GPU serving `group`, or None where their batches cannot fit one cycle within
+    every SLO. A session alone runs at its own duty cycle; sessions sharing take the
+    longest cycle that fits, from the least of their own down (shorter cycles leave room
+    for the others' batches before each SLO), in 2 % steps."""
+    cycle = min(own for _, _, own in group)
     while cycle > 1e-6:
         shares = []
-        for s, rate in group:
+        for s, rate, _ in group:
             b = _batch(rate, cycle)
             run = latency_at(s.latency, b)
             shares.append(Share(session=s.name, batch_size=b, latency_s=run, rate_per_s=rate))
         if len(group) == 1:
             return GpuPlan(duty_cycle_s=cycle, shares=tuple(shares), saturated=False)
         busy = sum(x.latency_s for x in shares)
-        if busy <= UTILISATION * cycle and all(cycle + busy <= s.slo_s for s, _ in group):
+        if busy <= UTILISATION * cycle and all(cycle + busy <= s.slo_s for s, _, _ in group):
             return GpuPlan(duty_cycle_s=cycle, shares=tuple(shares), saturated=False)
         if busy > UTILISATION * cycle and all(x.batch_size == 1 for x in shares):
             return None  # a shorter cycle only leaves less room for the same batches
