@@ -190,12 +190,20 @@ def pretraining_batch(batch_size: int, config: BertConfig) -> tuple[torch.Tensor
     return idx, labels
 
 
+def pretraining_forward(
+    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT with its pre-training heads on the batch's sentences and their segment ids:
+    masked-LM logits [B, T, vocab_size] and next-sentence logits [B, 2]."""
+    idx, _ = batch  # the labels are only scored
+    return model(idx, segment_ids(idx.shape[0], idx.shape[1], idx.device))
+
+
 def pretraining_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """Masked-LM cross-entropy (mean over the scored positions) + next-sentence
     cross-entropy (mean over the batch), in nats."""
-    idx, labels = batch
-    segments = segment_ids(idx.shape[0], idx.shape[1], idx.device)
-    mlm_logits, nsp_logits = model(idx, segments)  # [B, T, vocab], [B, 2]
+    _, labels = batch
+    mlm_logits, nsp_logits = pretraining_forward(model, batch)  # [B, T, vocab], [B, 2]
     mlm_labels = labels.clone()
     mlm_labels[:, 0] = IGNORE  # the [CLS] slot holds the next-sentence label
     mlm = F.cross_entropy(mlm_logits.flatten(0, 1), mlm_labels.flatten(), ignore_index=IGNORE)
@@ -210,6 +218,8 @@ def _bert_workload(name: str, config: BertConfig, batch_size: int) -> Workload:
         loss=pretraining_loss,
         batch_size=batch_size,
         tokens_per_sample=config.seq_len,
+        # Bert takes the segment ids beside the tokens, which the batch does not carry.
+        forward=pretraining_forward,
     )
 
 

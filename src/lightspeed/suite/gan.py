@@ -118,6 +118,14 @@ def generator_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -
     return _bce(model.discriminator(model.generator(noise)), 1.0)
 
 
+def generate(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """The generator's images [N, 3, S, S] from the batch's noise: what serving a GAN
+    runs; the discriminator and the real images only train it."""
+    assert isinstance(model, GAN)
+    _, noise = batch
+    return model.generator(noise)
+
+
 def gan_step(
     model: nn.Module,
     batch: tuple[torch.Tensor, torch.Tensor],
@@ -165,6 +173,8 @@ def _dcgan(name: str, image_size: int, width: int, batch_size: int) -> Workload:
         optimizer=dcgan_optimizer,
         batch_size=batch_size,
         step=gan_step,
+        # The GAN module holds two networks and has no forward of its own.
+        forward=generate,
     )
 
 

@@ -100,12 +100,21 @@ def interaction_batch(
     return users, items, labels
 
 
+def interaction_scores(
+    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+) -> torch.Tensor:
+    """The interaction logits [N] of the batch's (user, item) pairs: what a recommender
+    serves, ranking a user's candidate items by them."""
+    users, items, _ = batch
+    return model(users, items)
+
+
 def interaction_loss(
     model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 ) -> torch.Tensor:
     """Mean binary cross-entropy in nats of the interaction logits against the labels."""
-    users, items, labels = batch
-    return F.binary_cross_entropy_with_logits(model(users, items), labels)
+    _, _, labels = batch
+    return F.binary_cross_entropy_with_logits(interaction_scores(model, batch), labels)
 
 
 def _ncf_workload(name: str, config: NeuMFConfig, batch_size: int) -> Workload:
@@ -115,6 +124,8 @@ def _ncf_workload(name: str, config: NeuMFConfig, batch_size: int) -> Workload:
         batch=lambda n: interaction_batch(n, config),
         loss=interaction_loss,
         batch_size=batch_size,
+        # NeuMF takes users and items as two inputs; the batch's first element is users only.
+        forward=interaction_scores,
     )
 
 

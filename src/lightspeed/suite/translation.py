@@ -244,12 +244,20 @@ def sentence_pairs(
     return source, target
 
 
+def translation_forward(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Next-token logits [B, T, vocab] of the decoder teacher-forced on target[:, :-1]
+    over the encoded source: the training forward without the loss, one pass where
+    decoding would take one per generated token."""
+    source, target = batch
+    return model(source, target[:, :-1])
+
+
 def translation_loss(
     model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], *, label_smoothing: float = 0.0
 ) -> torch.Tensor:
     """Mean cross-entropy in nats per target token, teacher-forced, label-smoothed by ε."""
-    source, target = batch
-    logits = model(source, target[:, :-1])  # [B, T, vocab]
+    _, target = batch
+    logits = translation_forward(model, batch)  # [B, T, vocab]
     return F.cross_entropy(
         logits.flatten(0, 1), target[:, 1:].flatten(), label_smoothing=label_smoothing
     )
@@ -264,6 +272,8 @@ def _transformer_workload(name: str, config: TransformerConfig, batch_size: int)
         loss=functools.partial(translation_loss, label_smoothing=config.label_smoothing),
         batch_size=batch_size,
         tokens_per_sample=config.source_len,
+        # The model reads the decoder's inputs beside the source (see translation_forward).
+        forward=translation_forward,
     )
 
 
@@ -278,6 +288,7 @@ def _lstm_workload(name: str, config: LSTMSeq2SeqConfig, batch_size: int) -> Wor
         loss=translation_loss,
         batch_size=batch_size,
         tokens_per_sample=c.source_len,
+        forward=translation_forward,  # as the Transformer's: source and decoder inputs
     )
 
 
