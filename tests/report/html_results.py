@@ -154,3 +154,93 @@ def plan_result() -> dict[str, Any]:
     served = plan(sessions)
     outcomes = simulate(served, sessions, duration_s=2.0)
     return as_json(plan_document(sessions, served, outcomes, one_model_per_gpu(sessions), 2.0))
+
+
+def load_run(
+    rate_per_s: float,
+    *,
+    ok: int,
+    within: int,
+    dropped: int = 0,
+    errors: int = 0,
+    latency_s: tuple[float, float, float] | None = (0.01, 0.02, 0.04),
+    cpu: float = 0.2,
+    lag_s: float = 0.001,
+    details: tuple[str, ...] = (),
+    lower_bound: float = 0.9,
+) -> dict[str, Any]:
+    """One run of a load test as `LoadResult.to_dict()` writes it: 10 s at `rate_per_s`
+    against a 100 ms SLO, the figures made up (the lower bound given, not computed)."""
+    offered = round(rate_per_s * 10)
+    p50, p90, p99 = latency_s if latency_s is not None else (None, None, None)
+    return {
+        "offered": offered,
+        "ok": ok,
+        "within_slo": within,
+        "dropped": dropped,
+        "errors": errors,
+        "slo_s": 0.1,
+        "duration_s": 10.0,
+        "offered_rate_per_s": offered / 10,
+        "throughput_per_s": ok / 10,
+        "goodput_per_s": within / 10,
+        "fraction_within": within / offered,
+        "within_lower_bound_99": lower_bound,
+        "p50_s": p50,
+        "p90_s": p90,
+        "p99_s": p99,
+        "generator_cpu": cpu,
+        "lag_max_s": 2 * lag_s,
+        "lag_p99_s": lag_s,
+        "error_details": list(details),
+    }
+
+
+def load_of(runs: list[dict[str, Any]], max_rate: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `load` object of `lightspeed loadgen` (`serving.load.load_data`) around `runs`."""
+    return {
+        "target": {
+            "url": "http://127.0.0.1:8000/predict",
+            "model": "mlp-tiny",
+            "in_process": False,
+            "policy": "slo-aware",
+            "max_batch": 32,
+            "batch_timeout_ms": 5.0,
+        },
+        "slo_s": 0.1,
+        "arrivals": "poisson",
+        "duration_s": 10.0,
+        "seed": 0,
+        "runs": runs,
+        "max_rate": max_rate,
+    }
+
+
+def search_load() -> dict[str, Any]:
+    """A search from 100 req/s: 100 passes, 200 fails, 141.4 passes, 168.2 fails (out of
+    probes before the bracket closed)."""
+    probes = [
+        (100.0, load_run(100.0, ok=1000, within=999, lower_bound=0.9935), True),
+        (200.0, load_run(200.0, ok=1900, within=1500, dropped=100, latency_s=(0.05, 0.2, 0.9)),
+         False),
+        (141.42, load_run(141.42, ok=1414, within=1412, lower_bound=0.9951), True),
+        (168.18, load_run(168.18, ok=1682, within=1600, latency_s=(0.03, 0.09, 0.3)), False),
+    ]  # fmt: skip
+    best = probes[2][1]
+    found = {
+        "target": 0.99,
+        "confidence": 0.99,
+        "rate_per_s": 141.42,
+        "lower_bound": 0.9951,
+        "converged": False,
+        "result": best,
+        "probes": [{"rate_per_s": r, "passed": p, "result": run} for r, run, p in probes],
+    }
+    return load_of([run for _, run, _ in probes], found)
+
+
+def loadtest_result() -> dict[str, Any]:
+    """`lightspeed loadgen --find-max-rate --json` of `search_load`."""
+    from lightspeed.report.loadtest_report import loadtest_document
+
+    return as_json(loadtest_document(search_load()))

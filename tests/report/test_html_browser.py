@@ -1,7 +1,8 @@
 """The HTML reports as a reader's browser shows them: each page opened in headless
 Chromium (tests/report/browser.py), and what it drew read back from the page — never
 from the renderer's input. A tiny profile, a bench run, a one-rank trace with matrix
-products, a two-rank trace, a tuning run, a sweep, a latency profile and a serving plan.
+products, a two-rank trace, a tuning run, a sweep, a latency profile, a serving plan and
+a load test's rate search.
 
 Without Chromium these tests skip with one line saying how to install it; in CI (`CI`
 set) they fail instead."""
@@ -20,6 +21,7 @@ from html_results import (
     bench_run,
     fixed_clock,
     latency_result,
+    loadtest_result,
     plan_result,
     predicted_profile,
     sweep_result,
@@ -46,6 +48,7 @@ def results() -> dict[str, dict[str, Any]]:
         "sweep": sweep_result(),
         "latency": latency_result(),
         "plan": plan_result(),
+        "loadtest": loadtest_result(),
     }
 
 
@@ -66,7 +69,18 @@ def pages(
             page.close()
 
 
-KINDS = ("profile", "predicted", "bench", "trace", "ranks", "tune", "sweep", "latency", "plan")
+KINDS = (
+    "profile",
+    "predicted",
+    "bench",
+    "trace",
+    "ranks",
+    "tune",
+    "sweep",
+    "latency",
+    "plan",
+    "loadtest",
+)
 
 
 @pytest.mark.parametrize("kind", KINDS)

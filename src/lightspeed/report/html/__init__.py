@@ -1,6 +1,6 @@
 """The interactive HTML report: one self-contained file per result (a profile, a trace
-analysis, a bench run, a tuning run, a sweep, a latency profile, a serving plan), drawn
-from its JSON alone, so a saved result renders the same as a fresh one.
+analysis, a bench run, a tuning run, a sweep, a latency profile, a serving plan, a load
+test), drawn from its JSON alone, so a saved result renders the same as a fresh one.
 
 `render_html(doc)` draws a result's JSON object; `write_html` writes it atomically;
 `read_result(path)` loads a saved result, refusing with one line a missing, corrupt,
@@ -43,6 +43,7 @@ _PAGES: dict[str, tuple[str, Callable[[Mapping[str, Any]], str]]] = {
     "sweep": ("sweep_page", lambda d: f"sweep of {d['workload']['name']}"),
     "latency-profile": ("latency_page", lambda d: f"latency profile of {d['latency']['name']}"),
     "serving-plan": ("plan_page", lambda d: f"serving plan of {len(d['outcomes'])} session(s)"),
+    "load-test": ("loadtest_page", lambda d: f"load test of {len(d['load']['runs'])} run(s)"),
 }
 # The results a report draws, by their `document`.
 KINDS = tuple(_PAGES)
@@ -84,8 +85,8 @@ def check_result(doc: object, where: str) -> None:
         known = ", ".join(KINDS)
         raise ConfigError(
             f"{where}: a result of kind {kind!r} has no HTML report; it draws {known}"
-            " (the JSON of lightspeed profile, trace, bench, tune, sweep, serve-profile or"
-            " serve-plan)."
+            " (the JSON of lightspeed profile, trace, bench, tune, sweep, serve-profile,"
+            " serve-plan or loadgen)."
         )
     if not isinstance(version, int) or isinstance(version, bool):
         raise ConfigError(f"{where}: no schema_version, so not a result lightspeed wrote.")
