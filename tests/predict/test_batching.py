@@ -16,13 +16,10 @@ def latency(n: int) -> float:
 SLO = 0.1
 
 
-def test_a_lone_request_waits_until_one_more_would_make_it_late() -> None:
-    # latest start of a batch of 2: 0 + 100 ms − ℓ(2) = 89 ms
-    assert slo_aware(0.0, [0.0], latency, SLO, 64) == Decision(
-        run=0, wake_at_s=pytest.approx(0.089)
-    )
-    assert slo_aware(0.0895, [0.0], latency, SLO, 64) == Decision(run=1)  # ends at 100 ms
-    assert slo_aware(0.0, [0.0] * 64, latency, SLO, 64) == Decision(run=64)  # a full batch
+def test_a_free_worker_runs_what_waits_at_once() -> None:
+    assert slo_aware(0.0, [0.0], latency, SLO, 64) == Decision(run=1)
+    assert slo_aware(0.0, [0.0] * 3, latency, SLO, 64) == Decision(run=3)
+    assert slo_aware(0.0, [0.0] * 70, latency, SLO, 64) == Decision(run=64)  # a full batch
 
 
 def test_requests_that_cannot_make_it_are_dropped_first() -> None:

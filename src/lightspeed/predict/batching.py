@@ -2,14 +2,15 @@
 that LitServe, Ray Serve and BentoML configure, and an event simulation of one worker
 under either.
 
-SLO-aware (as Nexus's and Clockwork's schedulers reason): a request that can no longer
-be answered in time even alone (now + ℓ(1) past its deadline) is dropped at once, so
-that it delays no one, and with a backlog of a full batch or more, so are the oldest
-that would miss in that batch. Otherwise the waiting requests run as soon as waiting
-for one more would make the oldest miss its deadline (its latest start for a batch of
-one more, deadline − ℓ(n + 1), has come), as the largest batch the oldest can still
-make, or when the batch is full. So a light load runs small batches early and a heavy
-one large batches, with no knob but the SLO.
+SLO-aware (Nexus's early drop): a request that can no longer be answered in time even
+alone (now + ℓ(1) past its deadline) is dropped at once, so that it delays no one, and
+with a backlog of a full batch or more, so are the oldest that would miss in that batch.
+The rest run as soon as the worker is free, as the largest batch (up to `max_batch`)
+the oldest can still make. Nothing waits on a free worker: requests that arrive during
+a batch's run form the next one, so a light load runs small batches at once and a
+heavy one large batches, with no knob but the SLO. (Holding a lone request until just
+before its deadline in the hope of company gains nothing when ℓ(b) hardly grows with b,
+and a wake-up a millisecond late then misses it.)
 
 Fixed: the waiting requests run once `max_batch` of them wait or the oldest has waited
 `timeout_s`; nothing is dropped.
@@ -60,10 +61,7 @@ def slo_aware(
         # no backlog: a batch the oldest can still make in time
         while batch > 1 and now_s + latency(batch) > deadline:
             batch -= 1
-    latest = deadline - latency(batch + 1)
-    if batch == max_batch or batch < waiting or now_s >= latest:
-        return Decision(run=batch, drop=drop)
-    return Decision(run=0, drop=drop, wake_at_s=latest)
+    return Decision(run=batch, drop=drop)
 
 
 def fixed(now_s: float, arrivals_s: Sequence[float], max_batch: int, timeout_s: float) -> Decision:
