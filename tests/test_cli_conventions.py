@@ -40,6 +40,15 @@ RUNS: dict[str, tuple[str, ...]] = {
         "0.02",
     ),
     "serve-plan": (str(DATA / "serving" / "sessions.toml"), "--simulate", "2"),
+    "loadgen": (
+        "mlp-tiny",
+        "--rate",
+        "50",
+        "--duration",
+        "0.2",
+        "--profile",
+        str(DATA / "serving" / "mlp-tiny.json"),
+    ),
     "profile": ("mlp-tiny", "--hardware", "local", "--budget", "0.05", "--steps", "1"),
     "trace": (str(TRACE),),
     "bench": ("mlp-tiny", "--hardware", "local", "--rounds", "1", "--budget", "0.02"),
@@ -75,20 +84,25 @@ def quick_calibration(monkeypatch: pytest.MonkeyPatch, calibrated_cpu: Hardware)
     return calibrated_cpu
 
 
+# A server runs until stopped, so it writes no result: what it did is on its /metrics
+# (tests/serving/test_server.py runs it).
+SERVERS = ("serve",)
+
+
 def test_every_command_is_covered() -> None:
-    assert set(command_paths(typer.main.get_command(app))) == set(RUNS)
+    assert set(command_paths(typer.main.get_command(app))) == {*RUNS, *SERVERS}
 
 
-@pytest.mark.parametrize("command", sorted(RUNS))
+@pytest.mark.parametrize("command", sorted([*RUNS, *SERVERS]))
 @pytest.mark.parametrize("flag", ["-h", "--help"])
 def test_help(run_cli: RunCli, command: str, flag: str) -> None:
     code, out, err = run_cli(*command.split(), flag)
     assert (code, err) == (0, "")
     assert out.startswith(f"Usage: lightspeed {command} ")
-    assert "--json [PATH]" in out
+    assert ("--json [PATH]" in out) is (command not in SERVERS)
 
 
-@pytest.mark.parametrize("command", ["", *sorted(RUNS)])
+@pytest.mark.parametrize("command", ["", *sorted([*RUNS, *SERVERS])])
 def test_version(run_cli: RunCli, command: str) -> None:
     code, out, _ = run_cli(*command.split(), "--version")
     assert code == 0

@@ -51,6 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "predict.checkpointing",
     ),  # predictions that run the step's shapes
     ("workflows",),
+    ("serving",),  # the model server and load generator
     ("cli", "__main__"),
     ("",),  # the package root: its lazy facade names everything
 )

@@ -80,6 +80,23 @@ def parse_size(text: str) -> int:
     return int(float(found["number"]) * factor)
 
 
+_DURATION = re.compile(r"\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>us|µs|ms|s|min)?\s*")
+_DURATION_FACTORS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0}
+
+
+def parse_duration(text: str, default_unit: str = "ms") -> float:
+    """Seconds that `text` names: "50ms", "0.05 s", "200us", "2min"; a bare number is in
+    `default_unit`. Raises ConfigError for anything else or for zero."""
+    from lightspeed.errors import ConfigError
+
+    found = _DURATION.fullmatch(text)
+    if found is None or float(found["number"]) == 0:
+        raise ConfigError(
+            f"{text!r} is not a positive duration: give a number with ms, s or us, as in 50ms."
+        )
+    return float(found["number"]) * _DURATION_FACTORS[found["unit"] or default_unit]
+
+
 def percent(fraction: float) -> str:
     """`fraction` as a percentage to one decimal: percent(0.123) == '12.3%'."""
     text = f"{100 * fraction:.1f}"

@@ -25,11 +25,13 @@ from lightspeed.cli import (
     explain_cmd,
     history_cmd,
     hw,
+    loadgen_cmd,
     predict_cmd,
     profile_cmd,
     progress_display,
     report_cmd,
     roofline,
+    serve_cmd,
     serve_plan_cmd,
     serve_profile_cmd,
     suite,
@@ -54,6 +56,8 @@ app.command("profile")(profile_cmd.profile_command)
 app.command("time")(time_cmd.time_command)
 app.command("serve-profile")(serve_profile_cmd.serve_profile_command)
 app.command("serve-plan")(serve_plan_cmd.serve_plan_command)
+app.command("serve")(serve_cmd.serve_command)
+app.command("loadgen")(loadgen_cmd.loadgen_command)
 app.command("trace")(trace_cmd.trace_command)
 app.command("roofline")(roofline.roofline_command)
 app.command("suite")(suite.suite_command)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from lightspeed.errors import ConfigError
+from lightspeed.facts.serving import LatencyProfile
 from lightspeed.predict.serving import Session
 from lightspeed.report.html import read_result
 from lightspeed.report.serving_report import DOCUMENT, latency_from_data
@@ -36,12 +37,7 @@ def read_sessions(path: Path) -> list[Session]:
         missing = [k for k in ("name", "latency", "rate", "slo_ms") if k not in table]
         if missing:
             raise ConfigError(f"{where}: session {i} has no {', '.join(missing)}.")
-        result = read_result(path.parent / str(table["latency"]))
-        if result["document"] != DOCUMENT:
-            raise ConfigError(
-                f"{where}: session {i}'s latency {table['latency']!r} is a"
-                f" {result['document']} result; give a `lightspeed serve-profile --json` one."
-            )
+        latency = read_latency(path.parent / str(table["latency"]), f"{where}: session {i}'s")
         try:
             rate, slo = float(table["rate"]), float(table["slo_ms"]) / 1e3
         except (TypeError, ValueError):
@@ -49,9 +45,21 @@ def read_sessions(path: Path) -> list[Session]:
         sessions.append(
             Session(
                 name=str(table["name"]),
-                latency=latency_from_data(result["latency"]),
+                latency=latency,
                 rate_per_s=rate,
                 slo_s=slo,
             )
         )
     return sessions
+
+
+def read_latency(path: Path, whose: str = "--profile") -> LatencyProfile:
+    """The latency profile a `lightspeed serve-profile --json` result at `path` holds;
+    refused in one line (naming `whose` it is) for any other file."""
+    result = read_result(path)
+    if result["document"] != DOCUMENT:
+        raise ConfigError(
+            f"{whose} latency {str(path)!r} is a {result['document']} result; give a"
+            " `lightspeed serve-profile --json` one."
+        )
+    return latency_from_data(result["latency"])

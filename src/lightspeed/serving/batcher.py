@@ -1,0 +1,259 @@
+"""The batcher of `lightspeed serve`: requests queue, one worker runs them in batches.
+
+Which batch runs when is `predict.batching`'s decision, the same function its event
+simulation runs: SLO-aware (requests dispatched when waiting longer would make the
+oldest miss its deadline given ℓ(b); those that can no longer make it dropped at once)
+or a fixed batch + timeout. The queue is bounded: a request that finds it full is
+refused at once (429), and one the policy drops is answered 503, both with a
+Retry-After, so a client under overload learns at once rather than by timing out.
+
+ℓ(b) is the latency profile's p99 (as the plan reads it; never more than a larger
+batch's), scaled by how much slower than profiled the batches run here: the median
+ratio of the last batches' measured run to the profile's median at their size. A host
+busier than when it was profiled (or one whose server takes a share of the model's CPU)
+is then planned for. Deadlines are the SLO less a margin (`margin_s`) kept for what the
+batcher does not see: reading and answering the request, the network, the event loop's
+delays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from lightspeed.facts.serving import LatencyProfile
+from lightspeed.predict.batching import Decision, fixed, slo_aware
+from lightspeed.predict.serving import latency_at
+
+# Batches whose measured run rescales ℓ(b): enough to be steady, few enough to follow a
+# change of load within seconds.
+WINDOW = 32
+
+
+class LatencyModel:
+    """ℓ(b), seconds, as the batcher plans with it (see the module's docstring)."""
+
+    def __init__(self, profile: LatencyProfile) -> None:
+        self.profile = profile
+        self._medians = {b.batch_size: b.median_s for b in profile.batches}
+        self._ratios: collections.deque[float] = collections.deque(maxlen=WINDOW)
+
+    def __call__(self, batch_size: int) -> float:
+        # A batch is never slower than a larger one; a timing caught by a busy moment
+        # at one size must not make a smaller batch look slower than a larger.
+        larger = (s for s in self._medians if s > batch_size)
+        best = min((latency_at(self.profile, s) for s in larger), default=math.inf)
+        return min(latency_at(self.profile, batch_size), best) * self.scale
+
+    @property
+    def scale(self) -> float:
+        """Measured over profiled run time, the median of the last batches (1 before
+        any)."""
+        return statistics.median(self._ratios) if self._ratios else 1.0
+
+    def observe(self, batch_size: int, seconds: float) -> None:
+        """A batch of `batch_size` ran in `seconds`."""
+        profiled = self._median(batch_size)
+        if profiled > 0:
+            self._ratios.append(seconds / profiled)
+
+    def _median(self, batch_size: int) -> float:
+        if batch_size in self._medians:
+            return self._medians[batch_size]
+        # p99 interpolation scaled to the median's level at the nearest size timed
+        near = min(self._medians, key=lambda b: abs(b - batch_size))
+        p99_near = latency_at(self.profile, near)
+        return latency_at(self.profile, batch_size) * self._medians[near] / p99_near
+
+
+class Rejected(Exception):
+    """A request refused for load: the HTTP `status` (429 queue full, 503 would miss
+    its deadline or shutting down), the `reason` and the seconds after which to retry."""
+
+    def __init__(self, status: int, reason: str, retry_after_s: float) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.retry_after_s = retry_after_s
+
+
+class Failed(Exception):
+    """The model raised on a batch: every request in it is answered 500 with `reason`."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Answer:
+    """One request's output, the batch it ran in, the seconds it waited in the queue
+    and its batch's run."""
+
+    output: Any
+    batch_size: int
+    queue_s: float
+    compute_s: float
+
+
+class Events(Protocol):
+    """What the batcher reports as it goes (the metrics endpoint keeps them)."""
+
+    def answered(self, latency_s: float) -> None: ...
+    def rejected(self, status: int) -> None: ...
+    def ran(self, batch_size: int, seconds: float) -> None: ...
+
+
+@dataclasses.dataclass
+class _Waiting:
+    arrived_s: float
+    sample: Any
+    future: asyncio.Future[Answer]
+
+
+Run = Callable[[list[Any]], list[Any]]
+
+
+class Batcher:
+    """Queues samples and runs them through `run` (one batch at a time, in a thread of
+    its own) as the policy decides: SLO-aware when `timeout_s` is None (deadlines
+    `slo_s` − `margin_s` after arrival), else a fixed `max_batch` + `timeout_s`.
+    `max_queue` bounds the requests waiting."""
+
+    def __init__(
+        self,
+        run: Run,
+        latency: Callable[[int], float],
+        *,
+        slo_s: float,
+        max_batch: int,
+        max_queue: int,
+        margin_s: float = 0.0,
+        timeout_s: float | None = None,
+        events: Events | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._run = run
+        self.latency = latency
+        self.slo_s = slo_s
+        self.margin_s = margin_s
+        self.max_batch = max_batch
+        self.max_queue = max_queue
+        self.timeout_s = timeout_s
+        self._events = events
+        self._clock = clock
+        self._queue: collections.deque[_Waiting] = collections.deque()
+        self._wakeup = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, "lightspeed-model")
+        self.running = 0  # requests in the batch running now
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for a batch."""
+        return len(self._queue)
+
+    def start(self) -> None:
+        """Start dispatching (on the running event loop)."""
+        self._task = asyncio.get_running_loop().create_task(self._dispatch())
+
+    async def close(self) -> None:
+        """Refuse new requests, answer every one accepted (run or, by the policy,
+        dropped), then stop."""
+        self._closing = True
+        self._wakeup.set()
+        if self._task is not None:
+            await self._task
+        self._executor.shutdown(wait=True)
+
+    async def submit(self, sample: Any) -> Answer:
+        """`sample`'s answer once its batch has run; raises Rejected (refused for load)
+        or Failed (the model raised)."""
+        if self._closing:
+            raise self._reject(503, "the server is shutting down")
+        if len(self._queue) >= self.max_queue:
+            raise self._reject(429, f"the queue is full ({self.max_queue} waiting)")
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Waiting(self._clock(), sample, future))
+        self._wakeup.set()
+        return await future
+
+    def _decide(self, now: float, arrivals: Sequence[float]) -> Decision:
+        if self.timeout_s is None:
+            budget = self.slo_s - self.margin_s
+            return slo_aware(now, arrivals, self.latency, budget, self.max_batch)
+        return fixed(now, arrivals, self.max_batch, self.timeout_s)
+
+    async def _dispatch(self) -> None:
+        while self._queue or not self._closing:
+            if not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            decision = self._decide(self._clock(), [w.arrived_s for w in self._queue])
+            for _ in range(decision.drop):
+                waiting = self._queue.popleft()
+                _settle(waiting.future, self._reject(503, "it would miss its deadline"))
+            if decision.run:
+                await self._run_batch([self._queue.popleft() for _ in range(decision.run)])
+                continue
+            if not self._queue:
+                continue
+            self._wakeup.clear()
+            timeout = None if decision.wake_at_s is None else decision.wake_at_s - self._clock()
+            if timeout is None or timeout > 0:
+                # asyncio's own TimeoutError: not yet the builtin on Python 3.10
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+    async def _run_batch(self, batch: list[_Waiting]) -> None:
+        loop = asyncio.get_running_loop()
+        self.running = len(batch)
+        start = self._clock()
+        try:
+            outputs = await loop.run_in_executor(
+                self._executor, self._run, [w.sample for w in batch]
+            )
+        except Exception as exc:
+            for w in batch:
+                _settle(w.future, Failed(str(exc).splitlines()[0] if str(exc) else repr(exc)))
+            return
+        finally:
+            self.running = 0
+        end = self._clock()
+        if hasattr(self.latency, "observe"):
+            self.latency.observe(len(batch), end - start)
+        if self._events:
+            self._events.ran(len(batch), end - start)
+        for w, output in zip(batch, outputs, strict=True):
+            answer = Answer(
+                output=output,
+                batch_size=len(batch),
+                queue_s=start - w.arrived_s,
+                compute_s=end - start,
+            )
+            if _settle(w.future, answer) and self._events:
+                self._events.answered(end - w.arrived_s)
+
+    def _reject(self, status: int, reason: str) -> Rejected:
+        if self._events:
+            self._events.rejected(status)
+        # until the queue now waiting has run, at full batches
+        drain_s = math.ceil(len(self._queue) / self.max_batch) * self.latency(self.max_batch)
+        return Rejected(status, reason, retry_after_s=max(drain_s, self.latency(1)))
+
+
+def _settle(future: asyncio.Future[Answer], outcome: Answer | Exception) -> bool:
+    """Give `future` its answer or exception unless its client has gone; True if given."""
+    if future.done():
+        return False
+    if isinstance(outcome, Exception):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+    return True

@@ -1,0 +1,161 @@
+"""The server's batcher on a fake model that takes ℓ(b) = 20 ms + 1 ms a request: batches
+form from what waits, a full queue refuses at once, a request that cannot make its
+deadline is dropped, and closing answers every request accepted."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from lightspeed.serving.batcher import Answer, Batcher, Failed, Rejected
+
+
+def latency(n: int) -> float:
+    return 0.020 + 0.001 * n
+
+
+class Model:
+    """Doubles each sample, taking ℓ(len(batch)); remembers the batch sizes run."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def __call__(self, samples: list[Any]) -> list[Any]:
+        self.batches.append(len(samples))
+        time.sleep(latency(len(samples)))
+        return [2 * s for s in samples]
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_requests_arriving_during_a_batch_form_the_next() -> None:
+    model = Model()
+
+    async def main() -> list[Answer]:
+        batcher = Batcher(model, latency, slo_s=0.5, max_batch=8, max_queue=100)
+        batcher.start()
+        first = asyncio.ensure_future(batcher.submit(0))
+        await asyncio.sleep(0.005)  # the first runs alone; these wait for it
+        rest = [asyncio.ensure_future(batcher.submit(i)) for i in range(1, 11)]
+        answers = await asyncio.gather(first, *rest)
+        await batcher.close()
+        return answers
+
+    answers = run(main())
+    assert [a.output for a in answers] == [2 * i for i in range(11)]
+    assert model.batches == [1, 8, 2]  # at most max_batch; the rest next
+    assert answers[3].batch_size == 8 and answers[3].queue_s >= 0.015
+
+
+def test_a_full_queue_refuses_at_once_with_a_retry_time() -> None:
+    async def main() -> tuple[list[Any], Batcher]:
+        batcher = Batcher(Model(), latency, slo_s=1.0, max_batch=2, max_queue=3)
+        batcher.start()
+        tasks = [asyncio.ensure_future(batcher.submit(i)) for i in range(6)]
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        await batcher.close()
+        return done, batcher
+
+    done, _ = run(main())
+    refused = [d for d in done if isinstance(d, Rejected)]
+    assert len(refused) == 3 and {r.status for r in refused} == {429}
+    assert all(r.retry_after_s >= latency(1) for r in refused)
+
+
+def test_a_request_that_cannot_make_its_deadline_is_dropped() -> None:
+    model = Model()
+
+    async def main() -> list[Any]:
+        # 30 ms SLO: behind a 21 ms batch, a second request cannot be done in time
+        batcher = Batcher(model, latency, slo_s=0.030, max_batch=1, max_queue=10)
+        batcher.start()
+        tasks = [asyncio.ensure_future(batcher.submit(i)) for i in range(3)]
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        await batcher.close()
+        return done
+
+    done = run(main())
+    assert isinstance(done[0], Answer)
+    assert [type(d) for d in done[1:]] == [Rejected, Rejected]
+    assert {d.status for d in done[1:]} == {503}
+
+
+def test_the_fixed_policy_waits_for_its_timeout() -> None:
+    model = Model()
+
+    async def main() -> Answer:
+        batcher = Batcher(model, latency, slo_s=1.0, max_batch=4, max_queue=10, timeout_s=0.05)
+        batcher.start()
+        answer = await batcher.submit(1)
+        await batcher.close()
+        return answer
+
+    answer = run(main())
+    assert answer.queue_s >= 0.045 and model.batches == [1]
+
+
+def test_closing_answers_every_accepted_request_and_refuses_new_ones() -> None:
+    async def main() -> tuple[list[Any], Any]:
+        batcher = Batcher(Model(), latency, slo_s=1.0, max_batch=4, max_queue=100)
+        batcher.start()
+        tasks = [asyncio.ensure_future(batcher.submit(i)) for i in range(10)]
+        await asyncio.sleep(0)
+        closing = asyncio.ensure_future(batcher.close())
+        await asyncio.sleep(0)
+        late = await asyncio.gather(batcher.submit(99), return_exceptions=True)
+        done = await asyncio.gather(*tasks)
+        await closing
+        return done, late[0]
+
+    done, late = run(main())
+    assert [a.output for a in done] == [2 * i for i in range(10)]
+    assert isinstance(late, Rejected) and late.status == 503
+
+
+def test_a_model_that_raises_fails_its_batch_only() -> None:
+    def flaky(samples: list[Any]) -> list[Any]:
+        if -1 in samples:
+            raise RuntimeError("bad sample\nmore")
+        return samples
+
+    async def main() -> list[Any]:
+        batcher = Batcher(flaky, latency, slo_s=1.0, max_batch=1, max_queue=10)
+        batcher.start()
+        done = await asyncio.gather(batcher.submit(-1), batcher.submit(5), return_exceptions=True)
+        await batcher.close()
+        return done
+
+    failed, fine = run(main())
+    assert isinstance(failed, Failed) and str(failed) == "bad sample"
+    assert fine.output == 5
+
+
+@pytest.mark.parametrize("measured", [1.0, 2.0])
+def test_latency_is_rescaled_by_what_batches_measure(measured: float) -> None:
+    from lightspeed.facts.serving import BatchLatency, LatencyProfile
+    from lightspeed.serving.batcher import LatencyModel
+
+    profile = LatencyProfile(
+        name="m",
+        target=None,
+        device="cpu",
+        hardware_id="x",
+        threads=1,
+        batches=(
+            BatchLatency(batch_size=1, latencies_s=(0.010,) * 5, flops=1, bytes=1),
+            # a busy moment at 2: slower than a batch of 4
+            BatchLatency(batch_size=2, latencies_s=(0.030,) * 5, flops=1, bytes=1),
+            BatchLatency(batch_size=4, latencies_s=(0.020,) * 5, flops=1, bytes=1),
+        ),
+    )
+    model = LatencyModel(profile)
+    assert model(2) == pytest.approx(0.020)  # never above a larger batch's
+    for _ in range(5):
+        model.observe(4, 0.020 * measured)
+    assert model(4) == pytest.approx(0.020 * measured)
+    assert model(1) == pytest.approx(0.010 * measured)
