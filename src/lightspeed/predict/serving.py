@@ -238,12 +238,15 @@ def one_model_per_gpu(sessions: Sequence[Session]) -> int:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SessionOutcome:
-    """A session's requests in a simulation: how many, and how many were answered
-    within its SLO."""
+    """A session's requests in a simulation (or a run for real): how many, and how many
+    were answered within its SLO; a run for real also says how many were answered at
+    all and the p99 of their latencies (seconds; None where none was)."""
 
     session: str
     requests: int
     within_slo: int
+    answered: int | None = None
+    p99_s: float | None = None
 
     @property
     def fraction_within(self) -> float:

@@ -162,9 +162,13 @@ def plan_document(
     outcomes: Sequence[SessionOutcome],
     baseline_gpus: int,
     simulated_s: float,
+    measured: Sequence[SessionOutcome] | None = None,
+    run_s: float | None = None,
 ) -> Document:
     """The plan: each GPU's duty cycle, occupancy and the sessions it runs; the GPUs
-    against one model per GPU at batch 1; the simulation's share within each SLO."""
+    against one model per GPU at batch 1; the simulation's share within each SLO; and,
+    where the plan also ran for real for `run_s` seconds (`measured`), each session's
+    measured share within its SLO and p99 beside the simulated share."""
     gpu_rows = []
     for i, gpu in enumerate(served.gpus, 1):
         for share in gpu.shares:
@@ -215,6 +219,9 @@ def plan_document(
         ),
         caption=f"{simulated_s:g} s of seeded Poisson arrivals run through the plan",
     )
+    tables: tuple[Table, ...] = (gpus, checks)
+    if measured is not None:
+        tables += (_measured_table(sessions, outcomes, measured, run_s),)
     summary = Fields(
         (
             ("GPUs", line(f"{len(served.gpus)} (one model per GPU at batch 1: {baseline_gpus})")),
@@ -234,10 +241,60 @@ def plan_document(
         "unservable": list(served.unservable),
         "baseline_gpus": baseline_gpus,
         "simulated_s": simulated_s,
-        "outcomes": [dataclasses.asdict(o) for o in outcomes],
+        "outcomes": [outcome_data(o) for o in outcomes],
     }
+    if measured is not None:
+        data["run_s"] = run_s
+        data["measured"] = [outcome_data(o) for o in measured]
     return Document(
         kind=PLAN_DOCUMENT,
         data=data,
-        sections=(Section("Serving plan", (summary, gpus, checks)),),
+        sections=(Section("Serving plan", (summary, *tables)),),
+    )
+
+
+MEASURED_CAPTION = (
+    "one single-thread CPU worker process standing for each GPU, fed seeded Poisson"
+    " arrivals in real time; latency from each request's scheduled arrival, p99 of those"
+    " answered; a request not answered counts as a miss"
+)
+
+
+def outcome_data(o: SessionOutcome) -> dict[str, Any]:
+    """A session's outcome as JSON: what a run for real adds only where it is known."""
+    return {k: v for k, v in dataclasses.asdict(o).items() if v is not None}
+
+
+def _measured_table(
+    sessions: Sequence[Session],
+    simulated: Sequence[SessionOutcome],
+    measured: Sequence[SessionOutcome],
+    run_s: float | None,
+) -> Table:
+    by_name = {o.session: o for o in simulated}
+    real = {o.session: o for o in measured}
+    return Table(
+        "Measured",
+        (
+            Column("session", "session", shrink=True),
+            Column("requests", "requests", numeric=True),
+            Column("answered", "answered", numeric=True),
+            Column("within", "within SLO", numeric=True),
+            Column("p99", "p99", numeric=True),
+            Column("simulated", "simulated", numeric=True),
+        ),
+        tuple(
+            (
+                s.name,
+                Value(real[s.name].requests, Unit.INTEGER),
+                Value(real[s.name].answered or 0, Unit.INTEGER),
+                Value(real[s.name].fraction_within, Unit.FRACTION),
+                Value(real[s.name].p99_s, Unit.SECONDS),
+                Value(by_name[s.name].fraction_within, Unit.FRACTION),
+            )
+            for s in sessions
+        ),
+        caption=f"{run_s:g} s of the plan run for real: {MEASURED_CAPTION}"
+        if run_s is not None
+        else MEASURED_CAPTION,
     )
