@@ -159,3 +159,35 @@ def test_latency_is_rescaled_by_what_batches_measure(measured: float) -> None:
         model.observe(4, 0.020 * measured)
     assert model(4) == pytest.approx(0.020 * measured)
     assert model(1) == pytest.approx(0.010 * measured)
+
+
+def test_an_estimate_that_refuses_everything_is_probed_after_an_slo() -> None:
+    model = Model()
+
+    async def main() -> list[Any]:
+        # ℓ estimated at 1 s against a 100 ms SLO: a request looks hopeless
+        batcher = Batcher(model, lambda n: 1.0, slo_s=0.1, max_batch=4, max_queue=10)
+        batcher.start()
+        first = await asyncio.gather(batcher.submit(1), return_exceptions=True)
+        await asyncio.sleep(0.12)  # nothing has run for an SLO: the next one runs
+        second = await asyncio.gather(batcher.submit(2), return_exceptions=True)
+        await batcher.close()
+        return [*first, *second]
+
+    first, second = run(main())
+    assert isinstance(first, Rejected) and first.status == 503
+    assert isinstance(second, Answer) and second.output == 4 and model.batches == [1]
+
+
+def test_warm_up_runs_each_batch_before_serving() -> None:
+    model = Model()
+
+    async def main() -> None:
+        batcher = Batcher(model, latency, slo_s=1.0, max_batch=4, max_queue=10)
+        await batcher.warm_up([[0], [0] * 4])
+        batcher.start()
+        await batcher.submit(1)
+        await batcher.close()
+
+    run(main())
+    assert model.batches == [1, 4, 1]

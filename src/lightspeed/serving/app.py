@@ -50,7 +50,8 @@ from lightspeed.serving.codec import RequestError, Sample, Schema, answer, decod
 class Service:
     """What the app serves: the model's name, the request schema, a sample request, the
     largest body accepted (bytes), a factory for the batcher (made on the server's
-    event loop), what `GET /` says, and what to tell once drained (one line)."""
+    event loop), what `GET /` says, what to tell once drained (one line), and the batch
+    sizes to run once before serving."""
 
     name: str
     schema: Schema
@@ -59,6 +60,7 @@ class Service:
     make_batcher: Any  # Callable[[Events], Batcher]
     info: dict[str, Any]
     on_stop: Callable[[str], None] = lambda _: None
+    warm_up_sizes: tuple[int, ...] = (1,)
 
 
 class _Metrics:
@@ -137,6 +139,7 @@ def build_app(service: Service, slo_s: float, max_batch: int) -> Starlette:
         batcher: Batcher = service.make_batcher(metrics)
         metrics.queue.set_function(lambda: batcher.queued)
         state["batcher"] = batcher
+        await batcher.warm_up([[service.sample] * n for n in service.warm_up_sizes])
         batcher.start()
         try:
             yield

@@ -34,8 +34,12 @@ from lightspeed.predict.batching import Decision, fixed, slo_aware
 from lightspeed.predict.serving import latency_at
 
 # Batches whose measured run rescales ℓ(b): enough to be steady, few enough to follow a
-# change of load within seconds.
+# change of load within seconds; and the fewest before it does, so one slow batch (a
+# first call's allocations, a page fault) does not rescale everything.
 WINDOW = 32
+MIN_OBSERVED = 5
+# How far one batch's measured/profiled ratio may move the scale.
+RATIO_BOUNDS = (0.25, 4.0)
 
 
 class LatencyModel:
@@ -45,33 +49,40 @@ class LatencyModel:
         self.profile = profile
         self._medians = {b.batch_size: b.median_s for b in profile.batches}
         self._ratios: collections.deque[float] = collections.deque(maxlen=WINDOW)
+        self._profiled: dict[int, float] = {}  # ℓ(b) before scaling, as asked for
+        self._scale = 1.0
 
     def __call__(self, batch_size: int) -> float:
-        # A batch is never slower than a larger one; a timing caught by a busy moment
-        # at one size must not make a smaller batch look slower than a larger.
-        larger = (s for s in self._medians if s > batch_size)
-        best = min((latency_at(self.profile, s) for s in larger), default=math.inf)
-        return min(latency_at(self.profile, batch_size), best) * self.scale
+        if batch_size not in self._profiled:
+            # A batch is never slower than a larger one; a timing caught by a busy moment
+            # at one size must not make a smaller batch look slower than a larger.
+            larger = (s for s in self._medians if s > batch_size)
+            best = min((latency_at(self.profile, s) for s in larger), default=math.inf)
+            self._profiled[batch_size] = min(latency_at(self.profile, batch_size), best)
+        return self._profiled[batch_size] * self.scale
 
     @property
     def scale(self) -> float:
         """Measured over profiled run time, the median of the last batches (1 before
-        any)."""
-        return statistics.median(self._ratios) if self._ratios else 1.0
+        `MIN_OBSERVED` of them)."""
+        return self._scale
 
     def observe(self, batch_size: int, seconds: float) -> None:
         """A batch of `batch_size` ran in `seconds`."""
         profiled = self._median(batch_size)
         if profiled > 0:
-            self._ratios.append(seconds / profiled)
+            low, high = RATIO_BOUNDS
+            self._ratios.append(min(max(seconds / profiled, low), high))
+            if len(self._ratios) >= MIN_OBSERVED:
+                self._scale = statistics.median(self._ratios)
 
     def _median(self, batch_size: int) -> float:
         if batch_size in self._medians:
             return self._medians[batch_size]
         # p99 interpolation scaled to the median's level at the nearest size timed
         near = min(self._medians, key=lambda b: abs(b - batch_size))
-        p99_near = latency_at(self.profile, near)
-        return latency_at(self.profile, batch_size) * self._medians[near] / p99_near
+        ratio = self(batch_size) / self(near)  # the scale cancels
+        return self._medians[near] * ratio
 
 
 class Rejected(Exception):
@@ -152,11 +163,20 @@ class Batcher:
         self._task: asyncio.Task[None] | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, "lightspeed-model")
         self.running = 0  # requests in the batch running now
+        self._last_run_s = clock()
 
     @property
     def queued(self) -> int:
         """Requests waiting for a batch."""
         return len(self._queue)
+
+    async def warm_up(self, batches: Sequence[list[Any]]) -> None:
+        """Run each of `batches` once on the model's thread, before serving: its first
+        calls (allocations, kernels chosen) are slow, and would rescale ℓ."""
+        loop = asyncio.get_running_loop()
+        for batch in batches:
+            await loop.run_in_executor(self._executor, self._run, batch)
+        self._last_run_s = self._clock()
 
     def start(self) -> None:
         """Start dispatching (on the running event loop)."""
@@ -195,7 +215,12 @@ class Batcher:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            decision = self._decide(self._clock(), [w.arrived_s for w in self._queue])
+            now = self._clock()
+            decision = self._decide(now, [w.arrived_s for w in self._queue])
+            if decision.drop == len(self._queue) and now - self._last_run_s > self.slo_s:
+                # Everything would be dropped and nothing has run for an SLO: the
+                # estimate of ℓ may be what is wrong, and only a run can correct it.
+                decision = Decision(run=1, drop=decision.drop - 1)
             for _ in range(decision.drop):
                 waiting = self._queue.popleft()
                 _settle(waiting.future, self._reject(503, "it would miss its deadline"))
@@ -225,7 +250,7 @@ class Batcher:
             return
         finally:
             self.running = 0
-        end = self._clock()
+        end = self._last_run_s = self._clock()
         if hasattr(self.latency, "observe"):
             self.latency.observe(len(batch), end - start)
         if self._events:

@@ -129,6 +129,7 @@ def in_process_run(prepared: Any, settings: LoadSettings) -> Run:
 
     async def run_at(rate: float) -> LoadResult:
         batcher = prepared.batcher()
+        await batcher.warm_up([[sample] * n for n in prepared.warm_up_sizes])
         batcher.start()
 
         async def send() -> Reply:

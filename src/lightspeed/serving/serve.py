@@ -93,6 +93,13 @@ class Prepared:
             events=events,
         )
 
+    @property
+    def warm_up_sizes(self) -> tuple[int, ...]:
+        """The batch sizes to run once before serving: those profiled up to the limit,
+        and the limit."""
+        sizes = {b.batch_size for b in self.profile.batches if b.batch_size <= self.max_batch}
+        return tuple(sorted(sizes | {self.max_batch}))
+
     def describe(self) -> str:
         """The plan in one line: the policy, batch limit and ℓ at it, queue bound."""
         policy = (
@@ -191,6 +198,7 @@ def service_of(
         max_body_bytes=max_body_bytes or max(1 << 20, 8 * json_size),
         make_batcher=prepared.batcher,
         on_stop=on_stop,
+        warm_up_sizes=prepared.warm_up_sizes,
         info={
             "model": engine.workload.name,
             "target": engine.workload.target,
