@@ -30,9 +30,10 @@ def test_requests_that_cannot_make_it_are_dropped_first() -> None:
     assert slo_aware(0.0, backlog, latency, SLO, 64) == Decision(run=64, drop=2)
 
 
-def test_without_a_backlog_the_batch_is_one_the_oldest_still_makes() -> None:
-    # 80 ms waited: 20 ms left; ℓ(20) = 20 ms fits, so 20 of the 30 run now
-    assert slo_aware(0.0, [-0.080, *([0.0] * 29)], latency, SLO, 64) == Decision(run=20)
+def test_the_batch_does_not_shrink_to_save_its_oldest() -> None:
+    # 80 ms waited: 20 ms left; all 30 take ℓ(30) = 25 ms, so the oldest goes, not 10
+    # of the others to a later batch
+    assert slo_aware(0.0, [-0.080, *([0.0] * 29)], latency, SLO, 64) == Decision(run=29, drop=1)
 
 
 def test_the_fixed_policy_runs_a_full_batch_or_after_its_timeout() -> None:

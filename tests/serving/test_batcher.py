@@ -191,3 +191,67 @@ def test_warm_up_runs_each_batch_before_serving() -> None:
 
     run(main())
     assert model.batches == [1, 4, 1]
+
+
+def test_a_batch_runs_padded_to_a_faster_size() -> None:
+    from lightspeed.facts.serving import BatchLatency, LatencyProfile
+    from lightspeed.predict.serving import latency_at, padded_batch
+
+    def timed(b: int, seconds: float) -> BatchLatency:
+        return BatchLatency(batch_size=b, latencies_s=(seconds,) * 3, flops=1, bytes=1)
+
+    # CPU matrix products below 16 rows: 8 runs slower than 16
+    profile = LatencyProfile(
+        name="m",
+        target=None,
+        device="cpu",
+        hardware_id="x",
+        threads=1,
+        batches=(timed(1, 0.010), timed(8, 0.040), timed(16, 0.030)),
+    )
+    assert [padded_batch(profile, n) for n in (1, 2, 8, 12, 16, 20)] == [1, 2, 16, 16, 16, 20]
+    assert latency_at(profile, 8) == latency_at(profile, 16) == pytest.approx(0.030)
+    model = Model()
+
+    async def main() -> list[Any]:
+        batcher = Batcher(model, latency, slo_s=1.0, max_batch=16, max_queue=100, pad=lambda n: 16)
+        batcher.start()
+        done = await asyncio.gather(*(batcher.submit(i) for i in range(3)))
+        await batcher.close()
+        return [a.output for a in done]
+
+    assert run(main()) == [0, 2, 4] and model.batches == [16]
+
+
+def test_the_model_thread_runs_on_the_engines_thread_count() -> None:
+    # A new thread's BLAS team starts at every core whatever torch was told elsewhere
+    # (measured here: 2.0 CPU seconds a second on two cores); the engine's setup holds
+    # it to the engine's one thread.
+    torch = pytest.importorskip("torch")
+    from lightspeed.serving.engine import Engine
+    from lightspeed.suite import get
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        engine = Engine(get("mlp-tiny"))
+    finally:
+        torch.set_num_threads(before)
+    a = torch.randn(512, 512)
+
+    def busy(samples: list[Any]) -> list[Any]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        while time.perf_counter() - wall < 0.3:
+            a @ a
+        return [(time.process_time() - cpu) / (time.perf_counter() - wall)] * len(samples)
+
+    async def main() -> Any:
+        batcher = Batcher(
+            busy, latency, slo_s=5.0, max_batch=1, max_queue=10, thread_setup=engine.thread_setup
+        )
+        batcher.start()
+        answer = await batcher.submit(0)
+        await batcher.close()
+        return answer.output
+
+    assert run(main()) < 1.5  # cores busy on average

@@ -4,6 +4,7 @@ latency profile), with what it computes and its speed of light."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import statistics
 
@@ -26,7 +27,7 @@ class BatchLatency:
         if self.batch_size < 1 or not self.latencies_s:
             raise ValueError("a batch latency needs a batch size of at least 1 and a timed call")
 
-    @property
+    @functools.cached_property
     def median_s(self) -> float:
         """The median call, in seconds."""
         return statistics.median(self.latencies_s)
@@ -41,7 +42,7 @@ class BatchLatency:
         """The calls' standard deviation, in seconds (0 for a single call)."""
         return statistics.stdev(self.latencies_s) if len(self.latencies_s) > 1 else 0.0
 
-    @property
+    @functools.cached_property
     def p99_s(self) -> float:
         """The 99th percentile call, in seconds: the nearest-rank value, so it is a call
         that happened (the slowest one below 100 calls)."""

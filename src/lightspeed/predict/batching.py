@@ -2,15 +2,15 @@
 that LitServe, Ray Serve and BentoML configure, and an event simulation of one worker
 under either.
 
-SLO-aware (Nexus's early drop): a request that can no longer be answered in time even
-alone (now + ℓ(1) past its deadline) is dropped at once, so that it delays no one, and
-with a backlog of a full batch or more, so are the oldest that would miss in that batch.
-The rest run as soon as the worker is free, as the largest batch (up to `max_batch`)
-the oldest can still make. Nothing waits on a free worker: requests that arrive during
-a batch's run form the next one, so a light load runs small batches at once and a
-heavy one large batches, with no knob but the SLO. (Holding a lone request until just
-before its deadline in the hope of company gains nothing when ℓ(b) hardly grows with b,
-and a wake-up a millisecond late then misses it.)
+SLO-aware (Nexus's early drop): a free worker runs what waits at once, as one batch
+of up to `max_batch`; the oldest requests that would miss their deadline in that batch
+are dropped first, each leaving its place to a request that can make it. Nothing waits
+on a free worker: requests that arrive during a batch's run form the next one, so a
+light load runs small batches at once and a heavy one large batches, with no knob but
+the SLO. Neither does the batch shrink to save its oldest request: a smaller batch
+answers fewer a second, the queue grows and more miss (holding a lone request for
+company is no better: when ℓ(b) hardly grows with b it gains nothing, and a wake-up a
+millisecond late misses it).
 
 Fixed: the waiting requests run once `max_batch` of them wait or the oldest has waited
 `timeout_s`; nothing is dropped.
@@ -43,25 +43,12 @@ def slo_aware(
     """The SLO-aware decision for the waiting requests' arrival times, oldest first
     (see the module's docstring)."""
     drop = 0
-    while drop < len(arrivals_s) and now_s + latency(1) > arrivals_s[drop] + slo_s:
+    while drop < len(arrivals_s):
+        batch = min(len(arrivals_s) - drop, max_batch)
+        if now_s + latency(batch) <= arrivals_s[drop] + slo_s:
+            return Decision(run=batch, drop=drop)
         drop += 1
-    # A full batch is what a backlog runs: its oldest requests that would miss in it go,
-    # leaving their places to requests that can make it.
-    while (
-        len(arrivals_s) - drop >= max_batch
-        and now_s + latency(max_batch) > arrivals_s[drop] + slo_s
-    ):
-        drop += 1
-    waiting = len(arrivals_s) - drop
-    if waiting == 0:
-        return Decision(run=0, drop=drop)
-    batch = min(waiting, max_batch)
-    deadline = arrivals_s[drop] + slo_s
-    if batch < max_batch:
-        # no backlog: a batch the oldest can still make in time
-        while batch > 1 and now_s + latency(batch) > deadline:
-            batch -= 1
-    return Decision(run=batch, drop=drop)
+    return Decision(run=0, drop=drop)
 
 
 def fixed(now_s: float, arrivals_s: Sequence[float], max_batch: int, timeout_s: float) -> Decision:

@@ -2,7 +2,9 @@
 
 A session is a model served at a request rate under a latency SLO. Its latency profile
 ℓ(b) (`lightspeed serve-profile`) is read at its p99, interpolated linearly between the
-batch sizes timed (and beyond the largest, along its last two). The plan:
+batch sizes timed (and beyond the largest, along its last two), and never above a
+larger batch's: a batch runs padded to the larger size when that is faster
+(`padded_batch`). The plan:
 
 - **Saturated GPUs.** A GPU serving one session runs its batches back to back; a
   request may wait a whole batch's run for its own to start, then its batch runs, so
@@ -96,7 +98,23 @@ class ServingPlan:
 
 
 def latency_at(profile: LatencyProfile, batch_size: int) -> float:
-    """ℓ(b) at its p99, in seconds, interpolated between the batch sizes timed."""
+    """ℓ(b) at its p99, in seconds, interpolated between the batch sizes timed, and run
+    as `padded_batch` says: never more than a larger batch's."""
+    return _interpolated(profile, padded_batch(profile, batch_size))
+
+
+def padded_batch(profile: LatencyProfile, batch_size: int) -> int:
+    """The batch `batch_size` requests run as: themselves, or padded to a larger batch
+    size timed whose p99 is shorter (a kernel that serves large batches better than
+    small ones, as CPU matrix products below 16 rows: padding then costs nothing)."""
+    best, fastest = batch_size, _interpolated(profile, batch_size)
+    for b in sorted(x.batch_size for x in profile.batches):
+        if b > batch_size and (t := _interpolated(profile, b)) < fastest:
+            best, fastest = b, t
+    return best
+
+
+def _interpolated(profile: LatencyProfile, batch_size: int) -> float:
     points = sorted((b.batch_size, b.p99_s) for b in profile.batches)
     if batch_size <= points[0][0]:
         return points[0][1]

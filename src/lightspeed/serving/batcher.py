@@ -7,8 +7,8 @@ or a fixed batch + timeout. The queue is bounded: a request that finds it full i
 refused at once (429), and one the policy drops is answered 503, both with a
 Retry-After, so a client under overload learns at once rather than by timing out.
 
-ℓ(b) is the latency profile's p99 (as the plan reads it; never more than a larger
-batch's), scaled by how much slower than profiled the batches run here: the median
+ℓ(b) is the latency profile's p99 as the plan reads it (a batch padded to a larger size
+where that runs faster), scaled by how much slower than profiled the batches run here: the median
 ratio of the last batches' measured run to the profile's median at their size. A host
 busier than when it was profiled (or one whose server takes a share of the model's CPU)
 is then planned for. Deadlines are the SLO less a margin (`margin_s`) kept for what the
@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from lightspeed.facts.serving import LatencyProfile
 from lightspeed.predict.batching import Decision, fixed, slo_aware
-from lightspeed.predict.serving import latency_at
+from lightspeed.predict.serving import latency_at, padded_batch
 
 # Batches whose measured run rescales ℓ(b): enough to be steady, few enough to follow a
 # change of load within seconds; and the fewest before it does, so one slow batch (a
@@ -50,16 +50,19 @@ class LatencyModel:
         self._medians = {b.batch_size: b.median_s for b in profile.batches}
         self._ratios: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self._profiled: dict[int, float] = {}  # ℓ(b) before scaling, as asked for
+        self._padded: dict[int, int] = {}
         self._scale = 1.0
 
     def __call__(self, batch_size: int) -> float:
         if batch_size not in self._profiled:
-            # A batch is never slower than a larger one; a timing caught by a busy moment
-            # at one size must not make a smaller batch look slower than a larger.
-            larger = (s for s in self._medians if s > batch_size)
-            best = min((latency_at(self.profile, s) for s in larger), default=math.inf)
-            self._profiled[batch_size] = min(latency_at(self.profile, batch_size), best)
+            self._profiled[batch_size] = latency_at(self.profile, batch_size)
         return self._profiled[batch_size] * self.scale
+
+    def padded(self, batch_size: int) -> int:
+        """The batch size `batch_size` requests run as (`predict.serving.padded_batch`)."""
+        if batch_size not in self._padded:
+            self._padded[batch_size] = padded_batch(self.profile, batch_size)
+        return self._padded[batch_size]
 
     @property
     def scale(self) -> float:
@@ -68,8 +71,8 @@ class LatencyModel:
         return self._scale
 
     def observe(self, batch_size: int, seconds: float) -> None:
-        """A batch of `batch_size` ran in `seconds`."""
-        profiled = self._median(batch_size)
+        """A batch of `batch_size` requests ran in `seconds` (padded as `padded` says)."""
+        profiled = self._median(self.padded(batch_size))
         if profiled > 0:
             low, high = RATIO_BOUNDS
             self._ratios.append(min(max(seconds / profiled, low), high))
@@ -133,7 +136,8 @@ class Batcher:
     """Queues samples and runs them through `run` (one batch at a time, in a thread of
     its own) as the policy decides: SLO-aware when `timeout_s` is None (deadlines
     `slo_s` − `margin_s` after arrival), else a fixed `max_batch` + `timeout_s`.
-    `max_queue` bounds the requests waiting."""
+    `max_queue` bounds the requests waiting; a batch of n runs as `pad(n)` samples.
+    `thread_setup` runs first on the model's thread."""
 
     def __init__(
         self,
@@ -145,10 +149,13 @@ class Batcher:
         max_queue: int,
         margin_s: float = 0.0,
         timeout_s: float | None = None,
+        pad: Callable[[int], int] = lambda n: n,
+        thread_setup: Callable[[], None] | None = None,
         events: Events | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._run = run
+        self._pad = pad
         self.latency = latency
         self.slo_s = slo_s
         self.margin_s = margin_s
@@ -161,7 +168,9 @@ class Batcher:
         self._wakeup = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, "lightspeed-model")
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            1, "lightspeed-model", initializer=thread_setup
+        )
         self.running = 0  # requests in the batch running now
         self._last_run_s = clock()
 
@@ -240,10 +249,11 @@ class Batcher:
         loop = asyncio.get_running_loop()
         self.running = len(batch)
         start = self._clock()
+        samples = [w.sample for w in batch]
+        # padded with copies of the last to the size that runs fastest
+        samples += samples[-1:] * (self._pad(len(batch)) - len(batch))
         try:
-            outputs = await loop.run_in_executor(
-                self._executor, self._run, [w.sample for w in batch]
-            )
+            outputs = await loop.run_in_executor(self._executor, self._run, samples)
         except Exception as exc:
             for w in batch:
                 _settle(w.future, Failed(str(exc).splitlines()[0] if str(exc) else repr(exc)))
@@ -255,7 +265,7 @@ class Batcher:
             self.latency.observe(len(batch), end - start)
         if self._events:
             self._events.ran(len(batch), end - start)
-        for w, output in zip(batch, outputs, strict=True):
+        for w, output in zip(batch, outputs, strict=False):
             answer = Answer(
                 output=output,
                 batch_size=len(batch),

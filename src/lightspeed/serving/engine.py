@@ -43,8 +43,15 @@ class Engine:
         with guard(workload, "building the model"):
             self.model = workload.model().to(device=self.device, dtype=self._stored).eval()
         self._forward = forward_of(workload)
+        self.threads = torch.get_num_threads()
         self._templates: dict[int, Any] = {}
         self.schema = Schema(tuple(self._input_leaves()))
+
+    def thread_setup(self) -> None:
+        """Run `run` on as many threads as torch had when the engine was built: a new
+        thread's OpenMP team starts at every core, whatever `torch.set_num_threads` told
+        the thread that made the engine."""
+        torch.set_num_threads(self.threads)
 
     def template(self, n: int) -> Any:
         """The workload's own batch of `n` on the device (kept: labels come from it)."""

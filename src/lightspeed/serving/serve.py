@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,8 @@ from lightspeed.workload.targets import load_target
 # The share of the SLO kept by default for what the batcher does not see: request
 # parsing, answering, the network and the event loop's delays (a few ms on a busy host).
 MARGIN = 0.1
+# How long a thread may keep the GIL while another waits for it (Python's default: 5 ms).
+SWITCH_INTERVAL_S = 2e-4
 # The largest batch timed at start when the SLO would allow more.
 MAX_PROFILED_BATCH = 256
 
@@ -82,14 +85,17 @@ class Prepared:
 
     def batcher(self, events: Events | None = None) -> Batcher:
         """A batcher over the engine (made on the event loop that will run it)."""
+        latency = LatencyModel(self.profile)
         return Batcher(
             self.engine.run,
-            LatencyModel(self.profile),
+            latency,
             slo_s=self.settings.slo_s,
             max_batch=self.max_batch,
             max_queue=self.max_queue,
             margin_s=self.settings.slo_s - self.settings.within_s,
             timeout_s=self.settings.timeout_s,
+            pad=latency.padded,
+            thread_setup=self.engine.thread_setup,
             events=events,
         )
 
@@ -241,6 +247,10 @@ def serve(
         server_header=False,
     )
     server = uvicorn.Server(config)
+    # The model's thread takes the GIL back after each op; the event loop's thread holds
+    # it while it reads requests, and by default keeps it up to 5 ms before it must let
+    # go: a forward of a few dozen ops would wait that long many times over.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
 
     async def main() -> None:
         task = asyncio.ensure_future(server.serve())
