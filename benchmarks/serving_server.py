@@ -1,7 +1,8 @@
 """`lightspeed serve` measured for real, over loopback HTTP, by `lightspeed loadgen`:
 
-1. ℓ(b) (`serve-profile`, one thread) and the plan: b*, the largest batch with
-   2·ℓ(b) ≤ SLO − margin, and the rate one replica takes at it (`predict.serving.plan`).
+1. The plan each server makes from ℓ(b) timed at its start (one thread): b*, the
+   largest batch with 2·ℓ(b) ≤ SLO − margin, and the rate one replica takes at it
+   (`predict.serving.replica_rate`).
 2. The highest rate with ≥ 99 % of requests within the SLO (`loadgen --find-max-rate`):
    the SLO-aware server, and batch-1 serving (`--max-batch 1`).
 3. Goodput at a low and a high offered rate: the SLO-aware server against LitServe's
@@ -50,20 +51,12 @@ def lightspeed(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
 
 
 @contextlib.contextmanager
-def lightspeed_server(model: str, slo_ms: float, profile: Path, *extra: str) -> Iterator[str]:
+def lightspeed_server(
+    model: str, slo_ms: float, profile: Path | None, *extra: str
+) -> Iterator[str]:
+    timing = ["--profile", str(profile)] if profile else ["--budget", "0.5"]
     process = subprocess.Popen(
-        [
-            *LIGHTSPEED,
-            "serve",
-            model,
-            "--slo",
-            f"{slo_ms}ms",
-            "--port",
-            "0",
-            "--profile",
-            str(profile),
-            *extra,
-        ],
+        [*LIGHTSPEED, "serve", model, "--slo", f"{slo_ms}ms", "--port", "0", *timing, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -145,20 +138,6 @@ def loadgen(
     return json.loads(out.read_text())["load"]
 
 
-def plan_for(profile: Path, slo_ms: float, margin: float) -> tuple[int, float, float]:
-    """b*, the rate one replica takes at it (req/s), and ℓ(b*) (s), from the profile."""
-    from lightspeed.predict.serving import Session, largest_batch, latency_at, plan
-    from lightspeed.workflows.serve_plan import read_latency
-
-    latency = read_latency(profile)
-    within = slo_ms / 1e3 * (1 - margin)
-    best = largest_batch(latency, within)
-    assert best is not None, "even batch 1 misses the SLO"
-    served = plan([Session(name="m", latency=latency, rate_per_s=1e6, slo_s=within)])
-    rate = served.gpus[0].shares[0].rate_per_s
-    return best, rate, latency_at(latency, best)
-
-
 def rss_sampler(url: str, samples: list[float], stop: threading.Event) -> None:
     while not stop.is_set():
         with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/metrics") as r:
@@ -183,8 +162,6 @@ def main() -> None:
     parser.add_argument("--model", default=f"{ROOT / 'benchmarks' / 'serving_models.py'}:wide")
     parser.add_argument("--slo-ms", type=float, default=100.0)
     parser.add_argument("--duration", type=float, default=10.0, help="seconds a run")
-    parser.add_argument("--profile-budget", type=float, default=2.0)
-    parser.add_argument("--batch-sizes", default="1,2,4,8,12,16,24,32,48,64")
     parser.add_argument("--overload", type=float, default=30.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--skip", default="", help="steps to skip: comma-separated of 2,3,4,5")
@@ -196,56 +173,36 @@ def main() -> None:
     slo = args.slo_ms
     results: dict[str, Any] = {"machine": platform.processor() or platform.machine()}
 
-    profile = out / "profile.json"
-    if not profile.exists():
-        lightspeed(
-            "serve-profile",
-            args.model,
-            "--threads",
-            "1",
-            "--batch-sizes",
-            args.batch_sizes,
-            "--budget",
-            str(args.profile_budget),
-            "--json",
-            str(profile),
-            timeout=3600,
-        )
+    # Every server times ℓ(b) at start and plans from it (the host drifts by more than
+    # a fifth between minutes: a profile saved earlier would plan for another machine).
     from lightspeed.serving.serve import MARGIN
 
-    best, predicted, top = plan_for(profile, slo, MARGIN)
+    body = out / "request.json"
+    with lightspeed_server(args.model, slo, None) as url:
+        with urllib.request.urlopen(f"{url}/sample") as r:
+            body.write_bytes(r.read())
+        with urllib.request.urlopen(url) as r:
+            info = json.loads(r.read())
+    best = info["max_batch"]
+    top = info["latency_ms"][str(best)] / 1e3
     timeout_s = max(0.0, slo / 1e3 * (1 - MARGIN) - 2 * top)
-    from lightspeed.workflows.serve_plan import read_latency
-
-    one = read_latency(profile).at(1)
-    assert one is not None
-    results["plan"] = {
-        "b_star": best,
-        "rate_per_s": predicted,
-        "latency_b_star_s": top,
-        "batch_timeout_s": timeout_s,
-        "l1_median_s": one.median_s,
-    }
+    results["plan"] = {**info, "batch_timeout_s": timeout_s}
     print(
-        f"plan: b* = {best} (ℓ p99 {top * 1e3:.1f} ms), one replica {predicted:.0f} req/s,"
-        f" fixed knobs: batch {best}, timeout {timeout_s * 1e3:.1f} ms;"
-        f" ℓ(1) median {one.median_s * 1e3:.1f} ms",
+        f"plan: b* = {best} (ℓ p99 {top * 1e3:.1f} ms), one replica"
+        f" {info['planned_rate_per_s']:.0f} req/s; fixed knobs: batch {best}, timeout"
+        f" {timeout_s * 1e3:.1f} ms; ℓ(1) p99 {info['latency_ms']['1']:.1f} ms",
         flush=True,
     )
 
-    body = out / "request.json"
-    with (
-        lightspeed_server(args.model, slo, profile) as url,
-        urllib.request.urlopen(f"{url}/sample") as r,
-    ):
-        body.write_bytes(r.read())
-
     if "2" not in skip:
-        for name, extra, guess in (
-            ("slo-aware", (), predicted),
-            ("batch-1", ("--max-batch", "1"), 0.5 / one.median_s),
-        ):
-            with lightspeed_server(args.model, slo, profile, *extra) as url:
+        # Each server times ℓ(b) at start and plans from it, so the plan is made on the
+        # host as it is now (it drifts by more than a fifth between minutes).
+        for name, extra in (("slo-aware", ()), ("batch-1", ("--max-batch", "1"))):
+            with lightspeed_server(args.model, slo, None, *extra) as url:
+                with urllib.request.urlopen(url) as r:
+                    info = json.loads(r.read())
+                planned = info["planned_rate_per_s"]
+                guess = planned or 0.5e3 / info["latency_ms"]["1"]
                 load = loadgen(
                     url,
                     slo,
@@ -257,21 +214,24 @@ def main() -> None:
                 )
             found = load["max_rate"]
             results[f"max_rate_{name}"] = found["rate_per_s"]
+            results[f"planned_{name}"] = planned
             print(
                 f"{name}: highest rate with ≥ 99 % within {slo:g} ms:"
                 f" {found['rate_per_s']} req/s (lower bound"
-                f" {found['lower_bound']}, {len(found['probes'])} probes)",
+                f" {found['lower_bound']}, {len(found['probes'])} probes); planned"
+                f" {planned}; batches up to {info['max_batch']}",
                 flush=True,
             )
         aware, single = results["max_rate_slo-aware"], results["max_rate_batch-1"]
+        planned = results["planned_slo-aware"]
         if aware and single:
             print(
-                f"SLO-aware / batch-1: {aware / single:.2f}×; measured / plan:"
-                f" {aware / predicted:.3f}",
+                f"SLO-aware / batch-1: {aware / single:.2f}×; measured / planned:"
+                f" {aware / planned:.3f}",
                 flush=True,
             )
 
-    high_rate = results.get("max_rate_slo-aware") or predicted
+    high_rate = results.get("max_rate_slo-aware") or info["planned_rate_per_s"]
     rates = {"low": 0.25 * high_rate, "high": 0.9 * high_rate}
     if "3" not in skip and LITSERVE.exists():
         grid = sorted(
@@ -281,7 +241,7 @@ def main() -> None:
         goodput: dict[str, dict[str, list[float]]] = {}
         for rnd in range(args.rounds):
             for label, rate in rates.items():
-                with lightspeed_server(args.model, slo, profile) as url:
+                with lightspeed_server(args.model, slo, None) as url:
                     load = loadgen(
                         url, slo, rate, args.duration, out / f"aware-{label}-{rnd}.json", body
                     )
@@ -320,7 +280,7 @@ def main() -> None:
     if "4" not in skip:
         samples: list[float] = []
         stop = threading.Event()
-        with lightspeed_server(args.model, slo, profile) as url:
+        with lightspeed_server(args.model, slo, None) as url:
             sampler = threading.Thread(target=rss_sampler, args=(url, samples, stop))
             sampler.start()
             load = loadgen(url, slo, 2 * high_rate, args.overload, out / "overload.json", body)
@@ -347,8 +307,8 @@ def main() -> None:
                 f"{slo}ms",
                 "--port",
                 "0",
-                "--profile",
-                str(profile),
+                "--budget",
+                "0.5",
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -139,19 +139,28 @@ def largest_batch(profile: LatencyProfile, slo_s: float) -> int | None:
 _Residual = tuple[Session, float, float]
 
 
+def replica_rate(latency: LatencyProfile, slo_s: float) -> float | None:
+    """Requests a second one GPU serves of a model within `slo_s`: at its largest batch
+    b* (2·ℓ(b*) ≤ SLO), the rate whose arrivals during one batch's run reach b* only 1 %
+    of the time; None if not even one request makes the SLO."""
+    best = largest_batch(latency, slo_s)
+    if best is None:
+        return None
+    # λ + Z·√λ = b*: √λ = (−Z + √(Z² + 4·b*)) / 2
+    arrivals = ((math.sqrt(Z_99**2 + 4 * best) - Z_99) / 2) ** 2
+    return arrivals / latency_at(latency, best)
+
+
 def plan(sessions: Sequence[Session]) -> ServingPlan:
     """The GPUs `sessions` need and what each runs (see the module's docstring)."""
     gpus: list[GpuPlan] = []
     residual: list[tuple[Session, float]] = []
     unservable = []
     for s in sessions:
-        best = largest_batch(s.latency, s.slo_s)
-        if best is None:
+        per_gpu = replica_rate(s.latency, s.slo_s)
+        if per_gpu is None:
             unservable.append(s.name)
             continue
-        # λ + Z·√λ = b*: √λ = (−Z + √(Z² + 4·b*)) / 2
-        arrivals = ((math.sqrt(Z_99**2 + 4 * best) - Z_99) / 2) ** 2
-        per_gpu = arrivals / latency_at(s.latency, best)
         full = int(s.rate_per_s // per_gpu)
         gpus += [_saturated(s, per_gpu)] * full
         left = s.rate_per_s - full * per_gpu

@@ -1,8 +1,8 @@
 """`lightspeed serve TARGET --slo 50ms`: the model behind HTTP with an SLO-aware batcher;
 and the same model and batcher in process, for `lightspeed loadgen TARGET`.
 
-Before serving, ℓ(b) is timed (batch sizes 1, 2, 4, … until twice a batch's p99 passes
-the SLO) unless a saved `serve-profile` result is given. The batch limit is then the
+Before serving, ℓ(b) is timed (batch sizes 1, 2, 4, … until a batch's p99 passes the
+SLO less its margin) unless a saved `serve-profile` result is given. The batch limit is then the
 plan's: the largest batch with 2·ℓ(b) ≤ SLO (a request may wait one batch's run, then
 run in the next), unless `--max-batch` says otherwise. The queue holds what twice that
 batch serves in an SLO.
@@ -24,7 +24,7 @@ from lightspeed.facts.serving import BatchLatency, LatencyProfile
 from lightspeed.hardware.catalog import Hardware
 from lightspeed.hardware.resolve import resolve_hardware
 from lightspeed.measure.step import StepSettings
-from lightspeed.predict.serving import largest_batch, latency_at
+from lightspeed.predict.serving import largest_batch, latency_at, replica_rate
 from lightspeed.serving.batcher import Batcher, Events, LatencyModel
 from lightspeed.serving.codec import request_body
 from lightspeed.serving.engine import Engine
@@ -106,17 +106,30 @@ class Prepared:
         sizes = {b.batch_size for b in self.profile.batches if b.batch_size <= self.max_batch}
         return tuple(sorted(sizes | {self.max_batch}))
 
+    @property
+    def predicted_rate_per_s(self) -> float | None:
+        """The rate the plan expects this server to take within the SLO (less the
+        margin) at its batch limit (`predict.serving.replica_rate`); None for a fixed
+        policy or a batch limit other than the plan's."""
+        if self.settings.timeout_s is not None or self.settings.max_batch is not None:
+            return None
+        return replica_rate(self.profile, self.settings.within_s)
+
     def describe(self) -> str:
-        """The plan in one line: the policy, batch limit and ℓ at it, queue bound."""
+        """The plan in one line: the policy, batch limit and ℓ at it, queue bound, and
+        the rate it expects to take."""
         policy = (
             "SLO-aware"
             if self.settings.timeout_s is None
             else f"fixed: batch {self.max_batch} or {self.settings.timeout_s * 1e3:g} ms"
         )
         top = latency_at(self.profile, self.max_batch)
+        rate = self.predicted_rate_per_s
+        expects = "" if rate is None else f", planned for up to {rate:.0f} requests/s"
         return (
             f"SLO {self.settings.slo_s * 1e3:g} ms, {policy}, batches up to {self.max_batch}"
             f" (ℓ({self.max_batch}) p99 {top * 1e3:.3g} ms), queue ≤ {self.max_queue}"
+            f"{expects}"
         )
 
 
@@ -177,7 +190,9 @@ def _time_latency(
         )
         batches += one.batches
         profile = dataclasses.replace(one, batches=tuple(batches))
-        if 2 * one.batches[0].p99_s > settings.within_s or (
+        # one size past the plan's limit: a larger batch may still run faster than a
+        # smaller one (and be what a smaller one is padded to)
+        if one.batches[0].p99_s > settings.within_s or (
             settings.max_batch is not None and size >= settings.max_batch
         ):
             break
@@ -213,6 +228,7 @@ def service_of(
             "policy": "slo-aware" if prepared.settings.timeout_s is None else "fixed",
             "max_batch": prepared.max_batch,
             "max_queue": prepared.max_queue,
+            "planned_rate_per_s": prepared.predicted_rate_per_s,
             "batch_timeout_ms": None
             if prepared.settings.timeout_s is None
             else prepared.settings.timeout_s * 1e3,
