@@ -84,3 +84,12 @@ def test_outputs_are_split_by_sample_and_shared_parts_given_whole() -> None:
     assert [r["logits"].tolist() for r in split] == [[0, 1], [2, 3], [4, 5]]
     assert all(r["loss"] == 1.5 for r in split)
     assert [r[1].tolist() for r in rows((logits, logits * 2), 3)] == [[0, 2], [4, 6], [8, 10]]
+
+
+def test_a_missing_serve_extra_is_one_line_with_the_fix() -> None:
+    from lightspeed.errors import ConfigError
+    from lightspeed.serving import require
+
+    require("json")
+    with pytest.raises(ConfigError, match=r"no_such_module: install the serve extra"):
+        require("json", "no_such_module")

@@ -97,6 +97,9 @@ def loadgen_command(
     )
     settings.schedule(rate)  # refuses a bad --arrivals before anything starts
     if load.is_url(target):
+        from lightspeed.serving import require
+
+        require("aiohttp")
         url = load.endpoint(target)
         load.check_url_allowed(url, allow_remote)
         sent = load.read_body(body) if body else load.sample_body(url, content_type)

@@ -96,6 +96,9 @@ def serve_command(
     import sys
 
     from lightspeed.cli.common import use_threads
+    from lightspeed.serving import require
+
+    require("starlette", "uvicorn", "prometheus_client")
     from lightspeed.serving.serve import ServeSettings, prepare, serve
     from lightspeed.units import parse_duration, parse_size
 
