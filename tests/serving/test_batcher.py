@@ -255,33 +255,3 @@ def test_the_model_thread_runs_on_the_engines_thread_count() -> None:
         return answer.output
 
     assert run(main()) < 1.5  # cores busy on average
-
-
-def test_admission_refuses_what_the_queue_ahead_makes_late() -> None:
-    async def main() -> tuple[bool, bool]:
-        # ℓ(4) = 24 ms, 100 ms SLO: four full batches queued finish after 96 ms
-        batcher = Batcher(Model(), latency, slo_s=0.1, max_batch=4, max_queue=100)
-        for i in range(8):
-            batcher._queue.append(_waiting(i))
-        admitted = _admits(batcher)
-        for i in range(8):
-            batcher._queue.append(_waiting(i))
-        refused = not _admits(batcher)
-        return admitted, refused
-
-    assert run(main()) == (True, True)
-
-
-def _waiting(i: int) -> Any:
-    from lightspeed.serving.batcher import _Waiting
-
-    return _Waiting(time.monotonic(), i, asyncio.get_running_loop().create_future())
-
-
-def _admits(batcher: Batcher) -> bool:
-    try:
-        batcher.admit()
-    except Rejected as exc:
-        assert exc.status == 503
-        return False
-    return True

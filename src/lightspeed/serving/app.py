@@ -155,10 +155,6 @@ def build_app(service: Service, slo_s: float, max_batch: int) -> Starlette:
 
     async def predict(request: Request) -> Response:
         try:
-            state["batcher"].admit()
-        except Rejected as exc:
-            return _error(exc.status, exc.reason, exc.retry_after_s)
-        try:
             body = await _read(request, service.max_body_bytes)
             sample = decode(body, request.headers.get("content-type", ""), service.schema)
         except RequestError as exc:

@@ -1,21 +1,19 @@
 """The batcher of `lightspeed serve`: requests queue, one worker runs them in batches.
 
 Which batch runs when is `predict.batching`'s decision, the same function its event
-simulation runs: SLO-aware (a free worker runs what waits; the oldest that would miss
-their deadline in that batch are dropped first) or a fixed batch + timeout. The queue
-is bounded: a request that finds it full is refused at once (429); one that could not
-be answered in time, given the batch running and those queued, is refused before its
-body is read (503, `admit`), and one the policy drops later is answered 503; all with a
-Retry-After, so a client under overload learns at once rather than by timing out, and
-the refusals cost the server little.
+simulation runs: SLO-aware (requests dispatched when waiting longer would make the
+oldest miss its deadline given ℓ(b); those that can no longer make it dropped at once)
+or a fixed batch + timeout. The queue is bounded: a request that finds it full is
+refused at once (429), and one the policy drops is answered 503, both with a
+Retry-After, so a client under overload learns at once rather than by timing out.
 
 ℓ(b) is the latency profile's p99 as the plan reads it (a batch padded to a larger size
-where that runs faster), scaled by how much slower than profiled the batches run here:
-the 90th percentile of the ratios of the last batches' measured run to the profile's
-median at their size. A host busier than when it was profiled (or one whose server
-takes a share of the model's CPU) is then planned for. Deadlines are the SLO less a
-margin (`margin_s`) kept for what the batcher does not see: reading and answering the
-request, the network, the event loop's delays.
+where that runs faster), scaled by how much slower than profiled the batches run here: the median
+ratio of the last batches' measured run to the profile's median at their size. A host
+busier than when it was profiled (or one whose server takes a share of the model's CPU)
+is then planned for. Deadlines are the SLO less a margin (`margin_s`) kept for what the
+batcher does not see: reading and answering the request, the network, the event loop's
+delays.
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -39,9 +38,6 @@ from lightspeed.predict.serving import latency_at, padded_batch
 # first call's allocations, a page fault) does not rescale everything.
 WINDOW = 32
 MIN_OBSERVED = 5
-# Which of the last ratios the scale is: a high one, as a deadline met on the median
-# batch is missed on every slower one (a busy host's batches vary by a fifth).
-SCALE_QUANTILE = 0.9
 # How far one batch's measured/profiled ratio may move the scale.
 RATIO_BOUNDS = (0.25, 4.0)
 
@@ -70,8 +66,8 @@ class LatencyModel:
 
     @property
     def scale(self) -> float:
-        """Measured over profiled run time, the `SCALE_QUANTILE` of the last batches (1
-        before `MIN_OBSERVED` of them)."""
+        """Measured over profiled run time, the median of the last batches (1 before
+        `MIN_OBSERVED` of them)."""
         return self._scale
 
     def observe(self, batch_size: int, seconds: float) -> None:
@@ -81,8 +77,7 @@ class LatencyModel:
             low, high = RATIO_BOUNDS
             self._ratios.append(min(max(seconds / profiled, low), high))
             if len(self._ratios) >= MIN_OBSERVED:
-                ordered = sorted(self._ratios)
-                self._scale = ordered[int(SCALE_QUANTILE * (len(ordered) - 1))]
+                self._scale = statistics.median(self._ratios)
 
     def _median(self, batch_size: int) -> float:
         if batch_size in self._medians:
@@ -178,7 +173,6 @@ class Batcher:
         )
         self.running = 0  # requests in the batch running now
         self._last_run_s = clock()
-        self._run_started_s = self._last_run_s
 
     @property
     def queued(self) -> int:
@@ -205,22 +199,6 @@ class Batcher:
         if self._task is not None:
             await self._task
         self._executor.shutdown(wait=True)
-
-    def admit(self) -> None:
-        """Raise Rejected (503) now if a request arriving now could not be answered in
-        time: the batch running and the full batches queued before it already take
-        longer than its deadline allows. A server checks this before it reads a request's
-        body, so that under overload the requests it must refuse cost it little."""
-        if self.timeout_s is not None:
-            return
-        ahead, place = divmod(len(self._queue), self.max_batch)  # full batches before it
-        now = self._clock()
-        busy = 0.0
-        if self.running:
-            busy = max(0.0, self._run_started_s + self.latency(self.running) - now)
-        done = busy + ahead * self.latency(self.max_batch) + self.latency(place + 1)
-        if done > self.slo_s - self.margin_s:
-            raise self._reject(503, "it would miss its deadline")
 
     async def submit(self, sample: Any) -> Answer:
         """`sample`'s answer once its batch has run; raises Rejected (refused for load)
@@ -270,7 +248,7 @@ class Batcher:
     async def _run_batch(self, batch: list[_Waiting]) -> None:
         loop = asyncio.get_running_loop()
         self.running = len(batch)
-        start = self._run_started_s = self._clock()
+        start = self._clock()
         samples = [w.sample for w in batch]
         # padded with copies of the last to the size that runs fastest
         samples += samples[-1:] * (self._pad(len(batch)) - len(batch))
