@@ -100,8 +100,10 @@ def loadgen_command(
         from lightspeed.serving import require
 
         require("aiohttp")
+        from lightspeed.serving.loadgen import check_url
+
         url = load.endpoint(target)
-        load.check_url_allowed(url, allow_remote)
+        check_url(url, allow_remote)
         sent = load.read_body(body) if body else load.sample_body(url, content_type)
         run_at = load.http_run(url, sent, content_type, settings)
         described = {"url": url, "in_process": False, **load.server_info(url)}
@@ -122,16 +124,7 @@ def loadgen_command(
             profile=None if profile_path is None else read_latency(profile_path),
         )
         run_at = load.in_process_run(prepared, settings)
-        described = {
-            "url": None,
-            "in_process": True,
-            "model": prepared.engine.workload.name,
-            "policy": "slo-aware" if batch_timeout is None else "fixed",
-            "max_batch": prepared.max_batch,
-            "batch_timeout_ms": None
-            if batch_timeout is None
-            else parse_duration(batch_timeout) * 1e3,
-        }
+        described = {"url": None, "in_process": True, **prepared.info()}
     runs, found = load.drive(run_at, settings)
     report(
         loadtest_document(load.load_data(described, settings, runs, found)),

@@ -27,7 +27,6 @@ from lightspeed.serving.loadgen import (
     Outcome,
     Reply,
     arrival_times,
-    check_url,
     find_max_rate,
     run_http,
     run_open_loop,
@@ -97,13 +96,8 @@ def sample_body(url: str, content_type: str) -> bytes:
         ) from None
 
 
-def check_url_allowed(url: str, allow_remote: bool) -> None:
-    """Refuse `url` unless it is loopback or `allow_remote` (before anything is sent)."""
-    check_url(url, allow_remote)
-
-
 def http_run(url: str, body: bytes, content_type: str, settings: LoadSettings) -> Run:
-    """Runs against `url` (checked by `check_url_allowed` first), one per rate."""
+    """Runs against `url` (checked by `loadgen.check_url` first), one per rate."""
 
     async def run_at(rate: float) -> LoadResult:
         return await run_http(

@@ -99,6 +99,22 @@ class Prepared:
             events=events,
         )
 
+    def info(self) -> dict[str, Any]:
+        """What the server says of itself (`GET /`) and a load test records: the model,
+        its inputs, the SLO, the policy, batch and queue limits, the planned rate."""
+        timeout = self.settings.timeout_s
+        return {
+            "model": self.engine.workload.name,
+            "target": self.engine.workload.target,
+            "inputs": self.engine.schema.describe(),
+            "slo_ms": self.settings.slo_s * 1e3,
+            "policy": "slo-aware" if timeout is None else "fixed",
+            "max_batch": self.max_batch,
+            "max_queue": self.max_queue,
+            "planned_rate_per_s": self.predicted_rate_per_s,
+            "batch_timeout_ms": None if timeout is None else timeout * 1e3,
+        }
+
     @property
     def warm_up_sizes(self) -> tuple[int, ...]:
         """The batch sizes to run once before serving: those profiled up to the limit,
@@ -220,19 +236,7 @@ def service_of(
         make_batcher=prepared.batcher,
         on_stop=on_stop,
         warm_up_sizes=prepared.warm_up_sizes,
-        info={
-            "model": engine.workload.name,
-            "target": engine.workload.target,
-            "inputs": engine.schema.describe(),
-            "slo_ms": prepared.settings.slo_s * 1e3,
-            "policy": "slo-aware" if prepared.settings.timeout_s is None else "fixed",
-            "max_batch": prepared.max_batch,
-            "max_queue": prepared.max_queue,
-            "planned_rate_per_s": prepared.predicted_rate_per_s,
-            "batch_timeout_ms": None
-            if prepared.settings.timeout_s is None
-            else prepared.settings.timeout_s * 1e3,
-        },
+        info=prepared.info(),
     )
 
 
