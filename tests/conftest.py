@@ -70,11 +70,18 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> RunCli:
     from lightspeed.cli import main
 
     def run(*args: str) -> tuple[int, str, str]:
+        import torch
+
+        # `--threads` (loadgen's default: 1) sets the process's torch threads, as it
+        # should for a command that ends with its process; this one goes on to later tests.
+        threads = torch.get_num_threads()
         try:
             main(list(args))
             code = 0
         except SystemExit as exit_:
             code = int(exit_.code or 0)
+        finally:
+            torch.set_num_threads(threads)
         out, err = capsys.readouterr()
         return code, out, err
 
