@@ -43,75 +43,17 @@ from typing import Any
 
 import litserve as ls
 
-LABEL_KEYS = frozenset({"labels", "label", "targets", "target", "y"})
 
-
-def _input_keys(batch: Any, reads: Any = None) -> list[Any]:
-    """Where a request's inputs go in the workload's batch: None (the batch is the
-    tensor), 0 (a tuple's or list's first element) or a dict's non-label tensor keys; for
-    a workload with its own forward, `reads(key)` says which of the batch's tensors its
-    output depends on (as lightspeed's server finds them)."""
-    import torch
-
-    if isinstance(batch, torch.Tensor):
-        return [None]
-    if isinstance(batch, Mapping):
-        keys = [k for k, v in batch.items() if isinstance(v, torch.Tensor)]
-    elif isinstance(batch, (tuple, list)):
-        keys = [i for i, v in enumerate(batch) if isinstance(v, torch.Tensor)]
-        if reads is None:  # a model called on its inputs: the tuple's first element
-            keys = [0] if keys and keys[0] == 0 else []
-    else:
-        keys = []
-    keys = [k for k in keys if k not in LABEL_KEYS]
-    if reads is not None:
-        keys = [k for k in keys if reads(k)]
-    if not keys:
-        raise SystemExit(
-            f"app.py: no input tensor found in the workload's batch ({type(batch).__name__}):"
-            " a request would have nothing to carry."
-        )
-    return keys
-
-
-def _same(a: Any, b: Any) -> bool:
-    import torch
-
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and bool(torch.equal(a, b))
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
-
-
-def _prober(model: Any, forward: Any, batch: Any) -> Any:
-    """reads(key): whether changing the batch's tensor at `key` changes the output."""
-    import torch
-
-    def reads(key: Any) -> bool:
-        tensor = _get(batch, key)
-        if tensor.is_floating_point():
-            changed = tensor + 1.0
-        else:  # other valid ids: one less, or one more where 0
-            changed = torch.where(tensor > 0, tensor - 1, tensor + 1)
-        with torch.inference_mode():
-            return not _same(forward(model, batch), forward(model, _replace(batch, key, changed)))
-
-    return reads
-
-
-def _served(workload: Any, device: str = "cpu") -> tuple[Any, Any, Any, list[Any]]:
-    """The workload's model (eval, on `device`), inference call, batch of 1 and input
-    keys."""
+def _served(workload: Any, device: str = "cpu") -> tuple[Any, Any, list[Any]]:
+    """lightspeed's own engine for the workload (the model in eval, its inference call,
+    its batches) and where a request's inputs go in the workload's batch: the same
+    tensors lightspeed's server reads from a request."""
+    from lightspeed.facts.device import Device
+    from lightspeed.serving.engine import Engine
     from lightspeed.workload.inference import forward_of
 
-    model = workload.model().to(device).eval()
-    forward = forward_of(workload)
-    one = _to(workload.batch(1), device)
-    reads = _prober(model, forward, one) if workload.forward is not None else None
-    return model, forward, one, _input_keys(one, reads)
+    engine = Engine(workload, Device.parse(device))
+    return engine, forward_of(workload), [leaf.key for leaf in engine.schema.leaves]
 
 
 def _get(batch: Any, key: Any) -> Any:
@@ -162,21 +104,14 @@ class LightspeedAPI(ls.LitAPI):
         from lightspeed.workload.targets import load_target
 
         torch.set_num_threads(self.threads)
-        self.workload = load_target(self.target)
         self.device_name = device
-        self.model, self.forward, one, self.keys = _served(self.workload, device)
-        self.templates: dict[int, Any] = {1: one}
+        self.engine, self.forward, self.keys = _served(load_target(self.target), device)
+        self.model = self.engine.model
+        one = self.engine.template(1)
         self.shapes = {k: tuple(_get(one, k).shape[1:]) for k in self.keys}
         self.dtypes = {k: _get(one, k).dtype for k in self.keys}
         with torch.inference_mode():  # warm up: the first call pays for allocations
             self.forward(self.model, one)
-
-    def template(self, n: int) -> Any:
-        """The workload's own batch of `n` (kept: labels and any other tensor come
-        from it)."""
-        if n not in self.templates:
-            self.templates[n] = _to(self.workload.batch(n), self.device_name)
-        return self.templates[n]
 
     # No annotations on decode_request's `request` or encode_response's return: LitServe
     # reads them as the endpoint's FastAPI request and response types.
@@ -213,7 +148,7 @@ class LightspeedAPI(ls.LitAPI):
     def batch(self, inputs: list[dict[Any, Any]]) -> Any:
         import torch
 
-        batch = self.template(len(inputs))
+        batch = self.engine.template(len(inputs))
         for key in self.keys:
             stacked = torch.stack([sample[key] for sample in inputs]).to(self.device_name)
             batch = _replace(batch, key, stacked)
@@ -244,24 +179,13 @@ class UnbatchedAPI(LightspeedAPI):
         return super().predict(self.batch([x]))[0]
 
 
-def _to(batch: Any, device: str) -> Any:
-    import torch
-
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device)
-    if isinstance(batch, Mapping):
-        return {k: _to(v, device) for k, v in batch.items()}
-    if isinstance(batch, (tuple, list)) and not hasattr(batch, "_fields"):
-        return type(batch)(_to(v, device) for v in batch)
-    return batch
-
-
 def request_body(target: str) -> str:
     """A valid request: the inputs of the workload's `batch(1)`, as JSON; a bare nested
     list where the model takes one input."""
     from lightspeed.workload.targets import load_target
 
-    _, _, one, keys = _served(load_target(target))
+    engine, _, keys = _served(load_target(target))
+    one = engine.template(1)
     if len(keys) == 1:
         return json.dumps({"inputs": _get(one, keys[0]).tolist()})
     return json.dumps({"inputs": {str(k): _get(one, k).tolist() for k in keys}})

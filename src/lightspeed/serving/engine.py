@@ -22,7 +22,7 @@ from lightspeed.errors import WorkloadError
 from lightspeed.facts.device import Device
 from lightspeed.measure.device import require, torch_dtype
 from lightspeed.measure.step import guard, to_device
-from lightspeed.serving.codec import Leaf, Sample, Schema
+from lightspeed.serving.codec import Leaf, Sample, Schema, rows
 from lightspeed.workload.inference import LABEL_KEYS, forward_of, inputs_of
 from lightspeed.workload.workload import Workload
 
@@ -64,12 +64,11 @@ class Engine:
         """Sample `index` of the workload's batch, as a request carries it: a valid
         input to send."""
         batch = self.template(index + 1)
-        return {
-            leaf.name: _leaf(batch, leaf.key)[index].to("cpu", torch.float32).numpy()
-            if _leaf(batch, leaf.key).is_floating_point()
-            else _leaf(batch, leaf.key)[index].cpu().numpy()
-            for leaf in self.schema.leaves
-        }
+        sample = {}
+        for leaf in self.schema.leaves:
+            row = _leaf(batch, leaf.key)[index].cpu()
+            sample[leaf.name] = (row.float() if row.is_floating_point() else row).numpy()
+        return sample
 
     def run(self, samples: Sequence[Sample]) -> list[Any]:
         """The model on `samples` as one batch: each sample's output, NumPy arrays in the
@@ -79,10 +78,7 @@ class Engine:
         for leaf in self.schema.leaves:
             stacked = torch.from_numpy(np.stack([s[leaf.name] for s in samples]))
             batch = _replace(batch, leaf.key, to_device(stacked, self.device, self._stored))
-        output = self._call(batch)
-        from lightspeed.serving.codec import rows
-
-        return rows(_to_numpy(output), n)
+        return rows(_to_numpy(self._call(batch)), n)
 
     def _call(self, batch: Any) -> Any:
         with guard(self.workload, "the forward"), torch.inference_mode(), self._autocast():

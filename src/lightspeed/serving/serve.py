@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import math
 import sys
 from collections.abc import Callable
@@ -122,7 +123,7 @@ class Prepared:
         sizes = {b.batch_size for b in self.profile.batches if b.batch_size <= self.max_batch}
         return tuple(sorted(sizes | {self.max_batch}))
 
-    @property
+    @functools.cached_property
     def predicted_rate_per_s(self) -> float | None:
         """The rate the plan expects this server to take within the SLO (less the
         margin) at its batch limit (`predict.serving.replica_rate`); None for a fixed
@@ -167,7 +168,7 @@ def prepare(
     if profile is None:
         # the hardware (for the local CPU, a calibration) only places ℓ(b) timed here
         hw = resolve_hardware(hardware, run.device)
-        profile = _time_latency(workload, settings, run, hw, progress)
+        profile = _time_latency(engine, settings, run, hw, progress)
     best = largest_batch(profile, settings.within_s)
     if best is None:
         one = latency_at(profile, 1)
@@ -177,7 +178,7 @@ def prepare(
             " give a larger --slo."
         )
     max_batch = settings.max_batch or best
-    top = latency_at(profile, max_batch) * 1.0
+    top = latency_at(profile, max_batch)
     max_queue = settings.max_queue or 2 * max_batch * max(1, math.ceil(settings.slo_s / top))
     return Prepared(
         engine=engine,
@@ -189,7 +190,11 @@ def prepare(
 
 
 def _time_latency(
-    workload: Any, settings: ServeSettings, run: Any, hw: Hardware, progress: Callable[[str], None]
+    engine: Engine,
+    settings: ServeSettings,
+    run: StepSettings,
+    hw: Hardware,
+    progress: Callable[[str], None],
 ) -> LatencyProfile:
     batches: list[BatchLatency] = []
     profile: LatencyProfile | None = None
@@ -197,12 +202,13 @@ def _time_latency(
     while size <= MAX_PROFILED_BATCH:
         progress(f"timing the forward at batch {size}")
         one = latency_by_batch(
-            workload,
+            engine.workload,
             (size,),
             hardware=hw,
             device=run.device,
             dtype=run.dtype,
             budget_s=settings.budget_s,
+            model=engine.model,  # built once, not at every size
         )
         batches += one.batches
         profile = dataclasses.replace(one, batches=tuple(batches))

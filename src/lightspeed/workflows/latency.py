@@ -64,19 +64,22 @@ def latency_by_batch(
     dtype: StepDtype = StepDtype.FP32,
     budget_s: float = 1.0,
     clock: Callable[[], float] = time.perf_counter,
+    model: torch.nn.Module | None = None,
 ) -> LatencyProfile:
     """`workload`'s inference latency at each of `batch_sizes` (see the module's
     docstring), spending about `budget_s` seconds timing each, on `device` in `dtype`
     (autocast for a mixed one, the model and batch cast for a pure one), placed on
-    `hardware`'s roofline."""
+    `hardware`'s roofline. `model`: the workload's model already built, on the device
+    in the stored dtype and in eval mode (None: built here)."""
     if not batch_sizes:
         raise ConfigError("--batch-sizes: give at least one batch size.")
     if not budget_s > 0:
         raise ConfigError(f"--budget {budget_s} must be a positive number of seconds.")
     target = require(device)
     stored = torch_dtype(dtype.stored)
-    with guard(workload, "building the model"):
-        model = workload.model().to(device=target, dtype=stored).eval()
+    if model is None:
+        with guard(workload, "building the model"):
+            model = workload.model().to(device=target, dtype=stored).eval()
     forward = forward_of(workload)
     sync = synchronizer(device)
     batches = []
