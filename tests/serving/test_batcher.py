@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lightspeed.serving.batcher import Answer, Batcher, Failed, Rejected
+from lightspeed.serving.batcher import Answer, Batcher, Failed, Rejected, arrival_of
 
 
 def latency(n: int) -> float:
@@ -83,6 +83,34 @@ def test_a_request_that_cannot_make_its_deadline_is_dropped() -> None:
     assert isinstance(done[0], Answer)
     assert [type(d) for d in done[1:]] == [Rejected, Rejected]
     assert {d.status for d in done[1:]} == {503}
+
+
+def test_a_deadline_counts_from_when_the_request_reached_the_service() -> None:
+    model = Model()
+
+    async def main() -> list[Any]:
+        # 50 ms SLO, a batch of 1 takes 21 ms: fresh, it makes it; stamped as having
+        # arrived 40 ms ago (waiting in front of the server), it cannot.
+        batcher = Batcher(model, latency, slo_s=0.050, max_batch=1, max_queue=10)
+        batcher.start()
+        now = time.monotonic()
+        late = await asyncio.gather(batcher.submit(1, now - 0.040), return_exceptions=True)
+        fresh = await batcher.submit(2, now)
+        on_time = await batcher.submit(3, time.monotonic() - 0.010)
+        await batcher.close()
+        return [*late, fresh, on_time]
+
+    late, fresh, on_time = run(main())
+    assert isinstance(late, Rejected) and late.status == 503
+    assert fresh.output == 4 and on_time.output == 6
+    assert on_time.queue_s >= 0.010  # its wait counts from the stamp
+    assert model.batches == [1, 1]
+
+
+def test_a_unix_moment_on_the_batchers_clock() -> None:
+    before = time.monotonic()
+    moment = arrival_of(time.time() - 2.0)
+    assert before - 2.0 - 0.05 < moment < time.monotonic() - 2.0 + 0.05
 
 
 def test_the_fixed_policy_waits_for_its_timeout() -> None:

@@ -9,7 +9,15 @@ import numpy as np
 import orjson
 import pytest
 
-from lightspeed.serving.codec import Leaf, RequestError, Schema, decode, request_body, rows
+from lightspeed.serving.codec import (
+    Leaf,
+    RequestError,
+    Schema,
+    decode,
+    request_body,
+    request_start,
+    rows,
+)
 
 IMAGE = Schema((Leaf(key=0, shape=(3, 2), dtype=np.dtype("float32")),))
 PAIR = Schema(
@@ -93,3 +101,12 @@ def test_a_missing_serve_extra_is_one_line_with_the_fix() -> None:
     require("json")
     with pytest.raises(ConfigError, match=r"no_such_module: install the serve extra"):
         require("json", "no_such_module")
+
+
+def test_a_request_start_header_in_any_unit_of_unix_time() -> None:
+    moment = 1_790_000_000.25
+    for text in ("t=1790000000.25", "1790000000250", "t=1790000000250000", "1790000000250000000"):
+        stamp = request_start(text)
+        assert stamp is not None and abs(stamp - moment) < 1e-3, text
+    for garbled in (None, "", "t=", "soon", "t=-5", "inf", "nan"):
+        assert request_start(garbled) is None, garbled

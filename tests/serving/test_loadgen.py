@@ -156,11 +156,11 @@ def test_clopper_pearson_known_value_and_large_n() -> None:
 UNIFORM_200_PER_S = [i / 200 for i in range(100)]  # 200/s for 0.5 s
 
 
-def single_worker(service_s: float) -> Callable[[], Awaitable[Reply]]:
+def single_worker(service_s: float) -> Callable[[float], Awaitable[Reply]]:
     """A server that answers one request at a time, each in service_s."""
     lock = asyncio.Lock()
 
-    async def send() -> Reply:
+    async def send(scheduled_s: float) -> Reply:
         async with lock:
             await asyncio.sleep(service_s)
         return Reply(Outcome.OK, 200)
@@ -187,7 +187,7 @@ def test_queueing_is_visible_from_scheduled_time() -> None:
 
 
 def test_a_full_pool_cannot_hide_queueing() -> None:
-    async def fast() -> Reply:
+    async def fast(scheduled_s: float) -> Reply:
         await asyncio.sleep(0.010)
         return Reply(Outcome.OK, 200)
 
@@ -203,7 +203,7 @@ def test_a_full_pool_cannot_hide_queueing() -> None:
 def test_drops_errors_and_timeouts_are_misses() -> None:
     calls = 0
 
-    async def mixed() -> Reply:
+    async def mixed(scheduled_s: float) -> Reply:
         nonlocal calls
         calls += 1
         kind = calls % 4
@@ -234,7 +234,7 @@ def test_drops_errors_and_timeouts_are_misses() -> None:
 
 
 def test_an_empty_schedule_and_bad_options() -> None:
-    async def ok() -> Reply:
+    async def ok(scheduled_s: float) -> Reply:
         return Reply(Outcome.OK)
 
     result = asyncio.run(run_open_loop(ok, [], 0.05))

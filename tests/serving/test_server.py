@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -93,6 +94,24 @@ def test_each_malformed_request_gets_its_4xx(server: tuple[str, object]) -> None
     assert call(predict, big)[0] == 413
     assert call(f"{url}/nope")[0] == 404
     assert call(predict, method="GET")[0] == 405
+
+
+def test_a_request_that_waited_in_front_of_the_server_counts_that_wait(
+    server: tuple[str, object],
+) -> None:
+    url, _ = server
+    body = call(f"{url}/sample")[2]
+    for stamp, expected in ((time.time() - 60, 503), (time.time(), 200)):
+        request = urllib.request.Request(f"{url}/predict", data=body)
+        request.add_header("Content-Type", "application/json")
+        request.add_header("X-Request-Start", f"t={stamp:.3f}")  # as nginx's ${msec}
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                status = response.status
+        except urllib.error.HTTPError as error:
+            status = error.code
+            assert b"miss its deadline" in error.read()
+        assert status == expected
 
 
 def test_health_and_metrics(server: tuple[str, object]) -> None:

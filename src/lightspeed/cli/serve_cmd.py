@@ -77,6 +77,14 @@ def serve_command(
         metavar="SIZE",
         help="Largest request body (413 above it): 1MiB. Default: 8 samples' JSON, at least 1 MiB.",
     ),
+    request_start: bool = typer.Option(
+        True,
+        "--request-start/--no-request-start",
+        help="Count a request's deadline from its X-Request-Start header (Unix time, as"
+        " load balancers and `lightspeed loadgen` set it) when it has one, so time spent"
+        " before the server read it counts. Off when the sender's clock is not this"
+        " machine's.",
+    ),
     threads: int = ServeThreadsOption,
     profile_path: Path | None = ProfileOption,
     budget: float = typer.Option(
@@ -92,14 +100,16 @@ def serve_command(
     """Serve a workload's model over HTTP (POST /predict, GET /health, /metrics, /sample)
     with an SLO-aware batcher: each batch runs when waiting longer would make its oldest
     request miss the SLO; requests that can no longer make it are refused at once (503).
-    SIGTERM or Ctrl-C drains: every accepted request is answered."""
+    The model runs in a worker process of its own. SIGTERM or Ctrl-C drains: every
+    accepted request is answered."""
     import sys
 
     from lightspeed.cli.common import use_threads
     from lightspeed.serving import require
 
     require("starlette", "uvicorn", "prometheus_client")
-    from lightspeed.serving.serve import ServeSettings, prepare, serve
+    from lightspeed.serving.serve import ServeSettings, serve
+    from lightspeed.serving.worker import prepare_worker
     from lightspeed.units import parse_duration, parse_size
 
     use_threads(threads)
@@ -111,6 +121,7 @@ def serve_command(
         max_queue=max_queue,
         max_body_bytes=None if max_body is None else parse_size(max_body),
         budget_s=budget,
+        request_start=request_start,
     )
     latency = None
     if profile_path is not None:
@@ -121,19 +132,21 @@ def serve_command(
     def progress(text: str) -> None:
         print(f"lightspeed: {text}", file=sys.stderr, flush=True)
 
-    prepared = prepare(
+    # The model runs in a process of its own, on `threads` threads (serving.worker).
+    prepared = prepare_worker(
         target,
         settings,
         device=device,
         dtype=dtype,
         hardware=hardware,
         profile=latency,
+        threads=threads,
         progress=progress,
     )
 
     def announce(url: str) -> None:
         print(
-            f"lightspeed: serving {prepared.engine.workload.name} at {url}/predict;"
+            f"lightspeed: serving {prepared.engine.name} at {url}/predict;"
             f" {prepared.describe()}. Ctrl-C or SIGTERM drains and stops.",
             flush=True,
         )

@@ -14,6 +14,9 @@ Endpoints:
   workload's own batch: what `lightspeed loadgen URL` sends unless told otherwise.
 - `GET /`: the model, its SLO, batch limit and ℓ(b) as the batcher plans with it.
 
+A request's deadline counts from its `X-Request-Start` header when it has one
+(`serving.codec.request_start`), else from when it was read.
+
 On SIGTERM (or Ctrl-C) uvicorn stops accepting connections and waits for the requests
 in flight; the batcher then answers every request it accepted before it stops.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import gc
 import math
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -42,16 +46,25 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from lightspeed.serving.batcher import Batcher, Failed, Rejected
-from lightspeed.serving.codec import RequestError, Sample, Schema, answer, decode, request_body
+from lightspeed.serving.batcher import Batcher, Failed, Rejected, arrival_of
+from lightspeed.serving.codec import (
+    RequestError,
+    Sample,
+    Schema,
+    answer,
+    decode,
+    request_body,
+    request_start,
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Service:
     """What the app serves: the model's name, the request schema, a sample request, the
     largest body accepted (bytes), a factory for the batcher (made on the server's
-    event loop), what `GET /` says, what to tell once drained (one line), and the batch
-    sizes to run once before serving."""
+    event loop), what `GET /` says, what to tell once drained (one line), the batch
+    sizes to run once before serving, and whether a request's `X-Request-Start` sets
+    the moment its deadline counts from (`serving.codec.request_start`)."""
 
     name: str
     schema: Schema
@@ -61,6 +74,7 @@ class Service:
     info: dict[str, Any]
     on_stop: Callable[[str], None] = lambda _: None
     warm_up_sizes: tuple[int, ...] = (1,)
+    request_start: bool = True
 
 
 class _Metrics:
@@ -140,6 +154,11 @@ def build_app(service: Service, slo_s: float, max_batch: int) -> Starlette:
         metrics.queue.set_function(lambda: batcher.queued)
         state["batcher"] = batcher
         await batcher.warm_up([[service.sample] * n for n in service.warm_up_sizes])
+        # What exists now (torch, the model, the app) lives until the server stops: kept
+        # out of the collector's full passes, which would otherwise walk all of it under
+        # the GIL (100-200 ms on a busy server), stalling the model's thread and every
+        # request with it.
+        gc.freeze()
         batcher.start()
         try:
             yield
@@ -160,8 +179,10 @@ def build_app(service: Service, slo_s: float, max_batch: int) -> Starlette:
         except RequestError as exc:
             metrics.count("bad_request")
             return _error(exc.status, exc.reason)
+        stamp = request_start(request.headers.get("x-request-start"))
+        arrived = None if stamp is None or not service.request_start else arrival_of(stamp)
         try:
-            done = await state["batcher"].submit(sample)
+            done = await state["batcher"].submit(sample, arrived)
         except Rejected as exc:
             return _error(exc.status, exc.reason, exc.retry_after_s)
         except Failed as exc:

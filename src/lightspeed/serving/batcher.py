@@ -200,15 +200,18 @@ class Batcher:
             await self._task
         self._executor.shutdown(wait=True)
 
-    async def submit(self, sample: Any) -> Answer:
+    async def submit(self, sample: Any, arrived_s: float | None = None) -> Answer:
         """`sample`'s answer once its batch has run; raises Rejected (refused for load)
-        or Failed (the model raised)."""
+        or Failed (the model raised). `arrived_s` (on the batcher's clock; None: now) is
+        when the request reached the front of the service: its deadline counts from then."""
         if self._closing:
             raise self._reject(503, "the server is shutting down")
         if len(self._queue) >= self.max_queue:
             raise self._reject(429, f"the queue is full ({self.max_queue} waiting)")
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Waiting(self._clock(), sample, future))
+        now = self._clock()
+        arrived = now if arrived_s is None else min(arrived_s, now)
+        self._queue.append(_Waiting(arrived, sample, future))
         self._wakeup.set()
         return await future
 
@@ -281,6 +284,11 @@ class Batcher:
         # until the queue now waiting has run, at full batches
         drain_s = math.ceil(len(self._queue) / self.max_batch) * self.latency(self.max_batch)
         return Rejected(status, reason, retry_after_s=max(drain_s, self.latency(1)))
+
+
+def arrival_of(unix_s: float, clock: Callable[[], float] = time.monotonic) -> float:
+    """A moment given in Unix seconds (`time.time()`), on `clock` (the batcher's)."""
+    return clock() - (time.time() - unix_s)
 
 
 def _settle(future: asyncio.Future[Answer], outcome: Answer | Exception) -> bool:

@@ -19,6 +19,13 @@ The answer is JSON: `{"outputs": Y, "batch_size": n, "queue_ms": q, "compute_ms"
 Y the sample's row of each output (a nested list, or an object or list of them as the
 model returned them), n the batch it ran in, q the milliseconds it waited and c its
 batch's run.
+
+A request may say when it reached the front of the service in an `X-Request-Start`
+header, as load balancers set it (nginx: `proxy_set_header X-Request-Start
+"t=${msec}"`): Unix time in seconds, milliseconds, microseconds or nanoseconds (told
+apart by magnitude), with or without `t=`. Its deadline then counts from that moment,
+so time spent in front of the server (a balancer's queue, the listening socket's
+backlog of a server too busy to read) counts against the SLO, as the client sees it.
 """
 
 from __future__ import annotations
@@ -157,6 +164,29 @@ def _array(value: Any, leaf: Leaf) -> np.ndarray:
             f" (or {[1, *leaf.shape]}) is expected.",
         )
     return array.reshape(leaf.shape).astype(leaf.dtype, copy=False)
+
+
+# Header stamps above these are in milliseconds, microseconds, nanoseconds (seconds
+# reach 1e11 in the year 5138).
+_STAMP_UNITS = ((1e17, 1e-9), (1e14, 1e-6), (1e11, 1e-3))
+
+
+def request_start(header: str | None) -> float | None:
+    """An `X-Request-Start` header's moment in Unix seconds; None when absent or not a
+    time (a header a client garbled is ignored, not refused)."""
+    if not header:
+        return None
+    text = header.strip().removeprefix("t=")
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if not value > 0 or value == float("inf"):
+        return None
+    for above, unit in _STAMP_UNITS:
+        if value >= above:
+            return value * unit
+    return value
 
 
 def request_body(arrays: Sample, schema: Schema, content_type: str = "application/json") -> bytes:

@@ -47,6 +47,16 @@ class Engine:
         self._templates: dict[int, Any] = {}
         self.schema = Schema(tuple(self._input_leaves()))
 
+    @property
+    def name(self) -> str:
+        """The workload's name."""
+        return self.workload.name
+
+    @property
+    def target(self) -> str | None:
+        """The target the workload was loaded from."""
+        return self.workload.target
+
     def thread_setup(self) -> None:
         """Run `run` on as many threads as torch had when the engine was built: a new
         thread's OpenMP team starts at every core, whatever `torch.set_num_threads` told

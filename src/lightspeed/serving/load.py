@@ -117,7 +117,7 @@ def http_run(url: str, body: bytes, content_type: str, settings: LoadSettings) -
 def in_process_run(prepared: Any, settings: LoadSettings) -> Run:
     """Runs against `prepared` (`serving.serve.Prepared`) served in this process: a fresh
     batcher for each, the same sample every request."""
-    from lightspeed.serving.batcher import Failed, Rejected
+    from lightspeed.serving.batcher import Failed, Rejected, arrival_of
 
     sample = prepared.engine.sample()
 
@@ -126,9 +126,9 @@ def in_process_run(prepared: Any, settings: LoadSettings) -> Run:
         await batcher.warm_up([[sample] * n for n in prepared.warm_up_sizes])
         batcher.start()
 
-        async def send() -> Reply:
+        async def send(scheduled_s: float) -> Reply:
             try:
-                await batcher.submit(sample)
+                await batcher.submit(sample, arrival_of(scheduled_s))
             except Rejected as exc:
                 return Reply(Outcome.DROPPED, exc.status, exc.reason)
             except Failed as exc:

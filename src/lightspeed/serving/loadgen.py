@@ -188,8 +188,9 @@ class Reply:
         return f"{self.outcome.value}{status}{detail}"
 
 
-# Sends one request and returns its reply; called once per request.
-Send = Callable[[], Awaitable[Reply]]
+# Sends one request and returns its reply; called once per request with the moment it
+# was scheduled for, in Unix seconds (what a server may count its deadline from).
+Send = Callable[[float], Awaitable[Reply]]
 
 
 # --- statistics --------------------------------------------------------------------------
@@ -430,7 +431,7 @@ async def run_open_loop(
         # a busy loop delays the start, and that delay belongs to the generator.
         lags[i] = max(0.0, loop.time() - due)
         try:
-            reply = await asyncio.wait_for(send(), timeout_s)
+            reply = await asyncio.wait_for(send(due + unix_offset), timeout_s)
         except asyncio.TimeoutError:
             reply = Reply(Outcome.ERROR, detail="timed out")
         except Exception as exc:  # a Send should not raise; count it rather than stop
@@ -445,6 +446,7 @@ async def run_open_loop(
 
     cpu_start = time.process_time()
     start = loop.time()
+    unix_offset = time.time() - start
     try:
         for i, t in enumerate(schedule_s):
             due = start + t
@@ -638,12 +640,14 @@ def _is_loopback(host: str) -> bool:
 def http_sender(session: aiohttp.ClientSession, url: str, body: bytes, content_type: str) -> Send:
     """A Send that POSTs `body` to `url` on `session` and reads the whole response: 2xx is
     OK, 429 and 503 DROPPED (the server shedding load), any other status an ERROR with the
-    first 200 characters of the body; connection errors and timeouts are ERRORs too."""
+    first 200 characters of the body; connection errors and timeouts are ERRORs too. Each
+    request carries its scheduled time as `X-Request-Start: t=<Unix µs>`, the header
+    load balancers set, so a server that reads it counts its deadline as the client
+    does."""
     import aiohttp
 
-    headers = {"Content-Type": content_type}
-
-    async def send() -> Reply:
+    async def send(scheduled_s: float) -> Reply:
+        headers = {"Content-Type": content_type, "X-Request-Start": f"t={scheduled_s * 1e6:.0f}"}
         try:
             async with session.post(url, data=body, headers=headers) as response:
                 status = response.status

@@ -1,5 +1,6 @@
-"""`lightspeed serve TARGET --slo 50ms`: the model behind HTTP with an SLO-aware batcher;
-and the same model and batcher in process, for `lightspeed loadgen TARGET`.
+"""`lightspeed serve TARGET --slo 50ms`: the model behind HTTP with an SLO-aware batcher
+(its model in a worker process, `serving.worker`); and the same model and batcher in
+process, for `lightspeed loadgen TARGET`.
 
 Before serving, ℓ(b) is timed (batch sizes 1, 2, 4, … until a batch's p99 passes the
 SLO less its margin) unless a saved `serve-profile` result is given. The batch limit is then the
@@ -15,8 +16,8 @@ import dataclasses
 import functools
 import math
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from lightspeed.dtypes import StepDtype
 from lightspeed.errors import ConfigError
@@ -27,7 +28,7 @@ from lightspeed.hardware.resolve import resolve_hardware
 from lightspeed.measure.step import StepSettings
 from lightspeed.predict.serving import largest_batch, latency_at, replica_rate
 from lightspeed.serving.batcher import Batcher, Events, LatencyModel
-from lightspeed.serving.codec import request_body
+from lightspeed.serving.codec import Sample, Schema, request_body
 from lightspeed.serving.engine import Engine
 from lightspeed.workflows.latency import latency_by_batch
 from lightspeed.workload.targets import load_target
@@ -46,7 +47,9 @@ class ServeSettings:
     """How to serve: the SLO (seconds); the part of it kept for the HTTP path and the
     event loop's delays (None: `MARGIN` of it); the batch limit (None: the plan's); a fixed
     policy's timeout (None: SLO-aware); the queue bound (None: twice what the batch
-    limit serves in an SLO); the largest request body (bytes)."""
+    limit serves in an SLO); the largest request body (bytes); the seconds to time each
+    batch size at start; whether a request's `X-Request-Start` header sets when its
+    deadline counts from."""
 
     slo_s: float
     margin_s: float | None = None
@@ -55,6 +58,7 @@ class ServeSettings:
     max_queue: int | None = None
     max_body_bytes: int | None = None
     budget_s: float = 0.3
+    request_start: bool = True
 
     @property
     def within_s(self) -> float:
@@ -74,11 +78,26 @@ class ServeSettings:
             raise ConfigError(f"--batch-timeout {self.timeout_s} must not be negative.")
 
 
+class Served(Protocol):
+    """A model as the server uses it: `engine.Engine` in this process, or
+    `worker.ModelProcess` in a process of its own."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def target(self) -> str | None: ...
+    @property
+    def schema(self) -> Schema: ...
+    def sample(self, index: int = 0) -> Sample: ...
+    def run(self, samples: Sequence[Sample]) -> list[Any]: ...
+    def thread_setup(self) -> None: ...
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Prepared:
     """A model ready to serve: its engine, ℓ(b), the batch limit and queue bound."""
 
-    engine: Engine
+    engine: Served
     profile: LatencyProfile
     settings: ServeSettings
     max_batch: int
@@ -105,8 +124,8 @@ class Prepared:
         its inputs, the SLO, the policy, batch and queue limits, the planned rate."""
         timeout = self.settings.timeout_s
         return {
-            "model": self.engine.workload.name,
-            "target": self.engine.workload.target,
+            "model": self.engine.name,
+            "target": self.engine.target,
             "inputs": self.engine.schema.describe(),
             "slo_ms": self.settings.slo_s * 1e3,
             "policy": "slo-aware" if timeout is None else "fixed",
@@ -189,6 +208,14 @@ def prepare(
     )
 
 
+def close_engine(prepared: Prepared) -> None:
+    """Stop the worker process of a Prepared made by `worker.prepare_worker` (nothing for
+    a model in this process)."""
+    close = getattr(prepared.engine, "close", None)
+    if close is not None:
+        close()
+
+
 def _time_latency(
     engine: Engine,
     settings: ServeSettings,
@@ -235,7 +262,7 @@ def service_of(
     sample = engine.sample()
     json_size = len(request_body(sample, engine.schema))
     return Service(
-        name=engine.workload.name,
+        name=engine.name,
         schema=engine.schema,
         sample=sample,
         max_body_bytes=max_body_bytes or max(1 << 20, 8 * json_size),
@@ -243,6 +270,7 @@ def service_of(
         on_stop=on_stop,
         warm_up_sizes=prepared.warm_up_sizes,
         info=prepared.info(),
+        request_start=prepared.settings.request_start,
     )
 
 
@@ -256,7 +284,21 @@ def serve(
 ) -> None:
     """Serve `prepared` over HTTP on `host`:`port` (0: any free port) until SIGTERM or
     Ctrl-C, then drain; `announce` gets the URL once listening, `on_stop` a line once
-    drained. uvicorn ends the process by the signal that stopped it, once drained."""
+    drained. uvicorn ends the process by the signal that stopped it, once drained; a
+    worker process serving the model is stopped first."""
+    try:
+        _serve(prepared, host, port, announce, on_stop)
+    finally:
+        close_engine(prepared)
+
+
+def _serve(
+    prepared: Prepared,
+    host: str,
+    port: int,
+    announce: Callable[[str], None],
+    on_stop: Callable[[str], None],
+) -> None:
     import uvicorn
 
     from lightspeed.serving.app import build_app
