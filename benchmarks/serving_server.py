@@ -141,9 +141,16 @@ def loadgen(
 def rss_sampler(url: str, samples: list[float], stop: threading.Event) -> None:
     while not stop.is_set():
         with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/metrics") as r:
-            for line in r.read().decode().splitlines():
-                if line.startswith("process_resident_memory_bytes"):
-                    samples.append(float(line.split()[1]))
+            # the front end's and the model's worker process's
+            samples.append(
+                sum(
+                    float(line.split()[1])
+                    for line in r.read().decode().splitlines()
+                    if line.startswith(
+                        ("process_resident_memory_bytes", "lightspeed_model_process_resident")
+                    )
+                )
+            )
         stop.wait(1.0)
 
 

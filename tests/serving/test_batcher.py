@@ -183,10 +183,19 @@ def test_latency_is_rescaled_by_what_batches_measure(measured: float) -> None:
     )
     model = LatencyModel(profile)
     assert model(2) == pytest.approx(0.020)  # never above a larger batch's
+    assert model.scale is None
     for _ in range(5):
         model.observe(4, 0.020 * measured)
     assert model(4) == pytest.approx(0.020 * measured)
     assert model(1) == pytest.approx(0.010 * measured)
+    # the 90th percentile of the last batches: one slow batch in ten is planned for
+    for _ in range(27):
+        model.observe(4, 0.020 * measured)
+    for _ in range(3):
+        model.observe(4, 0.030 * measured)
+    assert model(4) == pytest.approx(0.020 * measured)  # 3 of the last 32: under 10 %
+    model.observe(4, 0.030 * measured)
+    assert model(4) == pytest.approx(0.030 * measured)
 
 
 def test_an_estimate_that_refuses_everything_is_probed_after_an_slo() -> None:

@@ -124,6 +124,7 @@ def test_health_and_metrics(server: tuple[str, object]) -> None:
     assert 'lightspeed_requests_total{outcome="answered"}' in metrics
     assert "lightspeed_batch_size_bucket" in metrics and "lightspeed_queue_length" in metrics
     assert "process_resident_memory_bytes" in metrics
+    assert "lightspeed_model_process_resident_memory_bytes" in metrics  # the worker's
     info = json.loads(call(url)[2])
     assert info["model"] == "mlp-tiny" and info["policy"] == "slo-aware"
 

@@ -60,7 +60,7 @@ def serve_command(
         metavar="DURATION",
         help="Part of the SLO kept for reading and answering requests, the network and the"
         " event loop's delays: batches are planned to be done this much before each"
-        " deadline. Default: a tenth of the SLO.",
+        " deadline. Default: a fifth of the SLO.",
     ),
     max_batch: int | None = MaxBatchOption,
     batch_timeout: str | None = BatchTimeoutOption,

@@ -9,7 +9,8 @@ Endpoints:
   routing).
 - `GET /health`: 200 `{"status": "ok", …}` while serving, 503 while draining.
 - `GET /metrics`: Prometheus text: requests by outcome, latency and batch-size
-  histograms, the queue's length, and the process's memory and CPU.
+  histograms, the queue's length, and the process's memory and CPU (the model's worker
+  process's as `lightspeed_model_process_…`).
 - `GET /sample`: a valid request body (`?format=npy` for NumPy), made from the
   workload's own batch: what `lightspeed loadgen URL` sends unless told otherwise.
 - `GET /`: the model, its SLO, batch limit and ℓ(b) as the batcher plans with it.
@@ -64,7 +65,8 @@ class Service:
     largest body accepted (bytes), a factory for the batcher (made on the server's
     event loop), what `GET /` says, what to tell once drained (one line), the batch
     sizes to run once before serving, and whether a request's `X-Request-Start` sets
-    the moment its deadline counts from (`serving.codec.request_start`)."""
+    the moment its deadline counts from (`serving.codec.request_start`), and the process
+    id of a worker process running the model (its memory and CPU in the metrics)."""
 
     name: str
     schema: Schema
@@ -75,15 +77,18 @@ class Service:
     on_stop: Callable[[str], None] = lambda _: None
     warm_up_sizes: tuple[int, ...] = (1,)
     request_start: bool = True
+    model_pid: int | None = None
 
 
 class _Metrics:
     """The Prometheus metrics, in a registry of the app's own."""
 
-    def __init__(self, slo_s: float, max_batch: int) -> None:
+    def __init__(self, slo_s: float, max_batch: int, model_pid: int | None = None) -> None:
         self.counts: collections.Counter[str] = collections.Counter()
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
+        if model_pid is not None:
+            ProcessCollector("lightspeed_model", pid=lambda: model_pid, registry=self.registry)
         self.requests = Counter(
             "lightspeed_requests",
             "Requests by outcome: answered, bad_request, queue_full, dropped, failed.",
@@ -145,7 +150,7 @@ def _error(status: int, reason: str, retry_after_s: float | None = None) -> Resp
 
 def build_app(service: Service, slo_s: float, max_batch: int) -> Starlette:
     """The ASGI app serving `service` (see the module's docstring)."""
-    metrics = _Metrics(slo_s, max_batch)
+    metrics = _Metrics(slo_s, max_batch, service.model_pid)
     state: dict[str, Any] = {"draining": False}
 
     @contextlib.asynccontextmanager

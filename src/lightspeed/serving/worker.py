@@ -101,6 +101,12 @@ class ModelProcess:
                 process.kill()
             raise
 
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id."""
+        pid: int | None = self._process.pid
+        return pid
+
     def sample(self, index: int = 0) -> Sample:
         """A valid request's sample (the workload's own batch's first)."""
         return self.ready.sample
