@@ -107,6 +107,35 @@ def test_a_deadline_counts_from_when_the_request_reached_the_service() -> None:
     assert model.batches == [1, 1]
 
 
+class TwoLatencies:
+    """ℓ(b) at the batches' tail (called) and at their median (`typical`)."""
+
+    def __call__(self, n: int) -> float:
+        return 2 * latency(n)
+
+    def typical(self, n: int) -> float:
+        return latency(n)
+
+
+def test_below_its_batch_limit_the_batcher_plans_with_typical_batches() -> None:
+    async def one_after_another(count: int) -> list[Any]:
+        # 50 ms SLO; a request that waited 20 ms makes it in a 21 ms batch (typical)
+        # but not in a 42 ms one (the tail)
+        model = Model()
+        batcher = Batcher(model, TwoLatencies(), slo_s=0.050, max_batch=2, max_queue=10)
+        batcher.start()
+        old = time.monotonic() - 0.020
+        done = await asyncio.gather(
+            *(batcher.submit(i, old) for i in range(count)), return_exceptions=True
+        )
+        await batcher.close()
+        return done
+
+    assert all(isinstance(d, Answer) for d in run(one_after_another(2)))
+    overloaded = run(one_after_another(3))  # more than a batch waits: the tail decides
+    assert all(isinstance(d, Rejected) for d in overloaded[:1])
+
+
 def test_a_unix_moment_on_the_batchers_clock() -> None:
     before = time.monotonic()
     moment = arrival_of(time.time() - 2.0)
@@ -196,6 +225,7 @@ def test_latency_is_rescaled_by_what_batches_measure(measured: float) -> None:
     assert model(4) == pytest.approx(0.020 * measured)  # 3 of the last 32: under 10 %
     model.observe(4, 0.030 * measured)
     assert model(4) == pytest.approx(0.030 * measured)
+    assert model.typical(4) == pytest.approx(0.020 * measured)  # the median
 
 
 def test_an_estimate_that_refuses_everything_is_probed_after_an_slo() -> None:

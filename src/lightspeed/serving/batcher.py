@@ -10,11 +10,12 @@ Retry-After, so a client under overload learns at once rather than by timing out
 ℓ(b) is first the latency profile's p99 as the plan reads it (a batch padded to a larger
 size where that runs faster). Once a few batches have run, it follows what they measure:
 the profile's median at b times the 90th percentile of the last batches' ratios of
-measured run to the profile's median at their size. A host busier than when it was
-profiled (or one whose front end takes a share of the model's CPU) is then planned for,
-at the tail its batches show now. Deadlines are the SLO less a margin (`margin_s`) kept for what the
-batcher does not see: reading and answering the request, the network, the event loop's
-delays.
+measured run to the profile's median at their size, or their median while no more wait
+than one batch takes (then a drop would be a certain miss, a run a likely hit). A host
+busier than when it was profiled (or one whose front end takes a share of the model's
+CPU) is then planned for, at the tail its batches show now. Deadlines are the SLO less a
+margin (`margin_s`) kept for what the batcher does not see: reading and answering the
+request, the network, the event loop's delays.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -57,11 +59,19 @@ class LatencyModel:
         self._p99: dict[int, float] = {}  # the profile's, as the plan reads it
         self._padded: dict[int, int] = {}
         self._scale: float | None = None
+        self._typical_scale: float | None = None
 
     def __call__(self, batch_size: int) -> float:
         if self._scale is None:
             return self._profiled_p99(batch_size)
         return self._median(self.padded(batch_size)) * self._scale
+
+    def typical(self, batch_size: int) -> float:
+        """ℓ(b) at the median of the last batches' ratios (the profile's p99 before
+        `MIN_OBSERVED` of them): what a batch of `batch_size` usually takes here."""
+        if self._typical_scale is None:
+            return self._profiled_p99(batch_size)
+        return self._median(self.padded(batch_size)) * self._typical_scale
 
     def padded(self, batch_size: int) -> int:
         """The batch size `batch_size` requests run as (`predict.serving.padded_batch`)."""
@@ -84,6 +94,7 @@ class LatencyModel:
             if len(self._ratios) >= MIN_OBSERVED:
                 ordered = sorted(self._ratios)
                 self._scale = ordered[min(len(ordered) - 1, int(SCALE_QUANTILE * len(ordered)))]
+                self._typical_scale = statistics.median(ordered)
 
     def _profiled_p99(self, batch_size: int) -> float:
         if batch_size not in self._p99:
@@ -229,7 +240,14 @@ class Batcher:
     def _decide(self, now: float, arrivals: Sequence[float]) -> Decision:
         if self.timeout_s is None:
             budget = self.slo_s - self.margin_s
-            return slo_aware(now, arrivals, self.latency, budget, self.max_batch)
+            # More waiting than one batch takes: some must go, and a batch's oldest
+            # request has waited all but one run of its budget, so a batch slower than
+            # planned makes it late: plan with the batches' tail. Fewer: a request
+            # dropped is a certain miss where a run is a likely hit: plan with the
+            # batches' median.
+            overloaded = len(arrivals) > self.max_batch
+            latency = self.latency if overloaded else getattr(self.latency, "typical", self.latency)
+            return slo_aware(now, arrivals, latency, budget, self.max_batch)
         return fixed(now, arrivals, self.max_batch, self.timeout_s)
 
     async def _dispatch(self) -> None:
