@@ -68,8 +68,8 @@ def serve_command(
         None,
         "--max-queue",
         metavar="N",
-        help="Requests that may wait; more are refused with 429. Default: what twice the"
-        " largest batch serves in one SLO.",
+        help="Requests that may wait; more are refused with 429 before their bodies are read."
+        " Default: what the largest batch serves within the SLO less its margin.",
     ),
     max_body: str | None = typer.Option(
         None,

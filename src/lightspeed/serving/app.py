@@ -178,6 +178,13 @@ def build_app(service: Service, slo_s: float, max_batch: int) -> Starlette:
             )
 
     async def predict(request: Request) -> Response:
+        batcher: Batcher = state["batcher"]
+        if batcher.queued >= batcher.max_queue:
+            # refused before its body is read: under overload, reading and decoding the
+            # requests it will refuse would take the CPU the answered ones need
+            metrics.count("queue_full")
+            drain_s = batcher.drain_s()
+            return _error(429, f"the queue is full ({batcher.max_queue} waiting)", drain_s)
         try:
             body = await _read(request, service.max_body_bytes)
             sample = decode(body, request.headers.get("content-type", ""), service.schema)
@@ -187,7 +194,7 @@ def build_app(service: Service, slo_s: float, max_batch: int) -> Starlette:
         stamp = request_start(request.headers.get("x-request-start"))
         arrived = None if stamp is None or not service.request_start else arrival_of(stamp)
         try:
-            done = await state["batcher"].submit(sample, arrived)
+            done = await batcher.submit(sample, arrived)
         except Rejected as exc:
             return _error(exc.status, exc.reason, exc.retry_after_s)
         except Failed as exc:

@@ -307,12 +307,16 @@ class Batcher:
             if _settle(w.future, answer) and self._events:
                 self._events.answered(end - w.arrived_s)
 
+    def drain_s(self) -> float:
+        """Seconds until the requests waiting now have run, at full batches (at least
+        one batch of 1's): when to retry."""
+        drain = math.ceil(len(self._queue) / self.max_batch) * self.latency(self.max_batch)
+        return max(drain, self.latency(1))
+
     def _reject(self, status: int, reason: str) -> Rejected:
         if self._events:
             self._events.rejected(status)
-        # until the queue now waiting has run, at full batches
-        drain_s = math.ceil(len(self._queue) / self.max_batch) * self.latency(self.max_batch)
-        return Rejected(status, reason, retry_after_s=max(drain_s, self.latency(1)))
+        return Rejected(status, reason, retry_after_s=self.drain_s())
 
 
 def arrival_of(unix_s: float, clock: Callable[[], float] = time.monotonic) -> float:

@@ -5,8 +5,8 @@ process, for `lightspeed loadgen TARGET`.
 Before serving, ℓ(b) is timed (batch sizes 1, 2, 4, … until a batch's median passes the
 SLO less its margin) unless a saved `serve-profile` result is given. The batch limit is then the
 plan's: the largest batch with 2·ℓ(b) ≤ SLO (a request may wait one batch's run, then
-run in the next), unless `--max-batch` says otherwise. The queue holds what twice that
-batch serves in an SLO.
+run in the next), unless `--max-batch` says otherwise. The queue holds what that batch
+serves within the SLO less its margin.
 """
 
 from __future__ import annotations
@@ -49,10 +49,10 @@ MAX_PROFILED_BATCH = 256
 class ServeSettings:
     """How to serve: the SLO (seconds); the part of it kept for the HTTP path and the
     event loop's delays (None: `MARGIN` of it); the batch limit (None: the plan's); a fixed
-    policy's timeout (None: SLO-aware); the queue bound (None: twice what the batch
-    limit serves in an SLO); the largest request body (bytes); the seconds to time each
-    batch size at start; whether a request's `X-Request-Start` header sets when its
-    deadline counts from."""
+    policy's timeout (None: SLO-aware); the queue bound (None: what the batch limit
+    serves within the SLO less the margin); the largest request body (bytes); the
+    seconds to time each batch size at start; whether a request's `X-Request-Start`
+    header sets when its deadline counts from."""
 
     slo_s: float
     margin_s: float | None = None
@@ -201,7 +201,9 @@ def prepare(
         )
     max_batch = settings.max_batch or best
     top = latency_at(profile, max_batch)
-    max_queue = settings.max_queue or 2 * max_batch * max(1, math.ceil(settings.slo_s / top))
+    # more waiting than the batch limit serves within the SLO could not all be answered
+    # in time: refused at the door (before their bodies are read) rather than dropped
+    max_queue = settings.max_queue or max_batch * max(1, math.floor(settings.within_s / top))
     return Prepared(
         engine=engine,
         profile=profile,
