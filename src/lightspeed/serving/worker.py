@@ -108,7 +108,8 @@ class ModelProcess:
         return pid
 
     def sample(self, index: int = 0) -> Sample:
-        """A valid request's sample (the workload's own batch's first)."""
+        """A valid request's sample: the workload's own batch's first, whatever `index`
+        (the worker sends one)."""
         return self.ready.sample
 
     def thread_setup(self) -> None:
