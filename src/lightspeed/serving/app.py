@@ -159,10 +159,10 @@ def build_app(service: Service, slo_s: float, max_batch: int) -> Starlette:
         metrics.queue.set_function(lambda: batcher.queued)
         state["batcher"] = batcher
         await batcher.warm_up([[service.sample] * n for n in service.warm_up_sizes])
-        # What exists now (torch, the model, the app) lives until the server stops: kept
-        # out of the collector's full passes, which would otherwise walk all of it under
-        # the GIL (100-200 ms on a busy server), stalling the model's thread and every
-        # request with it.
+        # What exists now (torch, the app, a model run in this process) lives until the
+        # server stops: kept out of the collector's full passes, which would otherwise walk
+        # all of it under the GIL (100-200 ms on a busy server), stalling the batches and
+        # every request with them.
         gc.freeze()
         batcher.start()
         try:
