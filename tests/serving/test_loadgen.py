@@ -287,6 +287,26 @@ def test_find_max_rate_brackets_and_bisects(low: float, high: float) -> None:
     assert found.to_dict()["rate_per_s"] == found.rate_per_s
 
 
+def test_a_search_interrupted_keeps_the_runs_it_finished() -> None:
+    from lightspeed.serving.load import LoadSettings, drive
+
+    run_at, _ = fake_run_at(137.0)
+    calls = 0
+
+    async def interrupted(rate: float) -> LoadResult:
+        nonlocal calls
+        calls += 1
+        if calls == 3:  # Ctrl-C during the third probe
+            raise KeyboardInterrupt
+        return await run_at(rate)
+
+    finished: list[LoadResult] = []
+    settings = LoadSettings(rate_per_s=100.0, duration_s=1.0, slo_s=0.05, find_max_rate=True)
+    with pytest.raises(KeyboardInterrupt):
+        drive(interrupted, settings, finished)
+    assert [r.offered_rate_per_s for r in finished] == [100.0, 200.0]
+
+
 def test_find_max_rate_gives_up_within_its_budget() -> None:
     never, _ = fake_run_at(0.0)
     none = asyncio.run(find_max_rate(never, low=10.0, high=100.0, max_probes=5))

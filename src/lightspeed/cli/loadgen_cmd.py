@@ -4,6 +4,7 @@ time, goodput under an SLO, and the highest rate that keeps it."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -80,7 +81,8 @@ def loadgen_command(
     """Drive a server (or a workload served in process) with open-loop arrivals for a
     while: p50/p90/p99 from each request's scheduled time, throughput, goodput (requests
     within the SLO; drops count as misses), and the generator's own CPU use and lag."""
-    from lightspeed.cli.common import report, use_threads
+    from lightspeed.cli.common import emit_partial, report, use_threads
+    from lightspeed.errors import LightspeedError
     from lightspeed.report.loadtest_report import loadtest_document
     from lightspeed.serving import load
     from lightspeed.units import parse_duration
@@ -125,7 +127,15 @@ def loadgen_command(
         )
         run_at = load.in_process_run(prepared, settings)
         described = {"url": None, "in_process": True, **prepared.info()}
-    runs, found = load.drive(run_at, settings)
+    finished: list[Any] = []
+    try:
+        runs, found = load.drive(run_at, settings, finished)
+    except (KeyboardInterrupt, LightspeedError):
+        # the runs that ended before it are still written
+        if finished:
+            data = load.load_data(described, settings, finished, None)
+            emit_partial(loadtest_document(data), json_path, html_path, None)
+        raise
     report(
         loadtest_document(load.load_data(described, settings, runs, found)),
         json_path,

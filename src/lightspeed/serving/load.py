@@ -150,15 +150,24 @@ def in_process_run(prepared: Any, settings: LoadSettings) -> Run:
     return run_at
 
 
-def drive(run_at: Run, settings: LoadSettings) -> tuple[list[LoadResult], MaxRate | None]:
+def drive(
+    run_at: Run, settings: LoadSettings, finished: list[LoadResult] | None = None
+) -> tuple[list[LoadResult], MaxRate | None]:
     """The run at the settings' rate, or the search for the highest rate: every run made,
-    and the search's outcome."""
+    and the search's outcome. Each run is appended to `finished` as it ends, so what ran
+    before an interruption (Ctrl-C during a search) can still be written."""
+    done = finished if finished is not None else []
+
+    async def recorded(rate: float) -> LoadResult:
+        result = await run_at(rate)
+        done.append(result)
+        return result
 
     async def main() -> tuple[list[LoadResult], MaxRate | None]:
         if not settings.find_max_rate:
-            return [await run_at(settings.rate_per_s)], None
+            return [await recorded(settings.rate_per_s)], None
         found = await find_max_rate(
-            run_at,
+            recorded,
             low=settings.rate_per_s / 2,
             high=settings.rate_per_s,
             target=settings.target,
