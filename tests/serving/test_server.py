@@ -195,6 +195,47 @@ def test_sigterm_under_load_answers_every_accepted_request() -> None:
     assert outcomes.count(200) >= 8 and len(answered) + outcomes.count("refused") == 64
 
 
+def test_a_full_queue_refuses_at_the_door_with_a_retry_time() -> None:
+    # one request at a time, 20 ms each, two may wait: most of 16 at once find it full
+    process = subprocess.Popen(
+        lightspeed(
+            "serve",
+            f"{DATA / 'slow_model.py'}:slow",
+            "--slo",
+            "5s",
+            "--port",
+            "0",
+            "--max-batch",
+            "1",
+            "--max-queue",
+            "2",
+            "--profile",
+            str(DATA / "slow.json"),
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        line = process.stdout.readline()
+        assert " at http://" in line, process.stderr.read()
+        url = line.split(" at ")[1].split("/predict")[0]
+        payload = json.dumps({"inputs": [1.0, 2.0, 3.0, 4.0]}).encode()
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            replies = list(pool.map(lambda _: call(f"{url}/predict", payload), range(16)))
+    finally:
+        process.kill()
+        process.wait()
+    statuses = [status for status, _, _ in replies]
+    assert set(statuses) <= {200, 429} and statuses.count(200) >= 3, statuses
+    full = [r for r in replies if r[0] == 429]
+    assert full and all(b"the queue is full (2 waiting)" in body for _, _, body in full)
+    retry = [{k.lower(): v for k, v in headers.items()}["retry-after"] for _, headers, _ in full]
+    assert all(int(seconds) >= 1 for seconds in retry)
+
+
 def outcome(url: str, body: bytes) -> int | str:
     try:
         return call(url, body)[0]
