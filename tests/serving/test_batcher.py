@@ -29,6 +29,19 @@ class Model:
         return [2 * s for s in samples]
 
 
+def timed_profile(*sizes: tuple[int, float]) -> Any:
+    """A latency profile whose every call at batch b took the seconds given for it."""
+    from lightspeed.facts.serving import BatchLatency, LatencyProfile
+
+    batches = tuple(
+        BatchLatency(batch_size=b, latencies_s=(seconds,) * 5, flops=1, bytes=1)
+        for b, seconds in sizes
+    )
+    return LatencyProfile(
+        name="m", target=None, device="cpu", hardware_id="x", threads=1, batches=batches
+    )
+
+
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
@@ -194,22 +207,10 @@ def test_a_model_that_raises_fails_its_batch_only() -> None:
 
 @pytest.mark.parametrize("measured", [1.0, 2.0])
 def test_latency_is_rescaled_by_what_batches_measure(measured: float) -> None:
-    from lightspeed.facts.serving import BatchLatency, LatencyProfile
     from lightspeed.serving.batcher import LatencyModel
 
-    profile = LatencyProfile(
-        name="m",
-        target=None,
-        device="cpu",
-        hardware_id="x",
-        threads=1,
-        batches=(
-            BatchLatency(batch_size=1, latencies_s=(0.010,) * 5, flops=1, bytes=1),
-            # a busy moment at 2: slower than a batch of 4
-            BatchLatency(batch_size=2, latencies_s=(0.030,) * 5, flops=1, bytes=1),
-            BatchLatency(batch_size=4, latencies_s=(0.020,) * 5, flops=1, bytes=1),
-        ),
-    )
+    # a busy moment at 2: slower than a batch of 4
+    profile = timed_profile((1, 0.010), (2, 0.030), (4, 0.020))
     model = LatencyModel(profile)
     assert model(2) == pytest.approx(0.020)  # never above a larger batch's
     assert model.scale is None
@@ -261,21 +262,10 @@ def test_warm_up_runs_each_batch_before_serving() -> None:
 
 
 def test_a_batch_runs_padded_to_a_faster_size() -> None:
-    from lightspeed.facts.serving import BatchLatency, LatencyProfile
     from lightspeed.predict.serving import latency_at, padded_batch
 
-    def timed(b: int, seconds: float) -> BatchLatency:
-        return BatchLatency(batch_size=b, latencies_s=(seconds,) * 3, flops=1, bytes=1)
-
     # CPU matrix products below 16 rows: 8 runs slower than 16
-    profile = LatencyProfile(
-        name="m",
-        target=None,
-        device="cpu",
-        hardware_id="x",
-        threads=1,
-        batches=(timed(1, 0.010), timed(8, 0.040), timed(16, 0.030)),
-    )
+    profile = timed_profile((1, 0.010), (8, 0.040), (16, 0.030))
     assert [padded_batch(profile, n) for n in (1, 2, 8, 12, 16, 20)] == [1, 2, 16, 16, 16, 20]
     assert latency_at(profile, 8) == latency_at(profile, 16) == pytest.approx(0.030)
     model = Model()

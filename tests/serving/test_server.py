@@ -26,30 +26,26 @@ def lightspeed(*args: str) -> list[str]:
     return [sys.executable, "-m", "lightspeed", *args]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def start_server(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """`lightspeed serve ARGS --port 0` started, and its URL once it listens."""
     process = subprocess.Popen(
-        lightspeed(
-            "serve",
-            "mlp-tiny",
-            "--slo",
-            "200ms",
-            "--port",
-            "0",
-            "--max-body",
-            "64KiB",
-            "--profile",
-            str(PROFILE),
-        ),
+        lightspeed("serve", *args, "--port", "0"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    assert process.stdout is not None
+    assert process.stdout is not None and process.stderr is not None
     line = process.stdout.readline()  # the announcement, once listening
-    assert "serving mlp-tiny at http://127.0.0.1:" in line, process.stderr.read()
-    url = line.split(" at ")[1].split("/predict")[0]
+    assert " at http://127.0.0.1:" in line, process.stderr.read()
+    return process, line.split(" at ")[1].split("/predict")[0]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    process, url = start_server(
+        "mlp-tiny", "--slo", "200ms", "--max-body", "64KiB", "--profile", str(PROFILE)
+    )
     yield url, process
     if process.poll() is None:
         process.kill()
@@ -157,28 +153,16 @@ def test_loadgen_drives_it_open_loop(server: tuple[str, object], tmp_path: Path)
 
 def test_sigterm_under_load_answers_every_accepted_request() -> None:
     # 20 ms a batch of at most 4: 64 requests take 320 ms, most still waiting at SIGTERM
-    process = subprocess.Popen(
-        lightspeed(
-            "serve",
-            f"{DATA / 'slow_model.py'}:slow",
-            "--slo",
-            "5s",
-            "--port",
-            "0",
-            "--max-batch",
-            "4",
-            "--profile",
-            str(DATA / "slow.json"),
-        ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    process, url = start_server(
+        f"{DATA / 'slow_model.py'}:slow",
+        "--slo",
+        "5s",
+        "--max-batch",
+        "4",
+        "--profile",
+        str(DATA / "slow.json"),
     )
-    assert process.stdout is not None and process.stderr is not None
-    line = process.stdout.readline()
-    assert " at http://" in line, process.stderr.read()
-    url = line.split(" at ")[1].split("/predict")[0]
+    assert process.stderr is not None
     payload = json.dumps({"inputs": [1.0, 2.0, 3.0, 4.0]}).encode()
     with concurrent.futures.ThreadPoolExecutor(64) as pool:
         futures = [pool.submit(outcome, f"{url}/predict", payload) for _ in range(64)]
@@ -197,31 +181,18 @@ def test_sigterm_under_load_answers_every_accepted_request() -> None:
 
 def test_a_full_queue_refuses_at_the_door_with_a_retry_time() -> None:
     # one request at a time, 20 ms each, two may wait: most of 16 at once find it full
-    process = subprocess.Popen(
-        lightspeed(
-            "serve",
-            f"{DATA / 'slow_model.py'}:slow",
-            "--slo",
-            "5s",
-            "--port",
-            "0",
-            "--max-batch",
-            "1",
-            "--max-queue",
-            "2",
-            "--profile",
-            str(DATA / "slow.json"),
-        ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    process, url = start_server(
+        f"{DATA / 'slow_model.py'}:slow",
+        "--slo",
+        "5s",
+        "--max-batch",
+        "1",
+        "--max-queue",
+        "2",
+        "--profile",
+        str(DATA / "slow.json"),
     )
     try:
-        assert process.stdout is not None and process.stderr is not None
-        line = process.stdout.readline()
-        assert " at http://" in line, process.stderr.read()
-        url = line.split(" at ")[1].split("/predict")[0]
         payload = json.dumps({"inputs": [1.0, 2.0, 3.0, 4.0]}).encode()
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             replies = list(pool.map(lambda _: call(f"{url}/predict", payload), range(16)))

@@ -179,12 +179,12 @@ def build_app(service: Service, slo_s: float, max_batch: int) -> Starlette:
 
     async def predict(request: Request) -> Response:
         batcher: Batcher = state["batcher"]
-        if batcher.queued >= batcher.max_queue:
-            # refused before its body is read: under overload, reading and decoding the
-            # requests it will refuse would take the CPU the answered ones need
-            metrics.count("queue_full")
-            drain_s = batcher.drain_s()
-            return _error(429, f"the queue is full ({batcher.max_queue} waiting)", drain_s)
+        try:
+            # before the body is read: under overload, reading and decoding the requests
+            # it will refuse would take the CPU the answered ones need
+            batcher.admit()
+        except Rejected as exc:
+            return _error(exc.status, exc.reason, exc.retry_after_s)
         try:
             body = await _read(request, service.max_body_bytes)
             sample = decode(body, request.headers.get("content-type", ""), service.schema)

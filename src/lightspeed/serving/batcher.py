@@ -222,14 +222,19 @@ class Batcher:
             await self._task
         self._executor.shutdown(wait=True)
 
-    async def submit(self, sample: Any, arrived_s: float | None = None) -> Answer:
-        """`sample`'s answer once its batch has run; raises Rejected (refused for load)
-        or Failed (the model raised). `arrived_s` (on the batcher's clock; None: now) is
-        when the request reached the front of the service: its deadline counts from then."""
+    def admit(self) -> None:
+        """Raise Rejected if a request arriving now would be refused at once (shutting
+        down, or the queue full): a server asks before it reads the request's body."""
         if self._closing:
             raise self._reject(503, "the server is shutting down")
         if len(self._queue) >= self.max_queue:
             raise self._reject(429, f"the queue is full ({self.max_queue} waiting)")
+
+    async def submit(self, sample: Any, arrived_s: float | None = None) -> Answer:
+        """`sample`'s answer once its batch has run; raises Rejected (refused for load)
+        or Failed (the model raised). `arrived_s` (on the batcher's clock; None: now) is
+        when the request reached the front of the service: its deadline counts from then."""
+        self.admit()
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         now = self._clock()
         arrived = now if arrived_s is None else min(arrived_s, now)
@@ -307,16 +312,12 @@ class Batcher:
             if _settle(w.future, answer) and self._events:
                 self._events.answered(end - w.arrived_s)
 
-    def drain_s(self) -> float:
-        """Seconds until the requests waiting now have run, at full batches (at least
-        one batch of 1's): when to retry."""
-        drain = math.ceil(len(self._queue) / self.max_batch) * self.latency(self.max_batch)
-        return max(drain, self.latency(1))
-
     def _reject(self, status: int, reason: str) -> Rejected:
         if self._events:
             self._events.rejected(status)
-        return Rejected(status, reason, retry_after_s=self.drain_s())
+        # until the queue now waiting has run, at full batches
+        drain_s = math.ceil(len(self._queue) / self.max_batch) * self.latency(self.max_batch)
+        return Rejected(status, reason, retry_after_s=max(drain_s, self.latency(1)))
 
 
 def arrival_of(unix_s: float, clock: Callable[[], float] = time.monotonic) -> float:

@@ -70,9 +70,21 @@ class ModelProcess:
         self._conn = conn
         self._lock = threading.Lock()
         self.ready = ready
-        self.name = ready.name
-        self.target = ready.target
-        self.schema = ready.schema
+
+    @property
+    def name(self) -> str:
+        """The workload's name."""
+        return self.ready.name
+
+    @property
+    def target(self) -> str | None:
+        """The target the workload was loaded from."""
+        return self.ready.target
+
+    @property
+    def schema(self) -> Schema:
+        """What a request carries."""
+        return self.ready.schema
 
     @classmethod
     def start(cls, spec: WorkerSpec, progress: Callable[[str], None]) -> ModelProcess:
