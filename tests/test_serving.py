@@ -150,3 +150,27 @@ def test_a_bad_sessions_file_is_one_line(
     (tmp_path / "encoder.json").write_text((SESSIONS.parent / "encoder.json").read_text())
     code, _, err = run_cli("serve-plan", str(path))
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_hugging_face_model_is_timed_and_served_on_its_inputs_alone() -> None:
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from lightspeed.serving.engine import Engine
+    from lightspeed.workload.hf import hf_workload
+
+    workload = hf_workload("hf:gpt2?n_layer=2&n_embd=64&n_head=4&vocab_size=1000&seq_len=32")
+    found = latency_by_batch(workload, [2], hardware=FAKE_CPU, budget_s=0.01)
+    engine = Engine(workload)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        engine.model(input_ids=engine.template(2)["input_ids"])
+    # every matrix product torch's own counter sees, and the elementwise work beside them
+    counted = counter.get_total_flops()
+    assert counted < found.batches[0].flops < 1.1 * counted
+    assert [leaf.name for leaf in engine.schema.leaves] == ["input_ids"]  # no labels
+    samples = [engine.sample(0), engine.sample(1)]
+    answers = engine.run(samples)
+    with torch.inference_mode():
+        direct = engine.model(input_ids=torch.from_numpy(samples[1]["input_ids"])[None]).logits
+    assert answers[1]["logits"].shape == (32, 1000)
+    assert torch.allclose(torch.from_numpy(answers[1]["logits"]), direct[0], atol=1e-5)

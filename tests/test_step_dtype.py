@@ -74,7 +74,7 @@ def test_predict_takes_bf16_as_autocast_and_refuses_to_predict_a_pure_step(
 
     code, _, err = run_cli("predict", saved, "--dtype", "bf16-pure")
     assert code == 2
-    assert "--dtype bf16-pure: predict changes a step's precision by autocast only" in err
+    assert "--dtype bf16-pure: a prediction changes the precision by autocast only" in err
 
 
 def test_a_profile_saved_before_mixed_was_written_loads_as_it_ran() -> None:

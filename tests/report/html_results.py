@@ -135,13 +135,24 @@ def sweep_result() -> dict[str, Any]:
 
 def latency_result() -> dict[str, Any]:
     """mlp-tiny's forward at batch 1, 4 and 16 as `lightspeed serve-profile --json`
-    writes it, on the test fixture's ceilings."""
+    writes it, on the test fixture's ceilings, predicted on an A100 too."""
+    from lightspeed.hardware.catalog import catalog_hardware
+    from lightspeed.measure.step import StepSettings
     from lightspeed.report.serving_report import latency_document
     from lightspeed.suite import get
-    from lightspeed.workflows.latency import latency_by_batch
+    from lightspeed.workflows.latency import forecast_latency, latency_by_batch
 
     found = latency_by_batch(get("mlp-tiny"), [1, 4, 16], hardware=FAKE_CPU, budget_s=0.02)
-    return as_json(latency_document(found, FAKE_CPU))
+    gpu = catalog_hardware("a100-40gb-sxm")
+    forecast = forecast_latency(
+        get("mlp-tiny"),
+        found,
+        hardware=FAKE_CPU,
+        settings=StepSettings(),
+        target=gpu,
+        budget_s=0.02,
+    )
+    return as_json(latency_document(found, FAKE_CPU, forecast))
 
 
 def plan_result() -> dict[str, Any]:

@@ -29,7 +29,7 @@ HARDWARE_HELP = "Hardware to model on: a catalog id (see `lightspeed hw list`) o
 TargetArgument = typer.Argument(
     ...,
     metavar="TARGET",
-    help="A suite name (see `lightspeed suite`) or file.py:NAME.",
+    help="A suite name (see `lightspeed suite`), file.py:NAME or hf:MODEL_TYPE[?FIELD=N&…].",
     show_default=False,
 )
 DeviceOption = typer.Option("cpu", "--device", metavar="DEVICE", help=DEVICE_HELP)
@@ -69,6 +69,25 @@ ThreadsOption = typer.Option(
     help="Threads torch runs each op on (default: torch's choice, usually one per"
     " physical core); CPU results depend on it several-fold.",
 )
+
+
+def autocast_precision(dtype: str, option: str = "--dtype") -> str | None:
+    """The precision a prediction's `option` (`--dtype`) runs an fp32 step's forward
+    under autocast to (None: fp32, no change); a pure step (the model cast) is measured,
+    not predicted."""
+    from lightspeed.dtypes import StepDtype
+    from lightspeed.errors import ConfigError
+
+    step = StepDtype.parse(dtype)
+    if step is StepDtype.FP32:
+        return None
+    if not step.mixed:
+        raise ConfigError(
+            f"{option} {step.value}: a prediction changes the precision by autocast only"
+            f" ({option} {step.precision.value}); measure the pure model with --dtype"
+            f" {step.value} instead."
+        )
+    return step.precision.value
 
 
 def use_threads(threads: int | None) -> None:

@@ -17,6 +17,7 @@ from lightspeed.cli.common import (
     PngOption,
     ThreadsOption,
     WideOption,
+    autocast_precision,
     report,
     use_threads,
 )
@@ -100,7 +101,7 @@ def predict_command(
 
     use_threads(threads)
     sizes = _batch_sizes(batch_sizes)
-    autocast_to = None if dtype is None else _autocast_precision(dtype)
+    autocast_to = None if dtype is None else autocast_precision(dtype)
     workload = None
     if source.endswith(".json") or Path(source).is_file():
         measured = load_profile(source)
@@ -136,24 +137,6 @@ def predict_command(
     if len(predictions) > 1:
         doc = with_batch_sizes(doc, predictions)
     report(doc, json_path, wide=wide, html_path=html_path, png_path=png_path)
-
-
-def _autocast_precision(dtype: str) -> str | None:
-    """The precision `--dtype` predicts the step under autocast to (None: fp32, no
-    change); a pure step (the model cast) is measured, not predicted."""
-    from lightspeed.dtypes import StepDtype
-    from lightspeed.errors import ConfigError
-
-    step = StepDtype.parse(dtype)
-    if step is StepDtype.FP32:
-        return None
-    if not step.mixed:
-        raise ConfigError(
-            f"--dtype {step.value}: predict changes a step's precision by autocast only"
-            f" (--dtype {step.precision.value}); measure the pure step with `lightspeed"
-            f" profile TARGET --dtype {step.value}`."
-        )
-    return step.precision.value
 
 
 def _reloaded(measured: Any) -> Any:

@@ -8,6 +8,8 @@ import functools
 import math
 import statistics
 
+from lightspeed.facts.profile import Prediction
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BatchLatency:
@@ -63,7 +65,9 @@ class BatchLatency:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LatencyProfile:
     """A model's forward timed at several batch sizes on one device and hardware: what
-    `lightspeed serve-profile` measures. `threads`: torch's intra-op threads (CPU)."""
+    `lightspeed serve-profile` measures. `threads`: torch's intra-op threads (CPU).
+    `predicted_from`: the hardware id it was measured on when it is a prediction for
+    `hardware_id` (`LatencyForecast`); None when measured."""
 
     name: str
     target: str | None
@@ -71,7 +75,25 @@ class LatencyProfile:
     hardware_id: str
     threads: int
     batches: tuple[BatchLatency, ...]
+    predicted_from: str | None = None
 
     def at(self, batch_size: int) -> BatchLatency | None:
         """The latency of `batch_size`, if it was timed."""
         return next((b for b in self.batches if b.batch_size == batch_size), None)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LatencyForecast:
+    """A latency profile predicted with changes (other hardware, autocast precision)
+    from a measured one. `latency`: ℓ(b) as predicted, each measured call of a batch
+    size scaled by its entry of `scales` (the forward's predicted time over its measured
+    time, the forward profiled op by op as a step); `prediction`: how, for the largest
+    batch size (changes, source hardware, rules, assumptions, each kind of op carried)."""
+
+    latency: LatencyProfile
+    scales: tuple[float, ...]
+    prediction: Prediction
+
+    def __post_init__(self) -> None:
+        if len(self.scales) != len(self.latency.batches):
+            raise ValueError("a latency forecast needs one scale per batch size")

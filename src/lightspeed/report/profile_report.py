@@ -27,7 +27,7 @@ from lightspeed.document import (
     line,
 )
 from lightspeed.facts.hardware import MemoryLevel, hardware_to_dict
-from lightspeed.facts.profile import FusionPrediction, Profile
+from lightspeed.facts.profile import CarriedOps, FusionPrediction, Profile
 from lightspeed.facts.records import MemoryBreakdown
 from lightspeed.predict.fusion import fusion_verdict
 from lightspeed.report.timing_report import (
@@ -137,14 +137,7 @@ def _prediction(analysis: ProfileAnalysis) -> Section:
             if made.measured_step_time_s is not None
             else ("predicted step", line(predicted, " (nothing measured)"))
         ),
-        (
-            "validated",
-            line(
-                "yes: checked against measurement (docs/benchmarks.md)"
-                if made.validated
-                else Value("no: not yet checked against a measurement", style=Style.WARNING)
-            ),
-        ),
+        ("validated", validated_line(made.validated)),
     ]
     if made.largest_batch_size is not None:
         rows.append(("largest batch", _largest_batch(made.largest_batch_size, p)))
@@ -154,18 +147,32 @@ def _prediction(analysis: ProfileAnalysis) -> Section:
     rows += [("assumption", line(assumption)) for assumption in made.assumptions]
     blocks: list[Fields | Table] = [Fields(tuple(rows))]
     if made.carried:
-        blocks.append(
-            Table(
-                title="Carried over by kind of op",
-                columns=tuple(
-                    Column(k, h, numeric=n, optional=o) for k, h, n, o in CARRIED_COLUMNS
-                ),
-                rows=tuple(carried_cells(dataclasses.asdict(c)) for c in made.carried),
-                caption=CARRIED_CAPTION,
-                bold_rows=1 if made.carried[-1].kind == "step" else 0,
-            )
-        )
+        blocks.append(carried_table(made.carried))
     return Section("Prediction", tuple(blocks))
+
+
+def validated_line(validated: bool) -> Line:
+    """Whether a kind of prediction has been checked against measurement, as a report
+    says it."""
+    return line(
+        "yes: checked against measurement (docs/benchmarks.md)"
+        if validated
+        else Value("no: not yet checked against a measurement", style=Style.WARNING)
+    )
+
+
+def carried_table(
+    carried: Sequence[CarriedOps], title: str = "Carried over by kind of op"
+) -> Table:
+    """How each kind of op of a prediction on other hardware was carried over, and how
+    well that has been validated; the step last, in bold."""
+    return Table(
+        title=title,
+        columns=tuple(Column(k, h, numeric=n, optional=o) for k, h, n, o in CARRIED_COLUMNS),
+        rows=tuple(carried_cells(dataclasses.asdict(c)) for c in carried),
+        caption=CARRIED_CAPTION,
+        bold_rows=1 if carried[-1].kind == "step" else 0,
+    )
 
 
 # The carried-ops table's columns, as (JSON key, header, numeric, optional), for every

@@ -8,11 +8,21 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lightspeed.document import Column, Document, Fields, Section, Table, Unit, Value, line
+from lightspeed.document import (
+    Column,
+    Document,
+    Fields,
+    Section,
+    Table,
+    Unit,
+    Value,
+    line,
+)
 from lightspeed.facts.hardware import Hardware, hardware_to_dict
-from lightspeed.facts.serving import BatchLatency, LatencyProfile
+from lightspeed.facts.serving import BatchLatency, LatencyForecast, LatencyProfile
 from lightspeed.predict.serving import ServingPlan, Session, SessionOutcome
 from lightspeed.report.hardware_report import hardware_summary
+from lightspeed.report.profile_report import carried_table, validated_line
 
 DOCUMENT = "latency-profile"
 
@@ -53,6 +63,7 @@ def latency_data(p: LatencyProfile) -> dict[str, Any]:
         "device": p.device,
         "hardware_id": p.hardware_id,
         "threads": p.threads,
+        "predicted_from": p.predicted_from,
         "batches": [batch_data(b) for b in p.batches],
     }
 
@@ -65,6 +76,7 @@ def latency_from_data(data: Mapping[str, Any]) -> LatencyProfile:
         device=data["device"],
         hardware_id=data["hardware_id"],
         threads=data["threads"],
+        predicted_from=data.get("predicted_from"),
         batches=tuple(
             BatchLatency(
                 batch_size=b["batch_size"],
@@ -105,8 +117,12 @@ CAPTION = (
 )
 
 
-def latency_document(profile: LatencyProfile, hardware: Hardware | None) -> Document:
-    """ℓ(b) by batch size, the best throughput, and the hardware it ran on."""
+def latency_document(
+    profile: LatencyProfile, hardware: Hardware | None, forecast: LatencyForecast | None = None
+) -> Document:
+    """ℓ(b) by batch size, the best throughput, and the hardware it ran on; with
+    `forecast`, ℓ(b) predicted on other hardware or in another precision too (the
+    document's `predicted`, which `serve-plan` plans with)."""
     best = max(profile.batches, key=lambda b: b.throughput_per_s)
     first = profile.batches[0]
     summary = Fields(
@@ -132,13 +148,82 @@ def latency_document(profile: LatencyProfile, hardware: Hardware | None) -> Docu
         caption=CAPTION,
     )
     sections: list[Section] = [Section("Latency profile", (summary, table))]
+    if forecast is not None:
+        sections.append(_forecast_section(forecast))
     if hardware is not None:
         sections.append(hardware_summary(hardware))
-    data = {
+    data: dict[str, Any] = {
         "latency": latency_data(profile),
         "hardware": None if hardware is None else hardware_to_dict(hardware),
     }
+    if forecast is not None:
+        data["predicted"] = {
+            "latency": latency_data(forecast.latency),
+            "scales": list(forecast.scales),
+            "prediction": dataclasses.asdict(forecast.prediction),
+        }
     return Document(kind=DOCUMENT, data=data, sections=tuple(sections))
+
+
+FORECAST_COLUMNS = (
+    Column("batch", "batch", numeric=True),
+    Column("median", "latency", numeric=True),
+    Column("p99", "p99", numeric=True),
+    Column("throughput", "samples/s", numeric=True),
+    Column("sol", "of SoL", numeric=True),
+    Column("scale", "× measured", numeric=True),
+    Column("memory", "peak memory", numeric=True, optional=True),
+)
+FORECAST_CAPTION = (
+    "each measured call × the forward's predicted time over its measured time, the forward"
+    " profiled op by op as a step; of SoL: on the predicted hardware"
+)
+
+
+SPREAD_ASSUMPTION = "each batch size's calls spread as measured, scaled with their median"
+
+
+def forecast_cells(b: BatchLatency, scale: float) -> tuple[Value | str, ...]:
+    """One row of the predicted latency table, under `FORECAST_COLUMNS`: `b` as
+    predicted, `scale` its predicted time over the measured one."""
+    return (
+        Value(b.batch_size, Unit.INTEGER),
+        Value(b.median_s, Unit.SECONDS),
+        Value(b.p99_s, Unit.SECONDS),
+        Value(b.throughput_per_s, Unit.COUNT),
+        "–" if b.fraction_of_sol is None else Value(b.fraction_of_sol, Unit.FRACTION),
+        Value(scale, Unit.NUMBER, ".3g", suffix="×"),
+        "–" if b.peak_memory_bytes is None else Value(b.peak_memory_bytes, Unit.BYTES),
+    )
+
+
+def _forecast_section(forecast: LatencyForecast) -> Section:
+    """ℓ(b) predicted: by batch size, how, and each kind of op carried over."""
+    made = forecast.prediction
+    predicted = forecast.latency
+    change = ", ".join(f"--predict-{name} {value}" for name, value in made.changes.items())
+    largest = predicted.batches[-1].batch_size
+    rows: list[tuple[str, Any]] = [
+        ("predicted with", line(change)),
+        ("from", line(f"ℓ(b) measured on {made.source_hardware}")),
+        ("validated", validated_line(made.validated)),
+        ("assumption", line(SPREAD_ASSUMPTION)),
+    ]
+    rows += [("rule", line(rule)) for rule in made.rules]
+    rows += [("assumption", line(assumption)) for assumption in made.assumptions]
+    table = Table(
+        f"Predicted latency on {predicted.hardware_id}",
+        FORECAST_COLUMNS,
+        tuple(
+            forecast_cells(b, scale)
+            for b, scale in zip(predicted.batches, forecast.scales, strict=True)
+        ),
+        caption=FORECAST_CAPTION,
+    )
+    blocks: list[Fields | Table] = [Fields(tuple(rows)), table]
+    if made.carried:
+        blocks.append(carried_table(made.carried, f"Carried over by kind of op, batch {largest}"))
+    return Section("Prediction", tuple(blocks))
 
 
 PLAN_DOCUMENT = "serving-plan"
@@ -226,6 +311,7 @@ def plan_document(
         (
             ("GPUs", line(f"{len(served.gpus)} (one model per GPU at batch 1: {baseline_gpus})")),
             ("unservable", line(", ".join(served.unservable) or "none")),
+            ("latency", line(_latency_sources(sessions))),
         )
     )
     data = {
@@ -251,6 +337,21 @@ def plan_document(
         data=data,
         sections=(Section("Serving plan", (summary, *tables)),),
     )
+
+
+def _latency_sources(sessions: Sequence[Session]) -> str:
+    """Where the sessions' ℓ(b) come from: measured on which hardware, or predicted for
+    which from which."""
+    by_source: dict[str, list[str]] = {}
+    for s in sessions:
+        p = s.latency
+        source = (
+            f"measured on {p.hardware_id}"
+            if p.predicted_from is None
+            else f"predicted for {p.hardware_id} from {p.predicted_from}"
+        )
+        by_source.setdefault(source, []).append(s.name)
+    return "; ".join(f"{source} ({', '.join(names)})" for source, names in by_source.items())
 
 
 MEASURED_CAPTION = (

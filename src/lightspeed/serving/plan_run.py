@@ -70,6 +70,17 @@ def run_plan(
             f'session {", ".join(map(repr, missing))} has no target; add target = "…" (a'
             " suite name or file.py:NAME) to its [[session]] table to run the plan."
         )
+    predicted = [
+        f"{name!r} ({by_name[name].latency.hardware_id})"
+        for name in planned
+        if by_name[name].latency.predicted_from is not None
+    ]
+    if predicted:
+        raise ConfigError(
+            f"session {', '.join(predicted)} plans with a latency predicted for other"
+            " hardware, and --run runs the plan on this machine's CPU; give it a latency"
+            " measured here (serve-profile without --predict-hardware or --predict-dtype)."
+        )
     from lightspeed.workload.targets import load_target
 
     for name in planned:

@@ -14,24 +14,28 @@ on a CPU it is not measured.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from lightspeed import progress
 from lightspeed.analysis.step_roofline import analyse_op
 from lightspeed.dtypes import StepDtype
 from lightspeed.errors import ConfigError
 from lightspeed.facts.device import Device
-from lightspeed.facts.hardware import Hardware
-from lightspeed.facts.serving import BatchLatency, LatencyProfile
+from lightspeed.facts.hardware import DeviceKind, Hardware
+from lightspeed.facts.profile import Profile
+from lightspeed.facts.serving import BatchLatency, LatencyForecast, LatencyProfile
 from lightspeed.measure.capture import capturing
 from lightspeed.measure.device import require, synchronizer, torch_dtype
-from lightspeed.measure.step import guard, to_device
-from lightspeed.measure.timer import default_max_settle_s, has_settled
+from lightspeed.measure.step import StepSettings, guard, to_device
+from lightspeed.measure.timer import TimerConfig, default_max_settle_s, has_settled
+from lightspeed.workflows.profile import PROFILE_MIN_REPLICATES
 from lightspeed.workload import Workload
-from lightspeed.workload.inference import forward_of
+from lightspeed.workload.inference import forward_of, inference_step
 
 WARMUP_CALLS = 3
 MIN_CALLS = 20
@@ -153,3 +157,81 @@ def _one_batch(
         sol_time_s=sol,
         peak_memory_bytes=peak,
     )
+
+
+# Seconds spent timing each batch size's forward as a step, before its ops are profiled.
+FORECAST_BUDGET_S = 0.5
+
+
+def check_forecastable(settings: StepSettings, autocast: str | None) -> None:
+    """Refuse, before anything is timed, an autocast forecast (`--predict-dtype`) of a
+    forward that does not run in fp32."""
+    if autocast is not None and settings.dtype is not StepDtype.FP32:
+        raise ConfigError(
+            f"--predict-dtype {autocast} predicts the fp32 forward under autocast; this one"
+            f" runs in {settings.dtype.value}: time it with --dtype fp32, or measure --dtype"
+            f" {autocast} itself."
+        )
+
+
+def forecast_latency(
+    workload: Workload,
+    measured: LatencyProfile,
+    *,
+    hardware: Hardware,
+    settings: StepSettings,
+    target: Hardware | None = None,
+    autocast: str | None = None,
+    budget_s: float = FORECAST_BUDGET_S,
+) -> LatencyForecast:
+    """`measured` (ℓ(b) of `workload` on `hardware`, run with `settings`) predicted on
+    `target` hardware and/or under `autocast` ("bf16", "fp16") by the what-ifs a training
+    step gets (`predict.predict`): each batch size's forward is profiled op by op as a
+    step (`inference_step`, about `budget_s` seconds timing it), predicted, and its
+    measured calls scaled by the predicted time over the measured one. The spread of the
+    calls is assumed to scale with their median."""
+    from lightspeed.measure.profile_run import profile_workload
+    from lightspeed.predict.whatif import predict
+
+    if target is None and autocast is None:
+        raise ConfigError("a latency forecast needs other hardware or an autocast precision.")
+    check_forecastable(settings, autocast)
+    inference = inference_step(workload)
+    timer = TimerConfig(budget_s=budget_s, min_replicates=PROFILE_MIN_REPLICATES)
+    scales: list[float] = []
+    batches: list[BatchLatency] = []
+    predicted: Profile | None = None
+    for b in measured.batches:
+        at = inference.with_batch_size(b.batch_size)
+        with progress.stage(f"predicting batch {b.batch_size}"):
+            profiled = profile_workload(at, hardware, settings, timer=timer)
+            predicted = predict(profiled, workload=at, dtype=autocast, hardware=target)
+        was, now = profiled.step_time_s, predicted.step_time_s
+        if was is None or now is None or not was > 0:
+            raise ConfigError(
+                f"batch {b.batch_size}: the forward could not be timed as a step to predict"
+                " from; run `lightspeed profile` on the workload to see why."
+            )
+        scale = now / was
+        scales.append(scale)
+        on = predicted.hardware
+        batches.append(
+            BatchLatency(
+                batch_size=b.batch_size,
+                latencies_s=tuple(t * scale for t in b.latencies_s),
+                flops=sum(op.flops for op in predicted.ops),
+                bytes=sum(op.bytes for op in predicted.ops),
+                sol_time_s=sum(analyse_op(op, on).sol_time_s for op in predicted.ops),
+                peak_memory_bytes=None if predicted.memory is None else predicted.memory.peak_bytes,
+            )
+        )
+    assert predicted is not None and predicted.prediction is not None
+    device = Device.CUDA if predicted.hardware.kind is DeviceKind.GPU else Device.CPU
+    latency = dataclasses.replace(
+        measured,
+        device=device.value,
+        hardware_id=predicted.hardware.id,
+        batches=tuple(batches),
+        predicted_from=measured.hardware_id,
+    )
+    return LatencyForecast(latency=latency, scales=tuple(scales), prediction=predicted.prediction)

@@ -21,8 +21,9 @@ else:  # pragma: no cover - Python 3.10
 
 def read_sessions(path: Path) -> list[Session]:
     """The sessions of a SESSIONS.toml: `[[session]]` tables, each with `name`,
-    `latency` (a `serve-profile --json` result, relative to the file), `rate`
-    (requests a second) and `slo_ms`; refused in one line where anything is wrong."""
+    `latency` (a `serve-profile --json` result, relative to the file; its prediction
+    where it has one), `rate` (requests a second) and `slo_ms`; refused in one line
+    where anything is wrong."""
     where = str(path)
     tables = _tables(path)
     sessions = []
@@ -30,7 +31,9 @@ def read_sessions(path: Path) -> list[Session]:
         missing = [k for k in ("name", "latency", "rate", "slo_ms") if k not in table]
         if missing:
             raise ConfigError(f"{where}: session {i} has no {', '.join(missing)}.")
-        latency = read_latency(path.parent / str(table["latency"]), f"{where}: session {i}'s")
+        latency = read_latency(
+            path.parent / str(table["latency"]), f"{where}: session {i}'s", predicted=True
+        )
         try:
             rate, slo = float(table["rate"]), float(table["slo_ms"]) / 1e3
         except (TypeError, ValueError):
@@ -90,13 +93,18 @@ def _tables(path: Path) -> list[dict[str, Any]]:
     return tables
 
 
-def read_latency(path: Path, whose: str = "--profile") -> LatencyProfile:
-    """The latency profile a `lightspeed serve-profile --json` result at `path` holds;
-    refused in one line (naming `whose` it is) for any other file."""
+def read_latency(
+    path: Path, whose: str = "--profile", *, predicted: bool = False
+) -> LatencyProfile:
+    """The latency profile a `lightspeed serve-profile --json` result at `path` holds:
+    the one measured, or with `predicted` the one predicted on other hardware or in
+    another precision where the result has one (a plan for that hardware); refused in
+    one line (naming `whose` it is) for any other file."""
     result = read_result(path)
     if result["document"] != DOCUMENT:
         raise ConfigError(
             f"{whose} latency {str(path)!r} is a {result['document']} result; give a"
             " `lightspeed serve-profile --json` one."
         )
-    return latency_from_data(result["latency"])
+    forecast = result.get("predicted") if predicted else None
+    return latency_from_data(result["latency"] if forecast is None else forecast["latency"])

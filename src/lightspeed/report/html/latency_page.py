@@ -8,10 +8,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from lightspeed.document import Unit, Value
-from lightspeed.report.html.markup import Cell, Column, Page, fields
+from lightspeed.facts.serving import LatencyProfile
+from lightspeed.report.html.markup import Cell, Column, Markup, Page, fields, notes
+from lightspeed.report.html.profile_page import carried_parts
 from lightspeed.report.serving_report import (
     CAPTION,
+    FORECAST_CAPTION,
+    FORECAST_COLUMNS,
+    SPREAD_ASSUMPTION,
     batch_cells,
+    forecast_cells,
     latency_columns,
     latency_from_data,
 )
@@ -88,7 +94,64 @@ def latency_page(doc: Mapping[str, Any]) -> Page:
         kind="latency",
     )
     page.section("Latency by batch size", latency, curve, table, anchor="latency")
+    if doc.get("predicted"):
+        page.section("Prediction", *_forecast(page, profile, doc["predicted"]), anchor="prediction")
     return page
+
+
+def _forecast(page: Page, measured: LatencyProfile, forecast: Mapping[str, Any]) -> list[Markup]:
+    """ℓ(b) predicted on other hardware or in another precision: beside the measured one,
+    as a table, with the rules, assumptions and kinds of op carried over."""
+    predicted = latency_from_data(forecast["latency"])
+    made = forecast["prediction"]
+    change = ", ".join(f"--predict-{k} {v}" for k, v in (made.get("changes") or {}).items())
+    sizes = [b.batch_size for b in measured.batches]
+    on, source = predicted.hardware_id, measured.hardware_id
+    chart = page.chart(
+        "prediction",
+        {
+            "data": [
+                _line(sizes, [b.median_s for b in measured.batches], f"median on {source}"),
+                _line(sizes, [b.median_s for b in predicted.batches], f"median on {on}"),
+                _line(sizes, [b.p99_s for b in predicted.batches], f"p99 on {on}"),
+            ],
+            "layout": {
+                "title": {"text": f"Latency measured on {source}, predicted on {on}"},
+                "xaxis": {"title": {"text": "batch size"}, "type": "log"},
+                "yaxis": {"title": {"text": "seconds"}, "exponentformat": "SI", "type": "log"},
+                "height": 340,
+            },
+        },
+    )
+    rows: list[list[Cell]] = [
+        list(forecast_cells(b, scale))
+        for b, scale in zip(predicted.batches, forecast["scales"], strict=True)
+    ]
+    table = page.table(
+        tuple(Column(c.key, c.header, c.numeric) for c in FORECAST_COLUMNS),
+        rows,
+        caption=FORECAST_CAPTION,
+        kind="predicted-latency",
+    )
+    return [
+        fields(
+            [
+                ("predicted with", change),
+                ("from", f"ℓ(b) measured on {source}"),
+                (
+                    "validated",
+                    "yes: checked against measurement"
+                    if made.get("validated")
+                    else "no: not yet checked against a measurement",
+                ),
+            ]
+        ),
+        chart,
+        table,
+        notes(list(made.get("rules") or []), title="Rules"),
+        notes([SPREAD_ASSUMPTION, *(made.get("assumptions") or [])], title="Assumptions"),
+        *carried_parts(page, made),
+    ]
 
 
 def _line(x: list[int], y: list[float], name: str) -> dict[str, Any]:

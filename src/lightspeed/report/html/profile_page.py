@@ -64,6 +64,30 @@ def profile_page(doc: Mapping[str, Any]) -> Page:
     return page
 
 
+def carried_parts(page: Page, made: Mapping[str, Any]) -> list[Markup]:
+    """A prediction's (JSON) kinds of op carried over to other hardware: the table and
+    what each kind was validated against; nothing when the hardware did not change."""
+    carried = made.get("carried") or []
+    if not carried:
+        return []
+    return [
+        page.table(
+            [Column(key, header, numeric) for key, header, numeric, _ in CARRIED_COLUMNS],
+            [carried_cells(row) for row in carried],
+            caption=f"Carried over from {made.get('source_hardware')}. {CARRIED_CAPTION}",
+            kind="carried",
+        ),
+        notes(
+            [
+                f"{row['kind']}: {row['validation']['data']}"
+                for row in carried
+                if row.get("validation")
+            ],
+            title="Validated against",
+        ),
+    ]
+
+
 def _prediction(page: Page, doc: Mapping[str, Any], made: Mapping[str, Any]) -> list[Markup]:
     """How the profile was predicted, and its step beside the measured one."""
     timing = doc.get("timing") or {}
@@ -88,26 +112,7 @@ def _prediction(page: Page, doc: Mapping[str, Any], made: Mapping[str, Any]) -> 
         notes(list(made.get("rules") or []), title="Rules"),
         notes(list(made.get("assumptions") or []), title="Assumptions"),
     ]
-    carried = made.get("carried") or []
-    if carried:
-        parts.append(
-            page.table(
-                [Column(key, header, numeric) for key, header, numeric, _ in CARRIED_COLUMNS],
-                [carried_cells(row) for row in carried],
-                caption=f"Carried over from {source}. {CARRIED_CAPTION}",
-                kind="carried",
-            )
-        )
-        parts.append(
-            notes(
-                [
-                    f"{row['kind']}: {row['validation']['data']}"
-                    for row in carried
-                    if row.get("validation")
-                ],
-                title="Validated against",
-            )
-        )
+    parts += carried_parts(page, made)
     fusion = made.get("fusion")
     if fusion:
         parts[1:1] = _fusion(page, fusion)
