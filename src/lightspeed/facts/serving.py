@@ -87,7 +87,7 @@ class LatencyForecast:
     """A latency profile predicted with changes (other hardware, autocast precision)
     from a measured one. `latency`: ℓ(b) as predicted, each measured call of a batch
     size scaled by its entry of `scales` (the forward's predicted time over its measured
-    time, the forward profiled op by op as a step); `prediction`: how, for the largest
+    time, the forward profiled op by op as a step); `prediction`: how, for the last
     batch size (changes, source hardware, rules, assumptions, each kind of op carried)."""
 
     latency: LatencyProfile
