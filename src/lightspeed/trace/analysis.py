@@ -34,6 +34,7 @@ from lightspeed.trace.steps import (
     device_step_spans,
     device_steps,
     hta_whole_trace_window,
+    rows_by_step,
     step_windows,
 )
 from lightspeed.trace.timeline import Timeline, common_step, step_timeline
@@ -235,10 +236,12 @@ def analyse_rank(
         rank=trace.rank or 0,
         path=trace.path,
         devices=trace.device_names,
-        whole=analyse_window(WindowContext(ctx, whole, counted, hta_times=True)),
+        whole=analyse_window(WindowContext(ctx, whole, np.flatnonzero(counted), hta_times=True)),
         steps=[
-            analyse_window(WindowContext(ctx, w, per_step == i, device_span_us=spans[i]))
-            for i, w in enumerate(steps)
+            analyse_window(WindowContext(ctx, w, rows, device_span_us=spans[i]))
+            for i, (w, rows) in enumerate(
+                zip(steps, rows_by_step(per_step, len(steps)), strict=True)
+            )
         ],
         notes=_notes(trace, steps),
         last_step_left_out=left_out,

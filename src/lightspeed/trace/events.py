@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,6 +63,38 @@ US = 1e-6  # seconds per µs, the unit of every time in a trace
 SHAPED_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
 
 
+@dataclasses.dataclass(frozen=True)
+class TimeOrder:
+    """Events sorted by start: `rows` (their rows in the table), `start_us`, and
+    `reach_us`, the latest end among each event and those that start before it."""
+
+    rows: IntArray
+    start_us: FloatArray
+    end_us: FloatArray
+    reach_us: FloatArray
+
+    @classmethod
+    def of(cls, start_us: FloatArray, end_us: FloatArray) -> TimeOrder:
+        rows = np.argsort(start_us, kind="stable")
+        end = end_us[rows]
+        reach = np.maximum.accumulate(end) if len(end) else end
+        return cls(rows=rows, start_us=start_us[rows], end_us=end, reach_us=reach)
+
+    def starting_in(self, lo: float, hi: float, *, until_hi: bool = False) -> IntArray:
+        """Rows, ascending, of the events starting in [lo, hi), or [lo, hi]."""
+        first = np.searchsorted(self.start_us, lo, side="left")
+        last = np.searchsorted(self.start_us, hi, side="right" if until_hi else "left")
+        return np.sort(self.rows[first:last])
+
+    def overlapping(self, lo: float, hi: float) -> IntArray:
+        """Rows, ascending, of the events that start before `hi` and end after `lo`."""
+        last = np.searchsorted(self.start_us, hi, side="left")
+        # Every event before `first` ends by `lo`: none that starts earlier reaches past it.
+        first = np.searchsorted(self.reach_us[:last], lo, side="right")
+        some = slice(first, last)
+        return np.sort(self.rows[some][self.end_us[some] > lo])
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EventTable:
     """Complete events of one kind as columns, in file order.
@@ -84,9 +117,33 @@ class EventTable:
     def __len__(self) -> int:
         return len(self.name)
 
-    @property
+    @functools.cached_property
     def end_us(self) -> FloatArray:
         return self.ts_us + self.dur_us
+
+    @functools.cached_property
+    def by_start(self) -> TimeOrder:
+        """The events in order of their start, to find those of a window in time
+        proportional to how many it holds (the table's rows are in file order)."""
+        return TimeOrder.of(self.ts_us, self.end_us)
+
+    @functools.cached_property
+    def by_correlation(self) -> tuple[IntArray, IntArray]:
+        """The rows of the events that have a correlation id, ordered by it (stable), and
+        those ids."""
+        rows = np.flatnonzero(self.correlation != NO_ID)
+        order = rows[np.argsort(self.correlation[rows], kind="stable")]
+        return order, self.correlation[order]
+
+    def starting_in(self, lo: float, hi: float, *, until_hi: bool = False) -> IntArray:
+        """The rows, ascending, of the events that start in [lo, hi) (with `until_hi`,
+        in [lo, hi])."""
+        return self.by_start.starting_in(lo, hi, until_hi=until_hi)
+
+    def overlapping(self, lo: float, hi: float) -> IntArray:
+        """The rows, ascending, of the events with time in (lo, hi): they start before
+        `hi` and end after `lo`."""
+        return self.by_start.overlapping(lo, hi)
 
     def rows(self, which: IntArray) -> EventTable:
         """The events at positions `which`, in that order."""

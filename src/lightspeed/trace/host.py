@@ -131,7 +131,8 @@ def launch_stats(
 ) -> LaunchStats:
     """HTA's launch statistics for launch calls that start in `window`."""
     runtime = trace.table(Kind.RUNTIME)
-    rows = np.flatnonzero(in_window(runtime, window) & index.launch[runtime.name])
+    rows = in_window(runtime, window)
+    rows = rows[index.launch[runtime.name[rows]]]
     if len(rows) == 0:
         return LaunchStats()
     cpu_us = runtime.dur_us[rows]
@@ -175,15 +176,15 @@ def host_stats(
     )
     syncs = intervals.join(_spans(runtime, index.sync, lo, hi), _spans(ops, index.sync, lo, hi))
     sync_union = intervals.union(*syncs)
-    sync_names = np.concatenate(
-        [t.name[index.sync[t.name] & in_window(t, window)] for t in (runtime, ops)]
-    )
+    in_it = [t.name[in_window(t, window)] for t in (runtime, ops)]
+    sync_names = np.concatenate([names[index.sync[names]] for names in in_it])
     collectives = intervals.join(
         _spans(trace.table(Kind.ANNOTATION), index.collective, lo, hi),
         _spans(ops, index.collective, lo, hi),
     )
-    outer = index.outer_ops & in_window(ops, window)
-    big = outer & (ops.dur_us >= SMALL_OP_US)
+    outer = in_window(ops, window)
+    outer = outer[index.outer_ops[outer]]
+    big = outer[ops.dur_us[outer] >= SMALL_OP_US]
     work = intervals.clip(ops.ts_us[big], ops.end_us[big], lo, hi)
     everything = intervals.join(work, loading, syncs, collectives)
     return HostStats(
@@ -191,7 +192,7 @@ def host_stats(
         data_loading_s=intervals.length(*loading) * US,
         sync_s=float(np.sum(sync_union[1] - sync_union[0])) * US,
         syncs=len(sync_union[0]),
-        ops=int(outer.sum()),
+        ops=len(outer),
         work_s=intervals.length(*work) * US,
         busy_s=intervals.length(*everything) * US,
         collective_s=intervals.length(*collectives) * US,
@@ -205,7 +206,7 @@ def _sync_idle(syncs: _Spans, busy: _Spans | None, lo: float, hi: float) -> dict
     """The sync figures of HostStats against the device; {} without device events."""
     if busy is None or len(busy[0]) == 0:
         return {}
-    gap_s, gap_e = intervals.gaps(*busy, lo, hi)
+    gap_s, gap_e = intervals.gaps(*intervals.within(busy, lo, hi), lo, hi)
     sync_s, sync_e = syncs
     # The sync holding each gap's start, if any: the last one starting at or before it
     # (a sync that returns just as the device drains counts: it waited for that work).
@@ -226,7 +227,8 @@ _Spans = intervals.Spans
 
 
 def _spans(table: EventTable, name_mask: BoolArray, lo: float, hi: float) -> _Spans:
-    rows = name_mask[table.name]
+    rows = table.overlapping(lo, hi)
+    rows = rows[name_mask[table.name[rows]]]
     return intervals.clip(table.ts_us[rows], table.end_us[rows], lo, hi)
 
 

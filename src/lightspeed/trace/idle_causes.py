@@ -134,7 +134,7 @@ def idle_causes(w: WindowContext) -> IdleCauses:
     lo, hi = step_span_us(first, last, w.window)
     busy = (ev.start_us, ev.end_us)
     if w.window.number is not None:  # its span may hold other steps' work: not idle
-        busy = intervals.join(busy, w.trace.busy)
+        busy = intervals.join(busy, intervals.within(w.trace.busy, lo, hi))
     idle = intervals.gaps(*busy, lo, hi)
     idle_us = float(np.sum(idle[1] - idle[0]))
     parts: dict[str, float] = {}
@@ -142,7 +142,7 @@ def idle_causes(w: WindowContext) -> IdleCauses:
     elsewhere: Spans = (np.empty(0), np.empty(0))
     overhead_us = idle_us
     for key, covered in w.trace.once(_covered):
-        clipped = intervals.clip(*covered, lo, hi)
+        clipped = intervals.within(covered, lo, hi)
         now_us = intervals.overlap(idle, clipped)
         # The union only grows; a float rounding that says otherwise attributes nothing.
         parts[key] = max(0.0, now_us - attributed_us) * US

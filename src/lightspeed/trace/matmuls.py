@@ -295,13 +295,14 @@ def _seconds_by(keys: list[str], time_us: FloatArray) -> dict[str, float]:
 
 
 def matmul_stats(
-    index: MatmulIndex | None, rows: BoolArray, dur_us: FloatArray, *, points: bool = False
+    index: MatmulIndex | None, rows: IntArray, dur_us: FloatArray, *, points: bool = False
 ) -> MatmulStats | None:
-    """The products whose kernels are among the device events `rows` (with durations
-    `dur_us`, all device events); with `points`, the longest one by one as well."""
+    """The products whose kernels are among the device events at `rows` (with
+    durations `dur_us`, all device events); with `points`, the longest one by one as
+    well."""
     if index is None:
         return None
-    events = np.flatnonzero(rows & (index.op_of_event >= 0))
+    events = rows[index.op_of_event[rows] >= 0]
     if len(events) == 0:
         return None
     op_ids, inverse = np.unique(index.op_of_event[events], return_inverse=True)

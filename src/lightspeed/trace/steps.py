@@ -58,13 +58,10 @@ def whole_window(trace: Trace) -> StepWindow:
     return StepWindow(number=None, start_us=min(starts), end_us=max(ends))
 
 
-def in_window(table: EventTable, window: StepWindow) -> BoolArray:
-    """Which events of `table` start in `window`: [start, end), and for the whole-trace
-    window its end too, where its last event may start."""
-    inside = (table.ts_us >= window.start_us) & (table.ts_us < window.end_us)
-    if window.number is None:
-        inside |= table.ts_us == window.end_us
-    return inside
+def in_window(table: EventTable, window: StepWindow) -> IntArray:
+    """The rows, ascending, of the events of `table` that start in `window`: [start,
+    end), and for the whole-trace window its end too, where its last event may start."""
+    return table.starting_in(window.start_us, window.end_us, until_hi=window.number is None)
 
 
 def count_names(trace: Trace, names: IntArray) -> dict[str, int]:
@@ -104,9 +101,7 @@ def device_events(trace: Trace, with_stream_syncs: bool = False) -> EventTable:
 def correlate(keys: IntArray, table: EventTable) -> tuple[np.ndarray, IntArray]:
     """For each correlation id in `keys`: whether `table` has an event with that id, and
     the row of (one) such event (meaningless where there is none)."""
-    rows = np.flatnonzero(table.correlation != NO_ID)
-    order = rows[np.argsort(table.correlation[rows], kind="stable")]
-    ids = table.correlation[order]
+    order, ids = table.by_correlation
     if len(ids) == 0:
         return np.zeros(len(keys), dtype=bool), np.zeros(len(keys), dtype=np.int64)
     pos = np.clip(np.searchsorted(ids, keys), 0, len(ids) - 1)
@@ -129,6 +124,14 @@ def device_steps(
     """The window index of each device event: its launch's, else its own start's."""
     placed_at = np.where(np.isnan(launches_us), device.ts_us, launches_us)
     return window_index(placed_at, windows)
+
+
+def rows_by_step(step_of: IntArray, count: int) -> list[IntArray]:
+    """The rows, ascending, of the events of each of `count` steps, from each event's
+    step index (`step_of`, -1: none): one sort for all of them."""
+    order = np.argsort(step_of, kind="stable")
+    bounds = np.searchsorted(step_of[order], np.arange(count + 1), side="left")
+    return [order[bounds[i] : bounds[i + 1]] for i in range(count)]
 
 
 def device_step_spans(
@@ -161,10 +164,11 @@ def device_step_spans(
     return spans
 
 
-def inside_span(device: EventTable, span: tuple[float, float]) -> BoolArray:
-    """Which device events have time inside `span` (or, lasting no time, lie in it)."""
+def inside_span(device: EventTable, span: tuple[float, float], rows: IntArray) -> BoolArray:
+    """Which of the device events at `rows` have time inside `span` (or, lasting no
+    time, lie in it)."""
     lo, hi = span
-    start, end = device.ts_us, device.end_us
+    start, end = device.ts_us[rows], device.end_us[rows]
     overlaps = (np.minimum(end, hi) - np.maximum(start, lo)) > 0
     return overlaps | ((start == end) & (start >= lo) & (start <= hi))
 

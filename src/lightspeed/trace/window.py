@@ -117,7 +117,7 @@ class WindowContext:
         self,
         trace: TraceContext,
         window: StepWindow,
-        rows: BoolArray,
+        rows: IntArray,
         hta_times: bool = False,
         device_span_us: tuple[float, float] | None = None,
     ) -> None:
@@ -127,7 +127,9 @@ class WindowContext:
         # (`steps.device_step_spans`), so that no two steps count the same device time.
         self.device_span_us = device_span_us
         if device_span_us is not None:
-            rows = rows & inside_span(trace.device, device_span_us)
+            rows = rows[inside_span(trace.device, device_span_us, rows)]
+        # The rows of the trace's device events (`TraceContext.device`) in the window,
+        # ascending: an index, so a window costs what it holds, not the whole trace.
         self.rows = rows
         # HTA-equal figures: the times HTA analyses, rounded to whole µs as it does.
         self.rounded = hta_times and not trace.whole_microseconds
@@ -153,7 +155,7 @@ class WindowContext:
 
     @property
     def has_device_events(self) -> bool:
-        return bool(np.any(self.rows))
+        return len(self.rows) > 0
 
 
 def _nothing_shown(result: Any) -> Shown:
