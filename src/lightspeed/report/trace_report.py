@@ -11,9 +11,12 @@ string keys.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
+from lightspeed import units
 from lightspeed.document import (
     Column,
     Document,
@@ -194,30 +197,74 @@ def _devices(names: tuple[str, ...]) -> str:
     return ", ".join(f"{c} × {n}" if c > 1 else n for n, c in counts.items()) or "—"
 
 
+# A trace with more steps than this lists a few of them in the terminal (the first and
+# last, the slowest) and summarises the rest; JSON and HTML keep every step.
+SHOWN_STEPS = 24
+_ENDS, _SLOWEST = 5, 5
+
+
+def shown_steps(steps: Sequence[WindowAnalysis]) -> list[WindowAnalysis | None]:
+    """The steps the terminal lists, in step order: all of them up to `SHOWN_STEPS`,
+    else the first and last few and the slowest, a None where steps are left out."""
+    if len(steps) <= SHOWN_STEPS:
+        return list(steps)
+    slowest = sorted(range(len(steps)), key=lambda i: steps[i].step_s, reverse=True)
+    keep = sorted({*range(_ENDS), *range(len(steps) - _ENDS, len(steps)), *slowest[:_SLOWEST]})
+    shown: list[WindowAnalysis | None] = []
+    for before, i in zip([-1, *keep], keep, strict=False):
+        if i > before + 1:
+            shown.append(None)
+        shown.append(steps[i])
+    return shown
+
+
+def _steps_caption(steps: Sequence[WindowAnalysis]) -> str | None:
+    """What the rows left out of a long step table hold: percentiles of step time and
+    each bound's count."""
+    if len(steps) <= SHOWN_STEPS:
+        return None
+    times = np.array([w.step_s for w in steps])
+    p50, p90, p99 = np.percentile(times, [50, 90, 99])
+    bounds: dict[str, int] = {}
+    for w in steps:
+        bounds[w.bound.value] = bounds.get(w.bound.value, 0) + 1
+    by_bound = ", ".join(f"{b} {n:,}" for b, n in sorted(bounds.items(), key=lambda x: -x[1]))
+    return (
+        f"{len(steps):,} steps, shown: the first and last {_ENDS} and the {_SLOWEST} slowest;"
+        f" step time p50 {units.seconds(float(p50))}, p90 {units.seconds(float(p90))},"
+        f" p99 {units.seconds(float(p99))}, max {units.seconds(float(times.max()))};"
+        f" bound: {by_bound}; every step is in --json and --html"
+    )
+
+
 def _steps(steps: list[WindowAnalysis], *, on_device: bool) -> Table:
     """Each step's time, what kept the device busy and communicating (on a trace with no
     device, the host: its time in ops, data loading and syncs, and in collectives), its
-    data loading, syncs and bound."""
+    data loading, syncs and bound; for a long trace, some steps and a summary of all."""
     busy, comm = (
         (("busy_s", "busy"), ("communication_s", "comm"))
         if on_device
         else (("host_busy_s", "busy"), ("host_collective_s", "comm"))
     )
+    columns = (
+        Column("step", "step", numeric=True, min_width=4),
+        Column("step_s", "time", numeric=True, min_width=7),
+        Column(busy[0], busy[1], numeric=True, min_width=7),
+        Column(comm[0], comm[1], numeric=True, min_width=7),
+        Column("data_loading_s", "data", numeric=True, min_width=7),
+        Column("syncs", "syncs", numeric=True, min_width=5),
+        Column("bound", "bound", min_width=15),
+    )
+    gap = ("…",) * len(columns)
     return Table(
         title="Steps (busy, comm: the device's time)"
         if on_device
         else "Steps (busy, comm: the host's time; the trace has no device)",
-        columns=(
-            Column("step", "step", numeric=True, min_width=4),
-            Column("step_s", "time", numeric=True, min_width=7),
-            Column(busy[0], busy[1], numeric=True, min_width=7),
-            Column(comm[0], comm[1], numeric=True, min_width=7),
-            Column("data_loading_s", "data", numeric=True, min_width=7),
-            Column("syncs", "syncs", numeric=True, min_width=5),
-            Column("bound", "bound", min_width=15),
-        ),
+        columns=columns,
         rows=tuple(
-            (
+            gap
+            if w is None
+            else (
                 Value(w.step, Unit.INTEGER),
                 Value(w.step_s, Unit.SECONDS),
                 Value(w.temporal.busy_s if on_device else w.host.busy_s, Unit.SECONDS),
@@ -229,8 +276,9 @@ def _steps(steps: list[WindowAnalysis], *, on_device: bool) -> Table:
                 Value(w.host.syncs, Unit.INTEGER),
                 w.bound.value,
             )
-            for w in steps
+            for w in shown_steps(steps)
         ),
+        caption=_steps_caption(steps),
     )
 
 

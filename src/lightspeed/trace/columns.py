@@ -53,7 +53,10 @@ class Part:
 
     ints: dict[Kind, IntArray]  # (n, 5): name, pid, tid, correlation, external id
     floats: dict[Kind, FloatArray]  # (n, 2): ts, dur in µs
-    op_shapes: list[tuple[int, Any, Any]]  # CPU-op row in the part, Input Dims, Input type
+    # CPU-op row in the part and its shapes' key in `shapes`; each distinct (Input Dims,
+    # Input type) is kept once: a trace repeats a few shapes tens of thousands of times.
+    op_shapes: list[tuple[int, str]]
+    shapes: dict[str, tuple[Any, Any]]
     names: list[str]
     labels: list[str]
     skipped: Counter[str]
@@ -70,7 +73,8 @@ def build_part(events: Sequence[Any]) -> Part:
     labels: dict[str, int] = {}
     skipped: Counter[str] = Counter()
     malformed = 0
-    op_shapes: list[tuple[int, Any, Any]] = []
+    op_shapes: list[tuple[int, str]] = []
+    shapes: dict[str, tuple[Any, Any]] = {}
     cpu_op, sync, kernel = Kind.CPU_OP, Kind.SYNC, Kind.KERNEL  # locals: once per event
     for event in events:
         if type(event) is not dict:
@@ -119,13 +123,17 @@ def build_part(events: Sequence[Any]) -> Part:
             if type(stream) is int and 0 <= stream < _INT64:
                 tid = stream
         if kind is cpu_op and name in SHAPED_OPS and "Input Dims" in args:
-            op_shapes.append((len(floats[kind]) // 2, args["Input Dims"], args.get("Input type")))
+            dims, types = args["Input Dims"], args.get("Input type")
+            key = repr((dims, types))
+            shapes.setdefault(key, (dims, types))
+            op_shapes.append((len(floats[kind]) // 2, key))
         ints[kind].extend((name_id, pid, tid, corr, ext))
         floats[kind].extend((ts, dur))
     return Part(
         ints={k: _int_array(v).reshape(-1, 5) for k, v in ints.items() if v},
         floats={k: np.array(v, dtype=np.float64).reshape(-1, 2) for k, v in floats.items() if v},
         op_shapes=op_shapes,
+        shapes=shapes,
         names=list(names),
         labels=list(labels),
         skipped=skipped,
@@ -142,9 +150,12 @@ def merge_parts(parts: Sequence[Part], path: str, metadata: Mapping[str, Any]) -
     skipped: Counter[str] = Counter()
     malformed = count = 0
     op_shapes: dict[int, tuple[Any, Any]] = {}
+    shapes: dict[str, tuple[Any, Any]] = {}
     op_rows = 0  # CPU-op rows in the parts before this one
     for part in parts:
-        op_shapes.update((op_rows + row, (dims, types)) for row, dims, types in part.op_shapes)
+        for key, value in part.shapes.items():
+            shapes.setdefault(key, value)
+        op_shapes.update((op_rows + row, shapes[key]) for row, key in part.op_shapes)
         if Kind.CPU_OP in part.ints:
             op_rows += len(part.ints[Kind.CPU_OP])
         name_map = np.array([names.setdefault(n, len(names)) for n in part.names] or [0])
