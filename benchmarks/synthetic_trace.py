@@ -13,7 +13,8 @@ an NCCL all-reduce per bucket of layers on a second stream; the optimizer's fore
 kernels; a host-to-device copy of the batch and a `loss.item()` that synchronizes.
 Launches and device events share a `correlation`, with Kineto's `ac2g` flow events.
 Times are µs with ns decimals; durations come from a seeded generator, so one set of
-arguments always writes the same file. `--ranks N` writes N files `rank<r>.pt.trace.json`
+arguments always writes the same file. `--layers N` sets the layers a step trains (fewer:
+more, shorter steps in the same size). `--ranks N` writes N files `rank<r>.pt.trace.json`
 into the directory `--out`, each of about `--mb`.
 """
 
@@ -60,8 +61,9 @@ class TraceWriter:
     """Writes events one by one as Kineto lays them out, keeping a host clock per thread
     and a device clock per stream (µs)."""
 
-    def __init__(self, out: TextIO, seed: int) -> None:
+    def __init__(self, out: TextIO, seed: int, layers: int = LAYERS) -> None:
         self.out = out
+        self.layers = layers
         self.random = random.Random(seed)
         self.written = 0  # bytes
         self.correlation = 0
@@ -166,7 +168,7 @@ class TraceWriter:
         )
         dims = [[WIDTH], [BATCH, WIDTH], [WIDTH, WIDTH]]
         types = ["c10::BFloat16"] * 3
-        for _ in range(LAYERS):
+        for _ in range(self.layers):
             t = self.op_launching(
                 ("aten::linear", "aten::addmm"),
                 MAIN_TID,
@@ -184,7 +186,7 @@ class TraceWriter:
             )
         # Backward on the autograd thread, while the main thread waits in `backward()`.
         b = t + gap(20.0, 40.0)
-        for layer in range(LAYERS):
+        for layer in range(self.layers):
             b = self.op_launching(
                 ("autograd::engine::evaluate_function: ReluBackward0", "aten::threshold_backward"),
                 AUTOGRAD_TID,
@@ -200,7 +202,8 @@ class TraceWriter:
                     GEMM,
                     gap(180.0, 220.0),
                 )
-            if layer % BUCKET_LAYERS == BUCKET_LAYERS - 1:  # a bucket of gradients is ready
+            # a bucket of gradients is ready
+            if layer % BUCKET_LAYERS == BUCKET_LAYERS - 1 or layer == self.layers - 1:
                 b = self.op_launching(
                     ("c10d::allreduce_", "record_param_comms"),
                     AUTOGRAD_TID,
@@ -236,8 +239,11 @@ class TraceWriter:
         return done + 1.0
 
 
-def write_trace(path: Path, megabytes: float, rank: int, world_size: int, seed: int) -> int:
-    """Write one rank's trace of about `megabytes` MB to `path`; the number of steps."""
+def write_trace(
+    path: Path, megabytes: float, rank: int, world_size: int, seed: int, layers: int = LAYERS
+) -> int:
+    """Write one rank's trace of about `megabytes` MB to `path`, each step training an
+    MLP of `layers` layers; the number of steps."""
     with path.open("w") as out:
         header = {
             "schemaVersion": 1,
@@ -254,7 +260,7 @@ def write_trace(path: Path, megabytes: float, rank: int, world_size: int, seed: 
             "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world_size},
         }
         out.write(json.dumps(header)[:-1] + ', "traceEvents": [')
-        writer = TraceWriter(out, seed + rank)
+        writer = TraceWriter(out, seed + rank, layers)
         for tid, name in ((MAIN_TID, "python main thread"), (AUTOGRAD_TID, "autograd thread")):
             writer.event(
                 {"ph": "M", "name": "thread_name", "pid": PID, "tid": tid, "args": {"name": name}}
@@ -274,6 +280,12 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=100.0, help="size per rank, MB of JSON")
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--layers",
+        type=int,
+        default=LAYERS,
+        help=f"layers of the MLP a step trains (default {LAYERS}); fewer: more, shorter steps",
+    )
     args = parser.parse_args()
     if args.ranks == 1:
         paths = [args.out]
@@ -281,7 +293,7 @@ def main() -> None:
         args.out.mkdir(parents=True, exist_ok=True)
         paths = [args.out / f"rank{r}.pt.trace.json" for r in range(args.ranks)]
     for rank, path in enumerate(paths):
-        steps = write_trace(path, args.mb, rank, args.ranks, args.seed)
+        steps = write_trace(path, args.mb, rank, args.ranks, args.seed, args.layers)
         print(f"wrote {path}: {path.stat().st_size / 1e6:.1f} MB, {steps} steps")
 
 

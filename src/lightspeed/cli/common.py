@@ -237,16 +237,16 @@ def write_files(
         return
     from lightspeed.report import render_json
 
-    text = render_json.dumps(render_json.render(doc))
+    data = render_json.dumps_utf8(render_json.render(doc))
     if json_path is not None:
         if str(json_path) == "-":
-            sys.stdout.write(text + "\n")
+            sys.stdout.write(data.decode() + "\n")
         else:
-            render_json.write_text(json_path, text + "\n")
+            render_json.write_bytes(json_path, data)
             print(f"wrote {json_path}", file=sys.stderr)
     if html_path is not None or png_path is not None:
         # Drawn from the JSON as its file holds it: the report of a saved result is this.
-        write_pictures(json.loads(text), html_path, png_path)
+        write_pictures(json.loads(data), html_path, png_path)
 
 
 def write_pictures(result: dict[str, Any], html_path: Path | None, png_path: Path | None) -> None:

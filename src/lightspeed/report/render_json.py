@@ -62,25 +62,39 @@ def render(doc: Document, clock: Clock = utc_now) -> dict[str, Any]:
 
 
 def dumps(obj: dict[str, Any]) -> str:
-    """Strict JSON text, indented: non-finite floats (an infinite intensity) become null
-    (orjson's rule; `finite` is the same rule for a value kept in Python)."""
-    # orjson: a trace's result is tens of MB, which the standard library takes seconds
-    # to write.
-    text: str = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
-    return text
+    """Strict JSON text, indented (see `dumps_utf8`)."""
+    return dumps_utf8(obj).decode()
+
+
+def dumps_utf8(obj: dict[str, Any]) -> bytes:
+    """Strict JSON, indented, as UTF-8: non-finite floats (an infinite intensity) become
+    null (orjson's rule; `finite` is the same rule for a value kept in Python)."""
+    # orjson: a long trace's result is hundreds of MB, which the standard library takes
+    # seconds to write; bytes, so that a file is written without a copy as text.
+    data: bytes = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    return data
 
 
 def write(path: Path, obj: dict[str, Any]) -> Path:
     """Write `obj` to `path` as JSON, atomically."""
-    return write_text(path, dumps(obj) + "\n")
+    return write_bytes(path, dumps_utf8(obj))
 
 
 def write_text(path: str | Path, text: str) -> Path:
     """Write `text` to `path` atomically (a failure never leaves half a file)."""
+    return write_bytes(path, text.encode("utf-8"), newline=False)
+
+
+def write_bytes(path: str | Path, data: bytes, *, newline: bool = True) -> Path:
+    """Write `data` (and, with `newline`, a line end after it) to `path` atomically (a
+    failure never leaves half a file)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(text, "utf-8")
+    with tmp.open("wb") as out:
+        out.write(data)
+        if newline:
+            out.write(b"\n")
     tmp.replace(target)
     return target
 

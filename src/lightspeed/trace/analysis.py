@@ -9,7 +9,11 @@ are taken from their results, and the diagnosis names the window's bound.
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 import numpy as np
@@ -25,9 +29,10 @@ from lightspeed.trace.breakdown import (
 )
 from lightspeed.trace.collectives import COMM, CollectiveSkew, match_collectives, merge, summed
 from lightspeed.trace.diagnosis import WindowFacts, diagnose_window
-from lightspeed.trace.events import Kind, Trace
+from lightspeed.trace.events import IntArray, Kind, Trace
 from lightspeed.trace.host import DEVICE_SYNCS, HOST, LAUNCHES
 from lightspeed.trace.idle_causes import IDLE_CAUSES
+from lightspeed.trace.load import can_fork
 from lightspeed.trace.matmuls import MATMULS
 from lightspeed.trace.steps import (
     StepWindow,
@@ -223,30 +228,82 @@ def _rank_notes(traces: Sequence[Trace]) -> list[str]:
 
 
 def analyse_rank(
-    trace: Trace, *, include_last_step: bool = False, timeline_step: int | None = None
+    trace: Trace,
+    *,
+    include_last_step: bool = False,
+    timeline_step: int | None = None,
+    parallel: bool | None = None,
 ) -> RankAnalysis:
     """The whole trace and each ProfilerStep of one rank (see `analyse_traces`), its
-    timeline of ProfilerStep#`timeline_step` when it has it."""
+    timeline of ProfilerStep#`timeline_step` when it has it. With `parallel` (by
+    default: from `PARALLEL_MIN_STEPS` steps on, where a process can fork safely and
+    there is a second core), a forked process analyses half of the steps."""
     ctx = TraceContext(trace)
     steps = step_windows(trace)
     per_step = np.where(ctx.work, device_steps(ctx.device, ctx.launches_us, steps), -1)
     spans = device_step_spans(ctx.device, per_step, len(steps))
     whole, counted, left_out = hta_whole_trace_window(trace, ctx.device, include_last_step)
+    # The whole trace first: what its analyses index once per trace, the steps share
+    # (in a forked process too).
+    whole_analysis = analyse_window(
+        WindowContext(ctx, whole, np.flatnonzero(counted), hta_times=True)
+    )
+    windows = list(zip(steps, rows_by_step(per_step, len(steps)), spans, strict=True))
+    if parallel is None:
+        parallel = len(windows) >= PARALLEL_MIN_STEPS and (os.cpu_count() or 1) > 1 and can_fork()
     return RankAnalysis(
         rank=trace.rank or 0,
         path=trace.path,
         devices=trace.device_names,
-        whole=analyse_window(WindowContext(ctx, whole, np.flatnonzero(counted), hta_times=True)),
-        steps=[
-            analyse_window(WindowContext(ctx, w, rows, device_span_us=spans[i]))
-            for i, (w, rows) in enumerate(
-                zip(steps, rows_by_step(per_step, len(steps)), strict=True)
-            )
-        ],
+        whole=whole_analysis,
+        steps=_in_two(ctx, windows) if parallel else _analysed(ctx, windows),
         notes=_notes(trace, steps),
         last_step_left_out=left_out,
         timeline=step_timeline(ctx, steps, spans, timeline_step),
     )
+
+
+# From this many steps on, a rank's steps are analysed in two processes.
+PARALLEL_MIN_STEPS = 64
+# A step to analyse: its window, its device events' rows, their span on the device.
+_Window = tuple[StepWindow, IntArray, tuple[float, float] | None]
+# What a forked process analyses: set just before it forks, read in it.
+_SHARED: tuple[TraceContext, list[_Window]] | None = None
+
+
+def _analysed(ctx: TraceContext, windows: Sequence[_Window]) -> list[WindowAnalysis]:
+    return [
+        analyse_window(WindowContext(ctx, w, rows, device_span_us=span))
+        for w, rows, span in windows
+    ]
+
+
+def _second_half(start: int) -> list[WindowAnalysis]:
+    """In the forked process: the shared windows from `start` on, analysed, without
+    their analyzers (functions a pickle cannot carry back; the parent puts them back)."""
+    assert _SHARED is not None
+    ctx, windows = _SHARED
+    return [dataclasses.replace(w, analyzers=()) for w in _analysed(ctx, windows[start:])]
+
+
+def _in_two(ctx: TraceContext, windows: list[_Window]) -> list[WindowAnalysis]:
+    """The windows analysed half here and half in a forked process, which reads the
+    trace and its indexes from the memory it shares with this one; all here if that
+    process fails."""
+    global _SHARED
+    half = len(windows) // 2
+    _SHARED = (ctx, windows)
+    try:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+            theirs = pool.submit(_second_half, half)
+            mine = _analysed(ctx, windows[:half])
+            try:
+                rest = [dataclasses.replace(w, analyzers=WINDOW_ANALYZERS) for w in theirs.result()]
+            except BrokenProcessPool:  # killed (out of memory?): its share is done here
+                rest = _analysed(ctx, windows[half:])
+    finally:
+        _SHARED = None
+    return mine + rest
 
 
 def _notes(trace: Trace, steps: list[StepWindow]) -> list[str]:

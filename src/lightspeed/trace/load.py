@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import gc
 import multiprocessing
@@ -45,7 +46,7 @@ def load_trace(
     """
     path = Path(path)
     if parallel is None:
-        parallel = _can_fork() and _size(path) >= PARALLEL_MIN_BYTES
+        parallel = can_fork() and _size(path) >= PARALLEL_MIN_BYTES
     if parallel:
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
             other = pool.submit(keyed_parts, path, (1, 2), chunk_chars)
@@ -102,7 +103,19 @@ def _trace(path: Path, parts: list[Part], metadata: dict[str, Any]) -> Trace:
     return trace
 
 
-def _can_fork() -> bool:
+def release_free_memory() -> None:
+    """Hand the heap memory that decoding freed back to the system (glibc's
+    `malloc_trim`; nothing elsewhere). Millions of short-lived objects leave the heap
+    with free pages that the analyses' arrays, allocated apart, could not reuse."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def can_fork() -> bool:
+    """Whether a second process can be forked from this one safely (see the comment)."""
     # A forked child inherits only the calling thread; torch's thread pools (loaded by
     # `observe()` and the profile) would be left half-copied.
     return "fork" in multiprocessing.get_all_start_methods() and "torch" not in sys.modules
@@ -152,4 +165,5 @@ def load_traces(paths: Sequence[str | Path]) -> list[Trace]:
                 " of one run, one per rank (or each run's on its own)."
             )
         ranked[rank] = dataclasses.replace(trace, rank=rank)
+    release_free_memory()
     return [ranked[rank] for rank in sorted(ranked)]

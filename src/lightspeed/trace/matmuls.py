@@ -163,9 +163,14 @@ def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
     rows: list[int] = []
     products: list[Product] = []
     names: list[str] = []
-    for row, (dims, types) in sorted(trace.op_shapes.items()):
+    # A trace repeats a few shapes (each kept once: `Trace.op_shapes`) over many ops.
+    made: dict[tuple[str, int], Product | None] = {}
+    for row, shapes in sorted(trace.op_shapes.items()):
         name = trace.names[ops.name[row]]
-        p = product(name, dims, types)
+        key = (name, id(shapes))
+        if key not in made:
+            made[key] = product(name, *shapes)
+        p = made[key]
         if p is not None:
             rows.append(row)
             products.append(p)
@@ -212,15 +217,22 @@ def _on_catalog_gpu(
     n = len(index.flops)
     sol, below_ridge, tf32 = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
     unaligned = index.unaligned.copy()
-    for i, precision in enumerate(p.precision for p in index.products):
+    placed: dict[tuple[Product, Precision], Any] = {}
+
+    def place(p: Product, precision: Precision) -> Any:
+        if (p, precision) not in placed:
+            placed[p, precision] = place_on(hw, p.flops, p.bytes, precision, matrix=True)
+        return placed[p, precision]
+
+    for i, p in enumerate(index.products):
         if not (index.flops[i] or index.bytes[i]):  # an empty product: no work to place
             continue
-        point = place_on(hw, index.flops[i], index.bytes[i], precision, matrix=True)
+        point = place(p, p.precision)
         faster = op_time_us[i] * US < point.sol_time_s
-        if precision is Precision.FP32 and faster and Precision.TF32 in hw.peak_flops_per_s:
-            point = place_on(hw, index.flops[i], index.bytes[i], Precision.TF32, matrix=True)
+        if p.precision is Precision.FP32 and faster and Precision.TF32 in hw.peak_flops_per_s:
+            point = place(p, Precision.TF32)
             tf32[i] = True
-            unaligned[i] = index.products[i].tensor_core_aligned(Precision.TF32) is False
+            unaligned[i] = p.tensor_core_aligned(Precision.TF32) is False
         sol[i], below_ridge[i] = point.sol_time_s, point.bound is Bound.MEMORY
     return dataclasses.replace(
         index,

@@ -1,0 +1,94 @@
+"""What keeps a long trace linear: events found by start through a sorted index, unions
+cut by binary search, steps analysed in two processes, a terminal table that lists a
+few of many steps. Each is checked against the plain computation it replaces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+from kineto import KinetoTrace
+
+from lightspeed.report import render_json
+from lightspeed.report.trace_report import SHOWN_STEPS, shown_steps, trace_document
+from lightspeed.trace import intervals, load_trace
+from lightspeed.trace.analysis import TraceAnalysis, analyse_rank
+from lightspeed.trace.events import TimeOrder
+
+times = st.lists(st.tuples(st.integers(0, 200), st.integers(0, 60)), min_size=0, max_size=40).map(
+    lambda pairs: (
+        np.array([float(s) for s, _ in pairs]),
+        np.array([float(s + d) for s, d in pairs]),
+    )
+)
+windows = st.tuples(st.integers(-10, 260), st.integers(0, 80))
+
+
+@given(times, windows, st.booleans())
+def test_the_index_finds_what_a_scan_of_every_event_finds(
+    spans: tuple[np.ndarray, np.ndarray], window: tuple[int, int], until_hi: bool
+) -> None:
+    start, end = spans
+    lo, hi = float(window[0]), float(window[0] + window[1])
+    order = TimeOrder.of(start, end)
+    starting = (start >= lo) & ((start <= hi) if until_hi else (start < hi))
+    assert (
+        order.starting_in(lo, hi, until_hi=until_hi).tolist() == np.flatnonzero(starting).tolist()
+    )
+    overlapping = (start < hi) & (end > lo)
+    assert order.overlapping(lo, hi).tolist() == np.flatnonzero(overlapping).tolist()
+
+
+@given(times, windows)
+def test_a_union_cut_by_binary_search_is_the_union_clipped(
+    spans: tuple[np.ndarray, np.ndarray], window: tuple[int, int]
+) -> None:
+    union = intervals.union(*spans)
+    lo, hi = float(window[0]), float(window[0] + window[1])
+    cut, clipped = intervals.within(union, lo, hi), intervals.clip(*union, lo, hi)
+    assert [a.tolist() for a in cut] == [a.tolist() for a in clipped]
+
+
+def _many_steps(path: Path, steps: int) -> Path:
+    """`steps` steps of a data load, three launches and a copy back, at a drifting pace."""
+    trace = KinetoTrace(device_name="NVIDIA H100 80GB HBM3")
+    t = 0.0
+    for n in range(1, steps + 1):
+        length = 900.0 + 37.0 * (n % 7)
+        trace.step(n, t, length)
+        trace.cpu_op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 5, 60)
+        for i in range(3):
+            trace.launch(t + 80 + 40 * i, t + 120 + 150 * i, 120 + n % 5, name=f"gemm{i}")
+        trace.copy_to_host(t + 300, t + 600, 30)
+        t += length + 3.0 * (n % 3)
+    return trace.write(path)
+
+
+def test_steps_analysed_in_two_processes_are_the_steps_analysed_in_one(tmp_path: Path) -> None:
+    trace = load_trace(_many_steps(tmp_path / "long.json", 70))
+
+    def result(parallel: bool) -> bytes:
+        rank = analyse_rank(trace, parallel=parallel)
+        analysis = TraceAnalysis(ranks=[rank], skew=[], collectives=[], notes=[], findings=[])
+        return render_json.dumps_utf8(trace_document(analysis).data)
+
+    assert len(analyse_rank(trace).steps) == 70
+    assert result(parallel=True) == result(parallel=False)
+
+
+def test_a_long_trace_lists_its_ends_and_slowest_steps_and_summarises_the_rest(
+    tmp_path: Path,
+) -> None:
+    rank = analyse_rank(load_trace(_many_steps(tmp_path / "long.json", 70)), parallel=False)
+    shown = shown_steps(rank.steps)
+    listed = [w for w in shown if w is not None]
+    assert len(listed) < SHOWN_STEPS < len(rank.steps)
+    assert all(w in listed for w in (*rank.steps[:5], *rank.steps[-5:]))
+    # no step left out is slower than the fifth slowest
+    fifth = sorted(w.step_s for w in rank.steps)[-5]
+    assert all(w.step_s <= fifth for w in rank.steps if w not in listed)
+    assert [w.step for w in listed] == sorted(w.step for w in listed)
+    gaps = [i for i, w in enumerate(shown) if w is None]
+    assert gaps and all(shown[i - 1] is not None and shown[i + 1] is not None for i in gaps)
