@@ -164,28 +164,23 @@ def host_stats(
     trace's device events (µs), None when the window has none of its own. All of them:
     a sync early in a step often waits on the kernels of the step before."""
     lo, hi = window.start_us, window.end_us
-    ops = trace.table(Kind.CPU_OP)
-    runtime = trace.table(Kind.RUNTIME)
-    loading = intervals.join(
-        _spans(trace.table(Kind.ANNOTATION), index.loading, lo, hi),
-        _spans(ops, index.loading, lo, hi),
-    )
+    ops = _Overlapping(trace.table(Kind.CPU_OP), lo, hi)
+    notes = _Overlapping(trace.table(Kind.ANNOTATION), lo, hi)
+    runtime = _Overlapping(trace.table(Kind.RUNTIME), lo, hi)
+    loading = intervals.join(notes.spans(index.loading), ops.spans(index.loading))
     worker_loading = intervals.join(
-        _spans(trace.table(Kind.ANNOTATION), index.worker_loading, lo, hi),
-        _spans(ops, index.worker_loading, lo, hi),
+        notes.spans(index.worker_loading), ops.spans(index.worker_loading)
     )
-    syncs = intervals.join(_spans(runtime, index.sync, lo, hi), _spans(ops, index.sync, lo, hi))
+    syncs = intervals.join(runtime.spans(index.sync), ops.spans(index.sync))
     sync_union = intervals.union(*syncs)
-    in_it = [t.name[in_window(t, window)] for t in (runtime, ops)]
+    in_it = [t.name[in_window(t, window)] for t in (runtime.table, ops.table)]
     sync_names = np.concatenate([names[index.sync[names]] for names in in_it])
-    collectives = intervals.join(
-        _spans(trace.table(Kind.ANNOTATION), index.collective, lo, hi),
-        _spans(ops, index.collective, lo, hi),
-    )
-    outer = in_window(ops, window)
+    collectives = intervals.join(notes.spans(index.collective), ops.spans(index.collective))
+    ops_table = ops.table
+    outer = in_window(ops_table, window)
     outer = outer[index.outer_ops[outer]]
-    big = outer[ops.dur_us[outer] >= SMALL_OP_US]
-    work = intervals.clip(ops.ts_us[big], ops.end_us[big], lo, hi)
+    big = outer[ops_table.dur_us[outer] >= SMALL_OP_US]
+    work = intervals.clip(ops_table.ts_us[big], ops_table.end_us[big], lo, hi)
     everything = intervals.join(work, loading, syncs, collectives)
     return HostStats(
         window_s=(hi - lo) * US,
@@ -226,10 +221,19 @@ def _sync_idle(syncs: _Spans, busy: _Spans | None, lo: float, hi: float) -> dict
 _Spans = intervals.Spans
 
 
-def _spans(table: EventTable, name_mask: BoolArray, lo: float, hi: float) -> _Spans:
-    rows = table.overlapping(lo, hi)
-    rows = rows[name_mask[table.name[rows]]]
-    return intervals.clip(table.ts_us[rows], table.end_us[rows], lo, hi)
+class _Overlapping:
+    """The events of `table` with time in (lo, hi), found once for every set of names a
+    window's host analysis asks of them."""
+
+    def __init__(self, table: EventTable, lo: float, hi: float) -> None:
+        self.table, self.lo, self.hi = table, lo, hi
+        self.rows = table.overlapping(lo, hi)
+        self.names = table.name[self.rows]
+
+    def spans(self, name_mask: BoolArray) -> _Spans:
+        """The parts inside (lo, hi) of those events whose name is in `name_mask`."""
+        rows = self.rows[name_mask[self.names]]
+        return intervals.clip(self.table.ts_us[rows], self.table.end_us[rows], self.lo, self.hi)
 
 
 def _device_syncs(w: WindowContext) -> dict[str, int]:

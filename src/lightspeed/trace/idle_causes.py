@@ -143,7 +143,7 @@ def idle_causes(w: WindowContext) -> IdleCauses:
     overhead_us = idle_us
     for key, covered in w.trace.once(_covered):
         clipped = intervals.within(covered, lo, hi)
-        now_us = intervals.overlap(idle, clipped)
+        now_us = intervals.overlap(idle, clipped, disjoint=True)
         # The union only grows; a float rounding that says otherwise attributes nothing.
         parts[key] = max(0.0, now_us - attributed_us) * US
         attributed_us = max(attributed_us, now_us)
@@ -157,7 +157,8 @@ def idle_causes(w: WindowContext) -> IdleCauses:
     def of_overhead(rows: BoolArray) -> float:
         spans = (gap_s[rows], gap_e[rows])
         return min(
-            overhead_us, max(0.0, intervals.length(*spans) - intervals.overlap(spans, elsewhere))
+            overhead_us,
+            max(0.0, intervals.length(*spans) - intervals.overlap(spans, elsewhere, disjoint=True)),
         )
 
     return IdleCauses(
