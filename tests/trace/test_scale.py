@@ -4,18 +4,26 @@ few of many steps. Each is checked against the plain computation it replaces."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from types import SimpleNamespace
+from unittest.mock import patch
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kineto import KinetoTrace
+from trace_paths import trace
 
+from lightspeed import trace as lightspeed_trace
+from lightspeed.errors import TraceError
 from lightspeed.report import render_json
 from lightspeed.report.trace_report import SHOWN_STEPS, shown_steps, trace_document
 from lightspeed.trace import intervals, load_trace
 from lightspeed.trace.analysis import TraceAnalysis, analyse_rank
 from lightspeed.trace.events import TimeOrder
+from lightspeed.trace.ranks import GZIP_RATIO, MEMORY_PER_BYTE, MEMORY_SHARE, pool_size
 
 times = st.lists(st.tuples(st.integers(0, 200), st.integers(0, 60)), min_size=0, max_size=40).map(
     lambda pairs: (
@@ -92,3 +100,41 @@ def test_a_long_trace_lists_its_ends_and_slowest_steps_and_summarises_the_rest(
     assert [w.step for w in listed] == sorted(w.step for w in listed)
     gaps = [i for i, w in enumerate(shown) if w is None]
     assert gaps and all(shown[i - 1] is not None and shown[i + 1] is not None for i in gaps)
+
+
+def _document(analysis: TraceAnalysis) -> bytes:
+    return render_json.dumps_utf8(trace_document(analysis).data)
+
+
+def test_ranks_read_by_a_pool_are_the_ranks_read_one_by_one(tmp_path: Path) -> None:
+    # Two ranks of one run, and a third whose rank only its file name gives.
+    files = [trace("hta-recsys-128ranks-sampled-rank0"), trace("hta-recsys-128ranks-sampled-rank1")]
+    files.append(_many_steps(tmp_path / "worker-rank7.json", 3))
+    alone = lightspeed_trace.analyse(files, workers=1)
+    pooled = lightspeed_trace.analyse(files, workers=2)
+    assert [r.rank for r in pooled.ranks] == [0, 1, 7]
+    assert _document(pooled) == _document(alone)
+
+
+def test_two_traces_of_one_rank_are_refused_by_the_pool_as_by_one_reader(tmp_path: Path) -> None:
+    files = [_many_steps(tmp_path / f"run{i}-rank3.json", 2) for i in range(2)]
+    for workers in (1, 2):
+        with pytest.raises(TraceError, match="are both rank 3"):
+            lightspeed_trace.analyse(files, workers=workers)
+
+
+@given(
+    st.lists(st.integers(1, 10**10), min_size=1, max_size=12),
+    st.integers(0, 10**11),
+    st.booleans(),
+)
+def test_the_pool_fits_the_cores_the_files_and_the_memory(
+    sizes: list[int], available: int, gzipped: bool
+) -> None:
+    files = [Path(f"/nonexistent/{i}.json{'.gz' if gzipped else ''}") for i in range(len(sizes))]
+    with patch.object(Path, "stat", autospec=True) as stat:
+        stat.side_effect = lambda p: SimpleNamespace(st_size=sizes[int(p.name.split(".")[0])])
+        n = pool_size(files, available)
+    need = max(sizes) * (GZIP_RATIO if gzipped else 1) * MEMORY_PER_BYTE
+    assert 1 <= n <= min(os.cpu_count() or 1, len(files))
+    assert n == 1 or n * need <= MEMORY_SHARE * available

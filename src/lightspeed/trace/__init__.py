@@ -25,7 +25,8 @@ from lightspeed.trace.analysis import (
     analyse_traces,
 )
 from lightspeed.trace.events import Kind, Trace
-from lightspeed.trace.load import load_trace, load_traces
+from lightspeed.trace.load import can_fork, load_trace, load_traces, trace_files
+from lightspeed.trace.ranks import analyse_in_pool, pool_size
 
 __all__ = [
     "Kind",
@@ -47,14 +48,25 @@ def analyse(
     *,
     include_last_step: bool = False,
     timeline_step: int | None = None,
+    workers: int | None = None,
 ) -> TraceAnalysis:
     """Read the traces `paths` name (files, or directories of per-rank traces) and
     analyse them: each rank, each step, and the ranks against each other. The whole-trace
     figures leave the last ProfilerStep out, as HolisticTraceAnalysis does, unless
     `include_last_step`; the timelines show ProfilerStep#`timeline_step` (default: a
-    middle step every rank recorded)."""
+    middle step every rank recorded). Several traces are read by `workers` processes (by
+    default as many as the cores and the memory allow, `ranks.pool_size`; 1: in this
+    process), each rank analysed where it is read (`ranks.analyse_in_pool`)."""
+    files = trace_files(paths)
+    if workers is None:
+        workers = pool_size(files) if len(files) > 1 and can_fork() else 1
+    if workers > 1:
+        with progress.stage(f"reading and analysing {len(files)} traces in {workers} processes"):
+            return analyse_in_pool(
+                files, workers, include_last_step=include_last_step, timeline_step=timeline_step
+            )
     with progress.stage("reading the traces"):
-        traces = load_traces(paths)
+        traces = load_traces(files)
     with progress.stage("analysing the traces"):
         return analyse_traces(
             traces, include_last_step=include_last_step, timeline_step=timeline_step

@@ -197,6 +197,12 @@ def analyse_traces(
         analyse_rank(t, include_last_step=include_last_step, timeline_step=timeline_step)
         for t in traces
     ]
+    return combine_ranks(ranks, [t.world_size for t in traces])
+
+
+def combine_ranks(ranks: list[RankAnalysis], world_sizes: Sequence[int | None]) -> TraceAnalysis:
+    """The ranks' analyses (in rank order) compared: steps and collectives across ranks,
+    and what the world sizes the traces record (`world_sizes`, one a rank) say of them."""
     skew = step_skew(ranks)
     if skew:
         collectives = merge(c for s in skew for c in s.collectives)
@@ -206,22 +212,41 @@ def analyse_traces(
         ranks=ranks,
         skew=skew,
         collectives=collectives,
-        notes=_rank_notes(traces),
+        notes=_rank_notes(world_sizes),
         findings=_skew_findings(skew),
     )
 
 
-def _rank_notes(traces: Sequence[Trace]) -> list[str]:
+def portable(rank: RankAnalysis) -> RankAnalysis:
+    """`rank` without its windows' analyzers (functions a pickle cannot carry between
+    processes); `restored` puts them back."""
+    return dataclasses.replace(
+        rank,
+        whole=dataclasses.replace(rank.whole, analyzers=()),
+        steps=[dataclasses.replace(w, analyzers=()) for w in rank.steps],
+    )
+
+
+def restored(rank: RankAnalysis) -> RankAnalysis:
+    """A `portable` rank's analysis with its windows' analyzers back."""
+    return dataclasses.replace(
+        rank,
+        whole=dataclasses.replace(rank.whole, analyzers=WINDOW_ANALYZERS),
+        steps=[dataclasses.replace(w, analyzers=WINDOW_ANALYZERS) for w in rank.steps],
+    )
+
+
+def _rank_notes(world_sizes: Sequence[int | None]) -> list[str]:
     """What comparing these ranks cannot tell, from the world sizes they record."""
-    worlds = sorted({t.world_size for t in traces if t.world_size})
-    if len(traces) < 2 or not worlds:
+    worlds = sorted({w for w in world_sizes if w})
+    if len(world_sizes) < 2 or not worlds:
         return []
     if len(worlds) > 1:
         sizes = ", ".join(map(str, worlds))
         return [f"the traces record different world sizes ({sizes}): are they from one run?"]
-    if len(traces) < worlds[0]:
+    if len(world_sizes) < worlds[0]:
         return [
-            f"{len(traces)} of {worlds[0]} ranks given: waits in collectives are measured"
+            f"{len(world_sizes)} of {worlds[0]} ranks given: waits in collectives are measured"
             " between these ranks only"
         ]
     return []

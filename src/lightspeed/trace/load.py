@@ -155,15 +155,26 @@ def load_traces(paths: Sequence[str | Path]) -> list[Trace]:
     ranked: dict[int, Trace] = {}
     for position, path in enumerate(trace_files(paths)):
         trace = load_trace(path)
-        rank = trace.rank
-        if rank is None:
-            match = _RANK_IN_NAME.search(Path(trace.path).name)
-            rank = int(match.group(1)) if match else position
+        rank = rank_of(trace, position)
         if rank in ranked:
-            raise TraceError(
-                f"{ranked[rank].path} and {trace.path} are both rank {rank}: give the traces"
-                " of one run, one per rank (or each run's on its own)."
-            )
+            raise same_rank(ranked[rank].path, trace.path, rank)
         ranked[rank] = dataclasses.replace(trace, rank=rank)
     release_free_memory()
     return [ranked[rank] for rank in sorted(ranked)]
+
+
+def rank_of(trace: Trace, position: int) -> int:
+    """The rank of `trace`, the `position`-th file given: its own, a number in its file
+    name (`…rank3…`), or its position, in that order of preference."""
+    if trace.rank is not None:
+        return trace.rank
+    match = _RANK_IN_NAME.search(Path(trace.path).name)
+    return int(match.group(1)) if match else position
+
+
+def same_rank(first: str, second: str, rank: int) -> TraceError:
+    """The error of two traces given for one rank."""
+    return TraceError(
+        f"{first} and {second} are both rank {rank}: give the traces of one run, one per"
+        " rank (or each run's on its own)."
+    )

@@ -1,0 +1,188 @@
+"""Many ranks' traces read and analysed by a pool of processes: each rank reduced where
+it is read, the ranks compared here.
+
+Each worker is forked with its share of the files. It reads them (one process per file,
+not the reader's own second process) and sends back each one's rank, its world size and
+its ProfilerStep windows. The timeline step all ranks draw is chosen from those windows,
+as one process would choose it (`timeline.common_step`); each worker then analyses its
+ranks at that step and sends back their analyses (`analysis.portable`: no functions in
+them). Here they are put in rank order and compared (`analysis.combine_ranks`). The
+result is the one `analyse_traces` gives on the same files read one by one.
+
+The pool is sized by the cores and the memory: no more workers than cores or files, and
+no more than the available memory holds at the largest file's estimated need
+(`MEMORY_PER_BYTE` × its size; a gzipped file's `GZIP_RATIO` times larger).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from lightspeed.errors import LightspeedError
+from lightspeed.trace.analysis import (
+    RankAnalysis,
+    TraceAnalysis,
+    analyse_rank,
+    combine_ranks,
+    portable,
+    restored,
+)
+from lightspeed.trace.load import (
+    load_trace,
+    rank_of,
+    release_free_memory,
+    same_rank,
+)
+from lightspeed.trace.steps import StepWindow, step_windows
+from lightspeed.trace.timeline import common_step
+
+# Peak memory of reading and analysing a trace, per byte of its JSON
+# (docs/benchmarks.md, "Traces at the size users have": 0.84–1.35 MB a MB), with room.
+MEMORY_PER_BYTE = 1.5
+# How much larger a trace's JSON is than its gzip file (Kineto's JSON compresses ~10×).
+GZIP_RATIO = 10
+# The share of the available memory the pool may plan to use.
+MEMORY_SHARE = 0.8
+
+
+def pool_size(files: Sequence[Path], available_bytes: int | None = None) -> int:
+    """How many worker processes read `files`: at most one a core and one a file, and
+    no more than `MEMORY_SHARE` of the available memory (`available_bytes`; None: as
+    the system reports it) holds at the largest file's need; at least one."""
+    if not files:
+        return 1
+    available = available_memory() if available_bytes is None else available_bytes
+    need = max(_json_bytes(f) for f in files) * MEMORY_PER_BYTE
+    by_memory = int(MEMORY_SHARE * available // need) if available and need else len(files)
+    return max(1, min(os.cpu_count() or 1, len(files), by_memory))
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new work (`MemAvailable`); None where not known."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _json_bytes(path: Path) -> int:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return 0
+    return size * GZIP_RATIO if path.name.endswith(".gz") else size
+
+
+def analyse_in_pool(
+    files: Sequence[Path],
+    workers: int,
+    *,
+    include_last_step: bool = False,
+    timeline_step: int | None = None,
+) -> TraceAnalysis:
+    """`files` (each one rank's trace) read and analysed by `workers` forked processes
+    (see the module's docstring); the same result as reading them one by one. Forks:
+    the caller checks that this process can (`load.can_fork`)."""
+    context = multiprocessing.get_context("fork")
+    shares = [list(enumerate(files))[i::workers] for i in range(workers)]
+    ends = [context.Pipe() for _ in shares]
+    pipes: list[Connection] = [here for here, _ in ends]
+    processes = []
+    for share, (_, there) in zip(shares, ends, strict=True):
+        process = context.Process(
+            target=_worker, args=(there, pipes, share, include_last_step), daemon=True
+        )
+        process.start()
+        there.close()
+        processes.append(process)
+    try:
+        read = [item for pipe in pipes for item in _received(pipe)]
+        ranks: dict[int, tuple[str, int | None, list[StepWindow]]] = {}
+        for rank, path, world_size, windows in sorted(read, key=lambda r: r[0]):
+            if rank in ranks:
+                raise same_rank(ranks[rank][0], path, rank)
+            ranks[rank] = (path, world_size, windows)
+        if timeline_step is None:
+            timeline_step = common_step([windows for _, _, windows in ranks.values()])
+        for pipe in pipes:
+            pipe.send(timeline_step)
+        analysed = [restored(r) for pipe in pipes for r in _received(pipe)]
+    finally:
+        for pipe in pipes:
+            pipe.close()
+        for process in processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+    by_rank = sorted(analysed, key=lambda r: r.rank)
+    return combine_ranks(by_rank, [ranks[r.rank][1] for r in by_rank])
+
+
+def _received(pipe: Connection) -> list[Any]:
+    """What a worker sent: its results, or the error it raised, raised here."""
+    try:
+        kind, payload = pipe.recv()
+    except EOFError:
+        raise LightspeedError(
+            "a trace reader process ended without its result (out of memory?); read fewer"
+            " ranks at once, or give the traces one by one."
+        ) from None
+    if kind == "error":
+        raise payload
+    result: list[Any] = payload
+    return result
+
+
+def _worker(
+    pipe: Connection,
+    parents: list[Connection],
+    share: list[tuple[int, Path]],
+    include_last_step: bool,
+) -> None:
+    """In a worker: read the share's files, send each rank and its step windows, wait
+    for the timeline step, send each rank's analysis. `parents`: the parent's ends of
+    every worker's pipe, copied by the fork, closed here so that the parent closing its
+    end is the end of this one's (an error elsewhere stops every worker)."""
+    for end in parents:
+        end.close()
+    try:
+        traces = []
+        for position, path in share:
+            trace = load_trace(path, parallel=False)
+            rank = rank_of(trace, position)
+            traces.append((rank, dataclasses.replace(trace, rank=rank)))
+        release_free_memory()
+        pipe.send(("ok", [(r, t.path, t.world_size, step_windows(t)) for r, t in traces]))
+        timeline_step = pipe.recv()
+        analysed: list[RankAnalysis] = []
+        for _, trace in traces:
+            analysed.append(
+                portable(
+                    analyse_rank(
+                        trace,
+                        include_last_step=include_last_step,
+                        timeline_step=timeline_step,
+                        parallel=False,
+                    )
+                )
+            )
+        pipe.send(("ok", analysed))
+    except EOFError:  # the parent stopped waiting
+        return
+    except Exception as exc:
+        try:
+            pipe.send(("error", exc))
+        except Exception:
+            pipe.send(("error", LightspeedError(str(exc))))
+    finally:
+        pipe.close()
