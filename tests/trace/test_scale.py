@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from kineto import KinetoTrace
 from trace_paths import trace
 
+from factories import RunCli
 from lightspeed import trace as lightspeed_trace
 from lightspeed.errors import TraceError
 from lightspeed.report import render_json
@@ -138,3 +139,18 @@ def test_the_pool_fits_the_cores_the_files_and_the_memory(
     need = max(sizes) * (GZIP_RATIO if gzipped else 1) * MEMORY_PER_BYTE
     assert 1 <= n <= min(os.cpu_count() or 1, len(files))
     assert n == 1 or n * need <= MEMORY_SHARE * available
+
+
+def test_ranks_read_on_a_dask_cluster_are_the_ranks_read_one_by_one(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    files = [trace("hta-recsys-128ranks-sampled-rank0"), trace("hta-recsys-128ranks-sampled-rank1")]
+    files.append(_many_steps(tmp_path / "worker-rank7.json", 3))
+    alone = lightspeed_trace.analyse(files, workers=1)
+    on_dask = lightspeed_trace.analyse(files, workers=2, executor="dask")
+    assert _document(on_dask) == _document(alone)
+
+
+def test_an_unknown_executor_is_one_line(run_cli: RunCli) -> None:
+    code, _, err = run_cli("trace", str(trace("hta-a100-alexnet-benchmark")), "--executor", "ray")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "--executor ray: give local" in err

@@ -30,6 +30,15 @@ def trace_command(
         help="Count the last ProfilerStep in the whole-trace figures (left out by default,"
         " as HolisticTraceAnalysis does: it is often cut short).",
     ),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        metavar="local|dask[=ADDRESS]",
+        help="Where several ranks are read and analysed: local (a pool of processes here,"
+        " sized by the cores and the memory), dask (a local Dask cluster) or"
+        " dask=tcp://HOST:PORT (the cluster of that scheduler; its workers must see the"
+        " files). Needs `pip install 'lightspeed[dask]'` for dask.",
+    ),
     json_path: Path | None = JsonOption,
     html_path: Path | None = HtmlOption,
     png_path: Path | None = PngOption,
@@ -40,7 +49,9 @@ def trace_command(
     from lightspeed.errors import ConfigError
     from lightspeed.report.trace_report import trace_document
 
-    analysis = trace.analyse(paths, include_last_step=include_last_step, timeline_step=step)
+    analysis = trace.analyse(
+        paths, include_last_step=include_last_step, timeline_step=step, executor=executor
+    )
     recorded = sorted({w.step for r in analysis.ranks for w in r.steps if w.step is not None})
     if step is not None and step not in recorded:
         # What was analysed is still written.

@@ -26,7 +26,7 @@ from lightspeed.trace.analysis import (
 )
 from lightspeed.trace.events import Kind, Trace
 from lightspeed.trace.load import can_fork, load_trace, load_traces, trace_files
-from lightspeed.trace.ranks import analyse_in_pool, pool_size
+from lightspeed.trace.ranks import analyse_in_pool, analyse_on_dask, dask_address, pool_size
 
 __all__ = [
     "Kind",
@@ -49,6 +49,7 @@ def analyse(
     include_last_step: bool = False,
     timeline_step: int | None = None,
     workers: int | None = None,
+    executor: str = "local",
 ) -> TraceAnalysis:
     """Read the traces `paths` name (files, or directories of per-rank traces) and
     analyse them: each rank, each step, and the ranks against each other. The whole-trace
@@ -56,8 +57,20 @@ def analyse(
     `include_last_step`; the timelines show ProfilerStep#`timeline_step` (default: a
     middle step every rank recorded). Several traces are read by `workers` processes (by
     default as many as the cores and the memory allow, `ranks.pool_size`; 1: in this
-    process), each rank analysed where it is read (`ranks.analyse_in_pool`)."""
+    process), each rank analysed where it is read (`ranks.analyse_in_pool`). `executor`
+    "dask" does the same on a local Dask cluster, "dask=ADDRESS" on the cluster whose
+    scheduler is there (`ranks.analyse_on_dask`)."""
     files = trace_files(paths)
+    if executor != "local":
+        address = dask_address(executor)
+        with progress.stage(f"reading and analysing {len(files)} traces on Dask"):
+            return analyse_on_dask(
+                files,
+                address,
+                workers=workers,
+                include_last_step=include_last_step,
+                timeline_step=timeline_step,
+            )
     if workers is None:
         workers = pool_size(files) if len(files) > 1 and can_fork() else 1
     if workers > 1:

@@ -1,5 +1,5 @@
-"""Many ranks' traces read and analysed by a pool of processes: each rank reduced where
-it is read, the ranks compared here.
+"""Many ranks' traces read and analysed by a pool of processes, here or on a Dask
+cluster: each rank reduced where it is read, the ranks compared here.
 
 Each worker is forked with its share of the files. It reads them (one process per file,
 not the reader's own second process) and sends back each one's rank, its world size and
@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from lightspeed.errors import LightspeedError
+from lightspeed.errors import ConfigError, LightspeedError
 from lightspeed.trace.analysis import (
     RankAnalysis,
     TraceAnalysis,
@@ -33,6 +33,7 @@ from lightspeed.trace.analysis import (
     portable,
     restored,
 )
+from lightspeed.trace.events import Trace
 from lightspeed.trace.load import (
     load_trace,
     rank_of,
@@ -186,3 +187,112 @@ def _worker(
             pipe.send(("error", LightspeedError(str(exc))))
     finally:
         pipe.close()
+
+
+def dask_address(executor: str) -> str | None:
+    """The scheduler address `--executor` names: "dask" (None: a local cluster) or
+    "dask=ADDRESS"; refused in one line for anything else."""
+    name, _, address = executor.partition("=")
+    if name != "dask" or (_ and not address.strip()):
+        raise ConfigError(
+            f"--executor {executor}: give local (processes on this machine), dask (a local"
+            " Dask cluster) or dask=tcp://HOST:PORT (a Dask scheduler)."
+        )
+    return address.strip() or None
+
+
+def analyse_on_dask(
+    files: Sequence[Path],
+    address: str | None = None,
+    *,
+    workers: int | None = None,
+    include_last_step: bool = False,
+    timeline_step: int | None = None,
+) -> TraceAnalysis:
+    """`files` read and analysed on a Dask cluster: the scheduler at `address`, or (None)
+    a local cluster of `workers` single-threaded processes (default: `pool_size`). The
+    same map as the local pool: each rank read and reduced on a worker, where its trace
+    stays between the two passes; the same reduce here. The workers must see the files
+    at the same paths (a shared file system)."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise ConfigError(
+            "--executor dask needs Dask's distributed scheduler: pip install 'lightspeed[dask]'."
+        ) from None
+    import logging
+
+    # Its scheduler's and workers' INFO lines (starting, closing) are not the user's news.
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    cluster = None
+    try:
+        if address is None:
+            cluster = LocalCluster(
+                n_workers=workers or pool_size(files),
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
+            )
+            client = Client(cluster)
+        else:
+            client = Client(address, timeout="10s")
+    except OSError as exc:
+        raise ConfigError(
+            f"--executor dask={address}: cannot reach the Dask scheduler ({exc}); give its"
+            " address as tcp://HOST:PORT, or --executor dask for a local cluster."
+        ) from None
+    try:
+        loaded = client.map(_load_ranked, list(enumerate(map(str, files))), pure=False)
+        read = client.gather(client.map(_step_info, loaded))
+        ranks: dict[int, tuple[str, int | None, list[StepWindow]]] = {}
+        for rank, path, world_size, windows in sorted(read, key=lambda r: r[0]):
+            if rank in ranks:
+                raise same_rank(ranks[rank][0], path, rank)
+            ranks[rank] = (path, world_size, windows)
+        if timeline_step is None:
+            timeline_step = common_step([windows for _, _, windows in ranks.values()])
+        analysed = client.gather(
+            client.map(
+                _portable_analysis,
+                loaded,
+                timeline_step=timeline_step,
+                include_last_step=include_last_step,
+                pure=False,
+            )
+        )
+        del loaded
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    by_rank = sorted((restored(r) for r in analysed), key=lambda r: r.rank)
+    return combine_ranks(by_rank, [ranks[r.rank][1] for r in by_rank])
+
+
+def _load_ranked(position_path: tuple[int, str]) -> Trace:
+    """On a worker: the trace at the path, with its rank (`load.rank_of`)."""
+    position, path = position_path
+    # A Dask worker is a daemon process, which may not fork the reader's second one.
+    trace = load_trace(path, parallel=False)
+    return dataclasses.replace(trace, rank=rank_of(trace, position))
+
+
+def _step_info(trace: Trace) -> tuple[int, str, int | None, list[StepWindow]]:
+    """On a worker: what choosing the timeline step and checking the ranks needs."""
+    assert trace.rank is not None
+    return trace.rank, trace.path, trace.world_size, step_windows(trace)
+
+
+def _portable_analysis(
+    trace: Trace, *, timeline_step: int | None, include_last_step: bool
+) -> RankAnalysis:
+    """On a worker: the rank analysed, as it can travel (`analysis.portable`)."""
+    return portable(
+        analyse_rank(
+            trace,
+            include_last_step=include_last_step,
+            timeline_step=timeline_step,
+            parallel=False,
+        )
+    )
