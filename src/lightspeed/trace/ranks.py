@@ -107,14 +107,9 @@ def analyse_in_pool(
         there.close()
         processes.append(process)
     try:
-        read = [item for pipe in pipes for item in _received(pipe)]
-        ranks: dict[int, tuple[str, int | None, list[StepWindow]]] = {}
-        for rank, path, world_size, windows in sorted(read, key=lambda r: r[0]):
-            if rank in ranks:
-                raise same_rank(ranks[rank][0], path, rank)
-            ranks[rank] = (path, world_size, windows)
-        if timeline_step is None:
-            timeline_step = common_step([windows for _, _, windows in ranks.values()])
+        ranks, timeline_step = _by_rank(
+            [item for pipe in pipes for item in _received(pipe)], timeline_step
+        )
         for pipe in pipes:
             pipe.send(timeline_step)
         analysed = [restored(r) for pipe in pipes for r in _received(pipe)]
@@ -126,7 +121,27 @@ def analyse_in_pool(
             if process.is_alive():
                 process.kill()
     by_rank = sorted(analysed, key=lambda r: r.rank)
-    return combine_ranks(by_rank, [ranks[r.rank][1] for r in by_rank])
+    return combine_ranks(by_rank, [ranks[r.rank][2] for r in by_rank])
+
+
+# What each rank's reader sends first: its rank, path, world size and step windows.
+_StepInfo = tuple[int, str, int | None, list[StepWindow]]
+
+
+def _by_rank(
+    read: list[_StepInfo], timeline_step: int | None
+) -> tuple[dict[int, _StepInfo], int | None]:
+    """The ranks' first replies by rank, two of one rank refused, and the timeline step
+    they all draw (`timeline_step`, or one step every rank recorded)."""
+    ranks: dict[int, _StepInfo] = {}
+    for info in sorted(read, key=lambda r: r[0]):
+        rank, path = info[0], info[1]
+        if rank in ranks:
+            raise same_rank(ranks[rank][1], path, rank)
+        ranks[rank] = info
+    if timeline_step is None:
+        timeline_step = common_step([info[3] for info in ranks.values()])
+    return ranks, timeline_step
 
 
 def _received(pipe: Connection) -> list[Any]:
@@ -244,14 +259,9 @@ def analyse_on_dask(
         ) from None
     try:
         loaded = client.map(_load_ranked, list(enumerate(map(str, files))), pure=False)
-        read = client.gather(client.map(_step_info, loaded))
-        ranks: dict[int, tuple[str, int | None, list[StepWindow]]] = {}
-        for rank, path, world_size, windows in sorted(read, key=lambda r: r[0]):
-            if rank in ranks:
-                raise same_rank(ranks[rank][0], path, rank)
-            ranks[rank] = (path, world_size, windows)
-        if timeline_step is None:
-            timeline_step = common_step([windows for _, _, windows in ranks.values()])
+        ranks, timeline_step = _by_rank(
+            client.gather(client.map(_step_info, loaded)), timeline_step
+        )
         analysed = client.gather(
             client.map(
                 _portable_analysis,
@@ -267,7 +277,7 @@ def analyse_on_dask(
         if cluster is not None:
             cluster.close()
     by_rank = sorted((restored(r) for r in analysed), key=lambda r: r.rank)
-    return combine_ranks(by_rank, [ranks[r.rank][1] for r in by_rank])
+    return combine_ranks(by_rank, [ranks[r.rank][2] for r in by_rank])
 
 
 def _load_ranked(position_path: tuple[int, str]) -> Trace:
@@ -278,7 +288,7 @@ def _load_ranked(position_path: tuple[int, str]) -> Trace:
     return dataclasses.replace(trace, rank=rank_of(trace, position))
 
 
-def _step_info(trace: Trace) -> tuple[int, str, int | None, list[StepWindow]]:
+def _step_info(trace: Trace) -> _StepInfo:
     """On a worker: what choosing the timeline step and checking the ranks needs."""
     assert trace.rank is not None
     return trace.rank, trace.path, trace.world_size, step_windows(trace)
