@@ -60,7 +60,10 @@ def pool_size(files: Sequence[Path], available_bytes: int | None = None) -> int:
         return 1
     available = available_memory() if available_bytes is None else available_bytes
     need = max(_json_bytes(f) for f in files) * MEMORY_PER_BYTE
-    by_memory = int(MEMORY_SHARE * available // need) if available and need else len(files)
+    if available is None or not need:  # the memory, or the files' sizes, unknown
+        by_memory = len(files)
+    else:
+        by_memory = int(MEMORY_SHARE * available // need)
     return max(1, min(os.cpu_count() or 1, len(files), by_memory))
 
 
