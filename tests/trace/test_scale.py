@@ -4,6 +4,7 @@ few of many steps. Each is checked against the plain computation it replaces."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,6 +18,7 @@ from kineto import KinetoTrace
 from trace_paths import trace
 
 from factories import RunCli
+from lightspeed import progress
 from lightspeed import trace as lightspeed_trace
 from lightspeed.errors import TraceError
 from lightspeed.report import render_json
@@ -154,3 +156,15 @@ def test_an_unknown_executor_is_one_line(run_cli: RunCli) -> None:
     code, _, err = run_cli("trace", str(trace("hta-a100-alexnet-benchmark")), "--executor", "ray")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "--executor ray: give local" in err
+
+
+def test_reading_a_trace_counts_its_megabytes(tmp_path: Path) -> None:
+    path = _many_steps(tmp_path / "long.json", 2500)
+    total = math.ceil(path.stat().st_size / 1e6)
+    seen: list[tuple[tuple[str, ...], tuple[int, int] | None]] = []
+    with progress.listening(lambda stages: seen.append((stages, progress.counted()))):
+        load_trace(path, parallel=False)
+    counts = [count for _, count in seen if count is not None]
+    assert total > 1 and counts[-1] == (total, total)
+    assert [done for done, _ in counts] == sorted(done for done, _ in counts)
+    assert any("reading long.json, MB" in stages for stages, _ in seen)

@@ -46,8 +46,15 @@ class TraceStream:
     array. Errors name the file and what is wrong.
     """
 
-    def __init__(self, path: Path, chunk_chars: int = CHUNK_CHARS) -> None:
+    def __init__(
+        self,
+        path: Path,
+        chunk_chars: int = CHUNK_CHARS,
+        on_read: Callable[[int], None] | None = None,
+    ) -> None:
         self.path = path
+        # Told the bytes of the file read so far (of the gzip file, for one), as it reads.
+        self.on_read = on_read
         self.metadata: dict[str, Any] = {}
         self._share: tuple[int, int] | None = None
         self._run = 0
@@ -76,7 +83,7 @@ class TraceStream:
         self._share = share
         self._run = 0
         with _open_text(self.path) as fh:
-            reader = _Reader(fh, self._chunk, self._fail)
+            reader = _Reader(fh, self._chunk, self._fail, self.on_read)
             try:
                 first = reader.next_char()
                 if first == "[":
@@ -212,8 +219,15 @@ class SplitFailed(Exception):
 class _Reader:
     """A window on a text stream, refilled in chunks as decoding moves along it."""
 
-    def __init__(self, fh: io.TextIOBase, chunk: int, fail: Callable[[str, _Reader], Any]) -> None:
+    def __init__(
+        self,
+        fh: _SafeText,
+        chunk: int,
+        fail: Callable[[str, _Reader], Any],
+        on_read: Callable[[int], None] | None = None,
+    ) -> None:
         self.fh = fh
+        self.on_read = on_read
         self.chunk = chunk
         self.buf = ""
         self.pos = 0
@@ -232,6 +246,8 @@ class _Reader:
         # As much again as is waiting undecoded: a value far longer than a chunk (a
         # huge string) is then retried a logarithmic, not a linear, number of times.
         text = self.fh.read(max(self.chunk, len(self.buf) - self.pos))
+        if self.on_read is not None:
+            self.on_read(self.fh.position())
         if not text:
             self.eof = True
             return False
@@ -283,7 +299,7 @@ class _Reader:
             return value
 
 
-def _open_text(path: Path) -> io.TextIOBase:
+def _open_text(path: Path) -> _SafeText:
     """`path` as text, decompressed when it is gzip; errors name the file."""
     try:
         raw = path.open("rb")
@@ -295,15 +311,20 @@ def _open_text(path: Path) -> io.TextIOBase:
         raise TraceError(f"{path}: cannot be read ({exc.strerror}).") from None
     magic = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
     binary: Any = gzip.GzipFile(fileobj=raw) if magic == _GZIP_MAGIC else raw
-    return _SafeText(io.TextIOWrapper(binary, encoding="utf-8"), path)
+    return _SafeText(io.TextIOWrapper(binary, encoding="utf-8"), path, raw)
 
 
 class _SafeText(io.TextIOBase):
     """A text stream whose decompression and decoding errors become TraceErrors."""
 
-    def __init__(self, inner: io.TextIOWrapper, path: Path) -> None:
+    def __init__(self, inner: io.TextIOWrapper, path: Path, raw: io.BufferedReader) -> None:
         self.inner = inner
         self.path = path
+        self.raw = raw
+
+    def position(self) -> int:
+        """Bytes of the file read so far (ahead of what is decoded by a buffer)."""
+        return self.raw.tell()
 
     def read(self, size: int | None = -1) -> str:
         try:

@@ -6,14 +6,16 @@ import contextlib
 import ctypes
 import dataclasses
 import gc
+import math
 import multiprocessing
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from lightspeed import progress
 from lightspeed.errors import TraceError
 from lightspeed.trace.columns import Part, build_part, merge_parts
 from lightspeed.trace.events import Trace
@@ -29,6 +31,7 @@ KINETO_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 # Below this many bytes on disk a second process costs more than it saves.
 PARALLEL_MIN_BYTES = 1 << 20
+MB = 10**6  # the unit of reading progress
 
 KeyedPart = tuple[tuple[int, int], Part]
 
@@ -45,22 +48,34 @@ def load_trace(
     alone.
     """
     path = Path(path)
+    size = _size(path)
     if parallel is None:
-        parallel = can_fork() and _size(path) >= PARALLEL_MIN_BYTES
-    if parallel:
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
-            other = pool.submit(keyed_parts, path, (1, 2), chunk_chars)
-            try:
-                mine, metadata = _keyed_parts(path, (0, 2), chunk_chars)
-                theirs = other.result()
-            except SplitFailed:
-                other.cancel()
-            else:
-                if theirs is not None:
-                    parts = sorted(mine + theirs, key=lambda kp: kp[0])
-                    return _trace(path, [p for _, p in parts], metadata)
-    mine, metadata = _keyed_parts(path, None, chunk_chars)
-    return _trace(path, [p for _, p in mine], metadata)
+        parallel = can_fork() and size >= PARALLEL_MIN_BYTES
+    with (
+        progress.stage(f"reading {path.name}, MB"),
+        progress.counting(max(1, math.ceil(size / MB))) as advance,
+    ):
+        read_mb = [0]
+
+        def on_read(position: int) -> None:
+            while read_mb[0] < math.ceil(position / MB):
+                read_mb[0] += 1
+                advance()
+
+        if parallel:
+            with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+                other = pool.submit(keyed_parts, path, (1, 2), chunk_chars)
+                try:
+                    mine, metadata = _keyed_parts(path, (0, 2), chunk_chars, on_read)
+                    theirs = other.result()
+                except SplitFailed:
+                    other.cancel()
+                else:
+                    if theirs is not None:
+                        parts = sorted(mine + theirs, key=lambda kp: kp[0])
+                        return _trace(path, [p for _, p in parts], metadata)
+        mine, metadata = _keyed_parts(path, None, chunk_chars, on_read)
+        return _trace(path, [p for _, p in mine], metadata)
 
 
 def keyed_parts(path: Path, share: tuple[int, int], chunk_chars: int) -> list[KeyedPart] | None:
@@ -72,9 +87,12 @@ def keyed_parts(path: Path, share: tuple[int, int], chunk_chars: int) -> list[Ke
 
 
 def _keyed_parts(
-    path: Path, share: tuple[int, int] | None, chunk_chars: int
+    path: Path,
+    share: tuple[int, int] | None,
+    chunk_chars: int,
+    on_read: Callable[[int], None] | None = None,
 ) -> tuple[list[KeyedPart], dict[str, Any]]:
-    stream = TraceStream(path, chunk_chars)
+    stream = TraceStream(path, chunk_chars, on_read)
     with _no_cycle_collection():
         parts = [(key, build_part(batch)) for key, batch in stream.keyed_batches(share)]
     return parts, stream.metadata
