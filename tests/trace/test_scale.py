@@ -168,3 +168,17 @@ def test_reading_a_trace_counts_its_megabytes(tmp_path: Path) -> None:
     assert total > 1 and counts[-1] == (total, total)
     assert [done for done, _ in counts] == sorted(done for done, _ in counts)
     assert any("reading long.json, MB" in stages for stages, _ in seen)
+
+
+def test_a_trace_too_large_for_the_memory_allowed_is_refused_before_it_is_read(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    path = _many_steps(tmp_path / "long.json", 200)
+    size = path.stat().st_size
+    with patch("lightspeed.trace.load.load_trace") as read:  # never reached
+        with pytest.raises(TraceError, match="more than --max-memory"):
+            lightspeed_trace.analyse([path], max_memory_bytes=int(size * MEMORY_PER_BYTE) - 1)
+        read.assert_not_called()
+    assert lightspeed_trace.analyse([path], max_memory_bytes=int(size * MEMORY_PER_BYTE) + 1)
+    code, _, err = run_cli("trace", str(path), "--max-memory", str(size))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--max-memory" in err

@@ -39,6 +39,14 @@ def trace_command(
         " dask=tcp://HOST:PORT (the cluster of that scheduler; its workers must see the"
         " files). Needs `pip install 'lightspeed[dask]'` for dask.",
     ),
+    max_memory: str | None = typer.Option(
+        None,
+        "--max-memory",
+        metavar="SIZE",
+        help="The memory the analysis may take (8GB, 512MiB; default: what the machine has"
+        " available): a trace estimated to need more is refused before it is read, and"
+        " ranks are read in as many processes as it holds.",
+    ),
     json_path: Path | None = JsonOption,
     html_path: Path | None = HtmlOption,
     png_path: Path | None = PngOption,
@@ -46,12 +54,24 @@ def trace_command(
 ) -> None:
     """Read torch.profiler (Kineto) traces and say what bounds each step, with evidence."""
     from lightspeed import trace
-    from lightspeed.errors import ConfigError
+    from lightspeed.errors import ConfigError, TraceError
     from lightspeed.report.trace_report import trace_document
+    from lightspeed.units import parse_size
 
-    analysis = trace.analyse(
-        paths, include_last_step=include_last_step, timeline_step=step, executor=executor
-    )
+    limit = None if max_memory is None else parse_size(max_memory)
+    try:
+        analysis = trace.analyse(
+            paths,
+            include_last_step=include_last_step,
+            timeline_step=step,
+            executor=executor,
+            max_memory_bytes=limit,
+        )
+    except MemoryError:
+        raise TraceError(
+            "ran out of memory reading and analysing the traces; give fewer ranks at once,"
+            " or analyse them on a machine with more memory (--executor dask=ADDRESS)."
+        ) from None
     recorded = sorted({w.step for r in analysis.ranks for w in r.steps if w.step is not None})
     if step is not None and step not in recorded:
         # What was analysed is still written.

@@ -26,7 +26,14 @@ from lightspeed.trace.analysis import (
 )
 from lightspeed.trace.events import Kind, Trace
 from lightspeed.trace.load import can_fork, load_trace, load_traces, trace_files
-from lightspeed.trace.ranks import analyse_in_pool, analyse_on_dask, dask_address, pool_size
+from lightspeed.trace.ranks import (
+    analyse_in_pool,
+    analyse_on_dask,
+    available_memory,
+    check_memory,
+    dask_address,
+    pool_size,
+)
 
 __all__ = [
     "Kind",
@@ -50,6 +57,7 @@ def analyse(
     timeline_step: int | None = None,
     workers: int | None = None,
     executor: str = "local",
+    max_memory_bytes: int | None = None,
 ) -> TraceAnalysis:
     """Read the traces `paths` name (files, or directories of per-rank traces) and
     analyse them: each rank, each step, and the ranks against each other. The whole-trace
@@ -59,8 +67,12 @@ def analyse(
     default as many as the cores and the memory allow, `ranks.pool_size`; 1: in this
     process), each rank analysed where it is read (`ranks.analyse_in_pool`). `executor`
     "dask" does the same on a local Dask cluster, "dask=ADDRESS" on the cluster whose
-    scheduler is there (`ranks.analyse_on_dask`)."""
+    scheduler is there (`ranks.analyse_on_dask`). Files whose estimated need exceeds
+    `max_memory_bytes` (None: the memory available) are refused before any is read,
+    and the pool is sized to it (`ranks.check_memory`, `ranks.pool_size`)."""
     files = trace_files(paths)
+    limit = max_memory_bytes if max_memory_bytes is not None else available_memory()
+    check_memory(files, limit, given=max_memory_bytes is not None)
     if executor != "local":
         address = dask_address(executor)
         with progress.stage(f"reading and analysing {len(files)} traces on Dask"):
@@ -72,7 +84,7 @@ def analyse(
                 timeline_step=timeline_step,
             )
     if workers is None:
-        workers = pool_size(files) if len(files) > 1 and can_fork() else 1
+        workers = pool_size(files, limit) if len(files) > 1 and can_fork() else 1
     if workers > 1:
         with progress.stage(f"reading and analysing {len(files)} traces in {workers} processes"):
             return analyse_in_pool(

@@ -24,7 +24,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from lightspeed.errors import ConfigError, LightspeedError
+from lightspeed import units
+from lightspeed.errors import ConfigError, LightspeedError, TraceError
 from lightspeed.trace.analysis import (
     RankAnalysis,
     TraceAnalysis,
@@ -77,6 +78,25 @@ def available_memory() -> int | None:
     except OSError:
         pass
     return None
+
+
+def check_memory(files: Sequence[Path], limit_bytes: int | None, given: bool) -> None:
+    """Refuse, in one line and before reading anything, files of which the largest needs
+    more than `limit_bytes` (by the estimate `pool_size` uses); `given`: the limit is
+    the user's `--max-memory`, not the memory the system says is available."""
+    if not files or limit_bytes is None:
+        return
+    largest = max(files, key=_json_bytes)
+    need = _json_bytes(largest) * MEMORY_PER_BYTE
+    if need <= limit_bytes:
+        return
+    allowed = "--max-memory" if given else "the memory this machine has available"
+    raise TraceError(
+        f"{largest}: reading and analysing it takes about {units.size(need)}"
+        f" ({MEMORY_PER_BYTE:g}× its {units.size(_json_bytes(largest))} of JSON), more than"
+        f" {allowed} ({units.size(limit_bytes)}); raise --max-memory, or analyse it on a"
+        " machine with more memory."
+    )
 
 
 def _json_bytes(path: Path) -> int:
