@@ -26,7 +26,13 @@ from lightspeed.report.trace_report import SHOWN_STEPS, shown_steps, trace_docum
 from lightspeed.trace import intervals, load_trace
 from lightspeed.trace.analysis import TraceAnalysis, analyse_rank
 from lightspeed.trace.events import TimeOrder
-from lightspeed.trace.ranks import GZIP_RATIO, MEMORY_PER_BYTE, MEMORY_SHARE, pool_size
+from lightspeed.trace.ranks import (
+    GZIP_RATIO,
+    MEMORY_PER_BYTE,
+    MEMORY_SHARE,
+    check_memory,
+    pool_size,
+)
 
 times = st.lists(st.tuples(st.integers(0, 200), st.integers(0, 60)), min_size=0, max_size=40).map(
     lambda pairs: (
@@ -182,3 +188,12 @@ def test_a_trace_too_large_for_the_memory_allowed_is_refused_before_it_is_read(
     assert lightspeed_trace.analyse([path], max_memory_bytes=int(size * MEMORY_PER_BYTE) + 1)
     code, _, err = run_cli("trace", str(path), "--max-memory", str(size))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--max-memory" in err
+
+
+def test_ranks_read_here_are_held_together_and_on_a_cluster_one_by_one(tmp_path: Path) -> None:
+    files = [_many_steps(tmp_path / f"rank{r}.json", 50) for r in range(2)]
+    one = max(f.stat().st_size for f in files) * MEMORY_PER_BYTE
+    limit = int(1.5 * one)  # one trace fits, both do not
+    with pytest.raises(TraceError, match="these 2 traces: reading and analysing"):
+        check_memory(files, limit, True)
+    check_memory(files, limit, True, together=False)

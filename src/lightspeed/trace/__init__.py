@@ -72,7 +72,7 @@ def analyse(
     and the pool is sized to it (`ranks.check_memory`, `ranks.pool_size`)."""
     files = trace_files(paths)
     limit = max_memory_bytes if max_memory_bytes is not None else available_memory()
-    check_memory(files, limit, given=max_memory_bytes is not None)
+    check_memory(files, limit, max_memory_bytes is not None, together=executor == "local")
     if executor != "local":
         address = dask_address(executor)
         with progress.stage(f"reading and analysing {len(files)} traces on Dask"):

@@ -80,22 +80,28 @@ def available_memory() -> int | None:
     return None
 
 
-def check_memory(files: Sequence[Path], limit_bytes: int | None, given: bool) -> None:
-    """Refuse, in one line and before reading anything, files of which the largest needs
-    more than `limit_bytes` (by the estimate `pool_size` uses); `given`: the limit is
-    the user's `--max-memory`, not the memory the system says is available."""
+def check_memory(
+    files: Sequence[Path], limit_bytes: int | None, given: bool, *, together: bool = True
+) -> None:
+    """Refuse, in one line and before reading anything, traces that need more than
+    `limit_bytes` by the estimate `pool_size` uses: all of `files` `together` (read
+    here, every rank is held until the ranks are compared), else the largest (on a
+    cluster, one worker's). `given`: the limit is the user's `--max-memory`, not the
+    memory the system says is available."""
     if not files or limit_bytes is None:
         return
     largest = max(files, key=_json_bytes)
-    need = _json_bytes(largest) * MEMORY_PER_BYTE
+    json_bytes = sum(map(_json_bytes, files)) if together else _json_bytes(largest)
+    need = json_bytes * MEMORY_PER_BYTE
     if need <= limit_bytes:
         return
     allowed = "--max-memory" if given else "the memory this machine has available"
+    what = f"{largest}" if len(files) == 1 or not together else f"these {len(files)} traces"
     raise TraceError(
-        f"{largest}: reading and analysing it takes about {units.size(need)}"
-        f" ({MEMORY_PER_BYTE:g}× its {units.size(_json_bytes(largest))} of JSON), more than"
-        f" {allowed} ({units.size(limit_bytes)}); raise --max-memory, or analyse it on a"
-        " machine with more memory."
+        f"{what}: reading and analysing takes about {units.size(need)}"
+        f" ({MEMORY_PER_BYTE:g}× {units.size(json_bytes)} of JSON), more than {allowed}"
+        f" ({units.size(limit_bytes)}); raise --max-memory, give fewer ranks at once, or"
+        " use --executor dask=ADDRESS."
     )
 
 
