@@ -183,6 +183,11 @@ FORECAST_CAPTION = (
 SPREAD_ASSUMPTION = "each batch size's calls spread as measured, scaled with their median"
 
 
+def forecast_changes(changes: Mapping[str, str]) -> str:
+    """A forecast's changes as `serve-profile` takes them: "--predict-hardware h100-sxm"."""
+    return ", ".join(f"--predict-{name} {value}" for name, value in changes.items())
+
+
 def forecast_cells(b: BatchLatency, scale: float) -> tuple[Value | str, ...]:
     """One row of the predicted latency table, under `FORECAST_COLUMNS`: `b` as
     predicted, `scale` its predicted time over the measured one."""
@@ -201,7 +206,7 @@ def _forecast_section(forecast: LatencyForecast) -> Section:
     """ℓ(b) predicted: by batch size, how, and each kind of op carried over."""
     made = forecast.prediction
     predicted = forecast.latency
-    change = ", ".join(f"--predict-{name} {value}" for name, value in made.changes.items())
+    change = forecast_changes(made.changes)
     largest = predicted.batches[-1].batch_size
     rows: list[tuple[str, Any]] = [
         ("predicted with", line(change)),

@@ -62,16 +62,18 @@ class LatencyModel:
         self._typical_scale: float | None = None
 
     def __call__(self, batch_size: int) -> float:
-        if self._scale is None:
-            return self._profiled_p99(batch_size)
-        return self._median(self.padded(batch_size)) * self._scale
+        return self._at(batch_size, self._scale)
 
     def typical(self, batch_size: int) -> float:
         """ℓ(b) at the median of the last batches' ratios (the profile's p99 before
         `MIN_OBSERVED` of them): what a batch of `batch_size` usually takes here."""
-        if self._typical_scale is None:
+        return self._at(batch_size, self._typical_scale)
+
+    def _at(self, batch_size: int, scale: float | None) -> float:
+        """ℓ(b): the profile's median at b × `scale`, or its p99 while nothing scales it."""
+        if scale is None:
             return self._profiled_p99(batch_size)
-        return self._median(self.padded(batch_size)) * self._typical_scale
+        return self._median(self.padded(batch_size)) * scale
 
     def padded(self, batch_size: int) -> int:
         """The batch size `batch_size` requests run as (`predict.serving.padded_batch`)."""

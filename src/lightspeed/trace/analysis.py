@@ -221,19 +221,23 @@ def portable(rank: RankAnalysis) -> RankAnalysis:
     """`rank` without its windows' analyzers (functions a pickle cannot carry between
     processes); `restored` puts them back."""
     return dataclasses.replace(
-        rank,
-        whole=dataclasses.replace(rank.whole, analyzers=()),
-        steps=[dataclasses.replace(w, analyzers=()) for w in rank.steps],
+        rank, whole=_portable(rank.whole), steps=[_portable(w) for w in rank.steps]
     )
 
 
 def restored(rank: RankAnalysis) -> RankAnalysis:
     """A `portable` rank's analysis with its windows' analyzers back."""
     return dataclasses.replace(
-        rank,
-        whole=dataclasses.replace(rank.whole, analyzers=WINDOW_ANALYZERS),
-        steps=[dataclasses.replace(w, analyzers=WINDOW_ANALYZERS) for w in rank.steps],
+        rank, whole=_restored(rank.whole), steps=[_restored(w) for w in rank.steps]
     )
+
+
+def _portable(window: WindowAnalysis) -> WindowAnalysis:
+    return dataclasses.replace(window, analyzers=())
+
+
+def _restored(window: WindowAnalysis) -> WindowAnalysis:
+    return dataclasses.replace(window, analyzers=WINDOW_ANALYZERS)
 
 
 def _rank_notes(world_sizes: Sequence[int | None]) -> list[str]:
@@ -304,11 +308,11 @@ def _analysed(ctx: TraceContext, windows: Sequence[_Window]) -> list[WindowAnaly
 
 
 def _second_half(start: int) -> list[WindowAnalysis]:
-    """In the forked process: the shared windows from `start` on, analysed, without
-    their analyzers (functions a pickle cannot carry back; the parent puts them back)."""
+    """In the forked process: the shared windows from `start` on, analysed, `_portable`
+    (the parent puts their analyzers back)."""
     assert _SHARED is not None
     ctx, windows = _SHARED
-    return [dataclasses.replace(w, analyzers=()) for w in _analysed(ctx, windows[start:])]
+    return [_portable(w) for w in _analysed(ctx, windows[start:])]
 
 
 def _in_two(ctx: TraceContext, windows: list[_Window]) -> list[WindowAnalysis]:
@@ -323,7 +327,7 @@ def _in_two(ctx: TraceContext, windows: list[_Window]) -> list[WindowAnalysis]:
             theirs = pool.submit(_second_half, half)
             mine = _analysed(ctx, windows[:half])
             try:
-                rest = [dataclasses.replace(w, analyzers=WINDOW_ANALYZERS) for w in theirs.result()]
+                rest = [_restored(w) for w in theirs.result()]
             except BrokenProcessPool:  # killed (out of memory?): its share is done here
                 rest = _analysed(ctx, windows[half:])
     finally:

@@ -201,26 +201,16 @@ def _worker(
     for end in parents:
         end.close()
     try:
-        traces = []
-        for position, path in share:
-            trace = load_trace(path, parallel=False)
-            rank = rank_of(trace, position)
-            traces.append((rank, dataclasses.replace(trace, rank=rank)))
+        traces = [_load_ranked((position, str(path))) for position, path in share]
         release_free_memory()
-        pipe.send(("ok", [(r, t.path, t.world_size, step_windows(t)) for r, t in traces]))
+        pipe.send(("ok", [_step_info(trace) for trace in traces]))
         timeline_step = pipe.recv()
-        analysed: list[RankAnalysis] = []
-        for _, trace in traces:
-            analysed.append(
-                portable(
-                    analyse_rank(
-                        trace,
-                        include_last_step=include_last_step,
-                        timeline_step=timeline_step,
-                        parallel=False,
-                    )
-                )
+        analysed = [
+            _portable_analysis(
+                trace, timeline_step=timeline_step, include_last_step=include_last_step
             )
+            for trace in traces
+        ]
         pipe.send(("ok", analysed))
     except EOFError:  # the parent stopped waiting
         return
@@ -310,9 +300,10 @@ def analyse_on_dask(
 
 
 def _load_ranked(position_path: tuple[int, str]) -> Trace:
-    """On a worker: the trace at the path, with its rank (`load.rank_of`)."""
+    """On a worker (of the pool or of Dask): the trace at the path, with its rank
+    (`load.rank_of`)."""
     position, path = position_path
-    # A Dask worker is a daemon process, which may not fork the reader's second one.
+    # A worker is a daemon process, which may not fork the reader's second one.
     trace = load_trace(path, parallel=False)
     return dataclasses.replace(trace, rank=rank_of(trace, position))
 

@@ -10,7 +10,7 @@ from typing import Any
 from lightspeed.document import Unit, Value
 from lightspeed.facts.serving import LatencyProfile
 from lightspeed.report.html.markup import Cell, Column, Markup, Page, fields, notes
-from lightspeed.report.html.profile_page import carried_parts
+from lightspeed.report.html.profile_page import carried_parts, validated_text
 from lightspeed.report.serving_report import (
     CAPTION,
     FORECAST_CAPTION,
@@ -18,6 +18,7 @@ from lightspeed.report.serving_report import (
     SPREAD_ASSUMPTION,
     batch_cells,
     forecast_cells,
+    forecast_changes,
     latency_columns,
     latency_from_data,
 )
@@ -104,7 +105,7 @@ def _forecast(page: Page, measured: LatencyProfile, forecast: Mapping[str, Any])
     as a table, with the rules, assumptions and kinds of op carried over."""
     predicted = latency_from_data(forecast["latency"])
     made = forecast["prediction"]
-    change = ", ".join(f"--predict-{k} {v}" for k, v in (made.get("changes") or {}).items())
+    change = forecast_changes(made.get("changes") or {})
     sizes = [b.batch_size for b in measured.batches]
     on, source = predicted.hardware_id, measured.hardware_id
     chart = page.chart(
@@ -138,12 +139,7 @@ def _forecast(page: Page, measured: LatencyProfile, forecast: Mapping[str, Any])
             [
                 ("predicted with", change),
                 ("from", f"ℓ(b) measured on {source}"),
-                (
-                    "validated",
-                    "yes: checked against measurement"
-                    if made.get("validated")
-                    else "no: not yet checked against a measurement",
-                ),
+                ("validated", validated_text(made)),
             ]
         ),
         chart,

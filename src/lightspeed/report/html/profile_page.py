@@ -64,6 +64,13 @@ def profile_page(doc: Mapping[str, Any]) -> Page:
     return page
 
 
+def validated_text(made: Mapping[str, Any]) -> str:
+    """Whether a prediction (JSON) of its kind has been checked against measurement."""
+    if made.get("validated"):
+        return "yes: checked against measurement"
+    return "no: not yet checked against a measurement"
+
+
 def carried_parts(page: Page, made: Mapping[str, Any]) -> list[Markup]:
     """A prediction's (JSON) kinds of op carried over to other hardware: the table and
     what each kind was validated against; nothing when the hardware did not change."""
@@ -101,12 +108,7 @@ def _prediction(page: Page, doc: Mapping[str, Any], made: Mapping[str, Any]) -> 
                 ("measured step", Value(measured, Unit.SECONDS, suffix=f" on {source}")),
                 ("predicted step", Value(predicted, Unit.SECONDS, suffix=f" on {target}")),
                 ("largest batch", Value(made.get("largest_batch_size"), Unit.INTEGER)),
-                (
-                    "validated",
-                    "yes: checked against measurement"
-                    if made.get("validated")
-                    else "no: not yet checked against a measurement",
-                ),
+                ("validated", validated_text(made)),
             ]
         ),
         notes(list(made.get("rules") or []), title="Rules"),
