@@ -43,7 +43,7 @@ from lightspeed.trace.steps import (
     step_windows,
 )
 from lightspeed.trace.timeline import Timeline, common_step, step_timeline
-from lightspeed.trace.window import TraceContext, WindowAnalyzer, WindowContext
+from lightspeed.trace.window import StepsContext, TraceContext, WindowAnalyzer, WindowContext
 
 R = TypeVar("R")
 
@@ -83,7 +83,27 @@ class WindowAnalysis(WindowFacts):
 
 def analyse_window(ctx: WindowContext) -> WindowAnalysis:
     """Run every analyzer on one window and diagnose it."""
-    results = {a.key: a.analyse(ctx) for a in WINDOW_ANALYZERS}
+    return _diagnosed(ctx, {a.key: a.analyse(ctx) for a in WINDOW_ANALYZERS})
+
+
+def analyse_steps(contexts: Sequence[WindowContext]) -> list[WindowAnalysis]:
+    """`analyse_window` of each of `contexts`: where they are many steps of one trace
+    (`StepsContext.of`), each analyzer that can does all of them at once."""
+    together = StepsContext.of(contexts) if len(contexts) >= STEPS_TOGETHER else None
+    by_analyzer = {}
+    for a in WINDOW_ANALYZERS:
+        results = None
+        if together is not None and a.analyse_steps is not None:
+            results = a.analyse_steps(together)
+        by_analyzer[a.key] = results if results is not None else [a.analyse(c) for c in contexts]
+    return [
+        _diagnosed(c, {key: results[i] for key, results in by_analyzer.items()})
+        for i, c in enumerate(contexts)
+    ]
+
+
+def _diagnosed(ctx: WindowContext, results: dict[str, Any]) -> WindowAnalysis:
+    """A window's analysis from its analyzers' results."""
     facts = WindowFacts(
         temporal=results[TEMPORAL.key],
         idle=results[IDLE.key],
@@ -269,7 +289,7 @@ def analyse_rank(
     there is a second core), a forked process analyses half of the steps."""
     ctx = TraceContext(trace)
     steps = step_windows(trace)
-    per_step = np.where(ctx.work, device_steps(ctx.device, ctx.launches_us, steps), -1)
+    per_step = _device_rows_step(ctx, steps)
     spans = device_step_spans(ctx.device, per_step, len(steps))
     whole, counted, left_out = hta_whole_trace_window(trace, ctx.device, include_last_step)
     # The whole trace first: what its analyses index once per trace, the steps share
@@ -277,7 +297,7 @@ def analyse_rank(
     whole_analysis = analyse_window(
         WindowContext(ctx, whole, np.flatnonzero(counted), hta_times=True)
     )
-    windows = list(zip(steps, rows_by_step(per_step, len(steps)), spans, strict=True))
+    windows = _step_windows(steps, per_step, spans)
     if parallel is None:
         parallel = len(windows) >= PARALLEL_MIN_STEPS and (os.cpu_count() or 1) > 1 and can_fork()
     return RankAnalysis(
@@ -292,6 +312,30 @@ def analyse_rank(
     )
 
 
+def step_contexts(ctx: TraceContext) -> list[WindowContext]:
+    """Each ProfilerStep of the trace as `analyse_rank` analyses it."""
+    steps = step_windows(ctx.trace)
+    per_step = _device_rows_step(ctx, steps)
+    spans = device_step_spans(ctx.device, per_step, len(steps))
+    return [
+        WindowContext(ctx, w, rows, device_span_us=span)
+        for w, rows, span in _step_windows(steps, per_step, spans)
+    ]
+
+
+def _device_rows_step(ctx: TraceContext, steps: list[StepWindow]) -> IntArray:
+    """The step of each device event that is work (-1: none, or not work)."""
+    return np.where(ctx.work, device_steps(ctx.device, ctx.launches_us, steps), -1)
+
+
+def _step_windows(
+    steps: list[StepWindow],
+    per_step: IntArray,
+    spans: list[tuple[float, float] | None],
+) -> list[_Window]:
+    return list(zip(steps, rows_by_step(per_step, len(steps)), spans, strict=True))
+
+
 # From this many steps on, a rank's steps are analysed in two processes.
 PARALLEL_MIN_STEPS = 64
 # A step to analyse: its window, its device events' rows, their span on the device.
@@ -300,11 +344,22 @@ _Window = tuple[StepWindow, IntArray, tuple[float, float] | None]
 _SHARED: tuple[TraceContext, list[_Window]] | None = None
 
 
+# Steps analysed together at most (their events are held until all are done), and at
+# least: for a few, one at a time costs no more.
+STEPS_AT_ONCE = 4096
+STEPS_TOGETHER = 16
+
+
 def _analysed(ctx: TraceContext, windows: Sequence[_Window]) -> list[WindowAnalysis]:
-    return [
-        analyse_window(WindowContext(ctx, w, rows, device_span_us=span))
-        for w, rows, span in windows
-    ]
+    analysed: list[WindowAnalysis] = []
+    for first in range(0, len(windows), STEPS_AT_ONCE):
+        analysed += analyse_steps(
+            [
+                WindowContext(ctx, w, rows, device_span_us=span)
+                for w, rows, span in windows[first : first + STEPS_AT_ONCE]
+            ]
+        )
+    return analysed
 
 
 def _second_half(start: int) -> list[WindowAnalysis]:

@@ -23,17 +23,27 @@ waiting, not work; HTA 0.5 likewise leaves them out of its idle breakdown).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
 from lightspeed.document import Column, Table, Unit, Value, line
 from lightspeed.trace import intervals
-from lightspeed.trace.events import US, FloatArray
-from lightspeed.trace.names import KERNEL_TYPES, KernelType, short_kernel_name
-from lightspeed.trace.window import DeviceEvents, Shown, WindowAnalyzer, WindowContext
+from lightspeed.trace.events import US, FloatArray, IntArray
+from lightspeed.trace.names import KERNEL_TYPES, BoolArray, KernelType, short_kernel_name
+from lightspeed.trace.window import (
+    DeviceEvents,
+    Shown,
+    StepsContext,
+    WindowAnalyzer,
+    WindowContext,
+    plain,
+)
 
 # HTA's consecutive_kernel_delay: a shorter gap between kernels is the device itself.
 KERNEL_WAIT_US = 30.0
+R = TypeVar("R")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -172,6 +182,32 @@ def ending_launch_us(ev: DeviceEvents, gap_end_us: FloatArray) -> FloatArray:
     return launch
 
 
+def ending_launch_steps(
+    ev: DeviceEvents, owner: IntArray, gap_step: IntArray, gap_end_us: FloatArray
+) -> FloatArray:
+    """`ending_launch_us` of many steps' gaps at once: `ev` holds the events of every
+    step (`owner`: the step of each), each gap ends at `gap_end_us` in step `gap_step`."""
+    n = len(ev.start_us)
+    order = np.lexsort((ev.launch_us, ev.start_us, owner))
+    # The events (by step, start, launch) and the gaps' ends in one order: by step, then
+    # time, a gap's end before the events starting at it; each gap's end is followed by
+    # the first event of its step starting there or later, if any.
+    step = np.concatenate([owner[order], gap_step])
+    time = np.concatenate([ev.start_us[order], gap_end_us])
+    is_gap = np.concatenate([np.zeros(n, dtype=bool), np.ones(len(gap_end_us), dtype=bool)])
+    merged = np.lexsort((~is_gap, time, step))
+    later = np.where(is_gap[merged], n, merged)
+    following = np.minimum.accumulate(later[::-1])[::-1]
+    next_event = np.empty(len(gap_end_us), dtype=np.int64)
+    next_event[merged[is_gap[merged]] - n] = following[is_gap[merged]]
+    found = next_event < n
+    event = order[np.minimum(next_event, max(n - 1, 0))] if n else next_event
+    found[found] = (owner[event[found]] == gap_step[found]) & (
+        ev.start_us[event[found]] == gap_end_us[found]
+    )
+    return np.where(found, ev.launch_us[event] if n else np.nan, np.nan)
+
+
 def stream_idle(ev: DeviceEvents) -> list[StreamIdle]:
     """HTA's idle breakdown of each stream: gaps between consecutive kernels (by start)."""
     result = []
@@ -228,6 +264,164 @@ def comm_overlap(ev: DeviceEvents) -> Overlap:
         communication_s=float(np.sum(comm[1] - comm[0])) * US,
         overlapped_s=intervals.overlap(comm, comp) * US,
     )
+
+
+# --- The same, for many steps of one trace at once (`WindowAnalyzer.analyse_steps`). --
+
+
+def _each_step(
+    sc: StepsContext, alone: Callable[[WindowContext], R], has: IntArray, found: list[R]
+) -> list[R]:
+    """Each step's result: `found[j]` for the step `has[j]`, `alone` for the others."""
+    result: list[R | None] = [None] * len(sc)
+    for j, k in enumerate(has):
+        result[k] = found[j]
+    return [alone(w) if r is None else r for w, r in zip(sc.windows, result, strict=True)]
+
+
+def temporal_steps(sc: StepsContext) -> list[TemporalBreakdown] | None:
+    """`temporal_breakdown` of each of many steps at once (None: their extents overlap)."""
+    if sc.extents is None:
+        return None
+    has, steps = sc.extents
+    ev = sc.events
+    total = steps.hi - steps.lo
+    covered = np.zeros(len(has))
+    parts = {}
+    for i, kernel_type in enumerate(KERNEL_TYPES):
+        now = steps.lengths(steps.union(sc.parts(ev.type <= i, lasting=True)))
+        parts[kernel_type] = np.maximum(0.0, now - covered)
+        covered = now
+    found = [
+        TemporalBreakdown(
+            compute_s=float(parts[KernelType.COMPUTATION][j]) * US,
+            communication_s=float(parts[KernelType.COMMUNICATION][j]) * US,
+            memory_s=float(parts[KernelType.MEMORY][j]) * US,
+            other_s=float(parts[KernelType.OTHER][j]) * US,
+            idle_s=float(total[j] - covered[j]) * US,
+            total_s=float(total[j]) * US,
+        )
+        for j in range(len(has))
+    ]
+    return _each_step(sc, lambda w: temporal_breakdown(w.events), has, found)
+
+
+def _classified(
+    steps: int, step: IntArray, gap_us: FloatArray, gap_start_us: FloatArray, launch_us: FloatArray
+) -> list[IdleBreakdown]:
+    """`_classify` of each of `steps` steps' gaps (`step`: the step of each)."""
+    host = launch_us > gap_start_us
+    kernel = ~host & (gap_us < KERNEL_WAIT_US)
+    other = ~host & ~kernel
+
+    def summed(rows: BoolArray) -> FloatArray:
+        return np.asarray(
+            np.bincount(step[rows], weights=gap_us[rows], minlength=steps), dtype=np.float64
+        )
+
+    host_us, kernel_us, other_us = summed(host), summed(kernel), summed(other)
+    return [
+        IdleBreakdown(
+            host_wait_s=float(host_us[j]) * US,
+            kernel_wait_s=float(kernel_us[j]) * US,
+            other_s=float(other_us[j]) * US,
+        )
+        for j in range(steps)
+    ]
+
+
+def idle_steps(sc: StepsContext) -> list[IdleBreakdown] | None:
+    """`idle_breakdown` of each of many steps at once (None: their extents overlap)."""
+    if sc.extents is None:
+        return None
+    has, steps = sc.extents
+    ev = sc.events
+    step, u_start, u_end = steps.union(sc.parts(np.ones(len(ev.start_us), dtype=bool)))
+    inner = np.flatnonzero(step[1:] == step[:-1])  # a gap between two merged intervals
+    gap_step, gap_start, gap_end = step[inner], u_end[inner], u_start[inner + 1]
+    launch = ending_launch_steps(ev, sc.owner, has[gap_step], gap_end)
+    found = _classified(len(has), gap_step, gap_end - gap_start, gap_start, launch)
+    return _each_step(sc, lambda w: idle_breakdown(w.events), has, found)
+
+
+def overlap_steps(sc: StepsContext) -> list[Overlap] | None:
+    """`comm_overlap` of each of many steps at once (None: their extents overlap)."""
+    if sc.extents is None:
+        return None
+    has, steps = sc.extents
+    ev = sc.events
+    comm = steps.union(sc.parts(ev.type == KERNEL_TYPES.index(KernelType.COMMUNICATION)))
+    comp = steps.union(sc.parts(ev.type == KERNEL_TYPES.index(KernelType.COMPUTATION)))
+    comm_us = steps.lengths(comm)
+    both = steps.lengths(steps.union(intervals.join_parts(comm, comp)))
+    overlapped = comm_us + steps.lengths(comp) - both
+    found = [
+        Overlap(communication_s=float(comm_us[j]) * US, overlapped_s=float(overlapped[j]) * US)
+        for j in range(len(has))
+    ]
+    return _each_step(sc, lambda w: comm_overlap(w.events), has, found)
+
+
+def stream_steps(sc: StepsContext) -> list[list[StreamIdle]]:
+    """`stream_idle` of each of many steps at once."""
+    ev, owner = sc.events, sc.owner
+    order = np.lexsort((ev.start_us, ev.stream, ev.device, owner))
+    step, device, stream = owner[order], ev.device[order], ev.stream[order]
+    start, end, launch = ev.start_us[order], ev.end_us[order], ev.launch_us[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (step[1:] != step[:-1]) | (device[1:] != device[:-1]) | (stream[1:] != stream[:-1])
+    group = np.cumsum(new) - 1
+    firsts = np.flatnonzero(new)
+    after = np.flatnonzero(~new)  # each event after the first of its stream
+    idle = _classified(
+        len(firsts), group[after], start[after] - end[after - 1], end[after - 1], launch[after]
+    )
+    result: list[list[StreamIdle]] = [[] for _ in sc.windows]
+    for g, i in enumerate(firsts):
+        result[step[i]].append(
+            StreamIdle(device=int(device[i]), stream=int(stream[i]), idle=idle[g])
+        )
+    return result
+
+
+def type_totals_steps(sc: StepsContext) -> list[dict[KernelType, float]]:
+    """`type_totals` of each of many steps at once."""
+    ev, n, types = sc.events, len(sc), len(KERNEL_TYPES)
+    totals = np.bincount(
+        sc.owner * types + ev.type, weights=ev.end_us - ev.start_us, minlength=n * types
+    ).reshape(n, types)
+    return [{t: float(row[i]) * US for i, t in enumerate(KERNEL_TYPES)} for row in totals]
+
+
+def kernel_stats_steps(sc: StepsContext, top: int) -> list[list[KernelStat]]:
+    """`kernel_stats` of each of many steps at once."""
+    ev, names = sc.events, sc.trace.trace.names
+    dur = ev.end_us - ev.start_us
+    keys, first, inverse = np.unique(
+        sc.owner * len(names) + ev.name, return_index=True, return_inverse=True
+    )
+    totals = np.bincount(inverse, weights=dur)
+    counts = np.bincount(inverse)
+    maxima = np.zeros(len(keys))
+    np.maximum.at(maxima, inverse, dur)
+    step, name, types = sc.owner[first], ev.name[first], ev.type[first]
+    # Each step's names by total time, longest first; ties by name id, as one step's do.
+    order = np.lexsort((name, -totals, step))
+    result: list[list[KernelStat]] = [[] for _ in sc.windows]
+    for i in order:
+        kept = result[step[i]]
+        if len(kept) < top:
+            kept.append(
+                KernelStat(
+                    name=names[name[i]],
+                    type=KERNEL_TYPES[types[i]],
+                    count=int(counts[i]),
+                    total_s=float(totals[i]) * US,
+                    mean_s=float(totals[i] / counts[i]) * US,
+                    max_s=float(maxima[i]) * US,
+                )
+            )
+    return result
 
 
 # --- What the window analyses declare: their results in JSON and in reports. ---------
@@ -321,31 +515,36 @@ def _describe_kernels(kernels: list[KernelStat]) -> Shown:
 TEMPORAL = WindowAnalyzer(
     key="temporal_breakdown",
     analyse=lambda w: temporal_breakdown(w.events),
-    data=dataclasses.asdict,
+    data=plain,
     describe=_describe_temporal,
+    analyse_steps=temporal_steps,
 )
 IDLE = WindowAnalyzer(
     key="idle_breakdown",
     analyse=lambda w: idle_breakdown(w.events),
-    data=dataclasses.asdict,
+    analyse_steps=idle_steps,
+    data=plain,
     describe=_describe_idle,
 )
 OVERLAP = WindowAnalyzer(
     key="communication",
     analyse=lambda w: comm_overlap(w.events),
+    analyse_steps=overlap_steps,
     data=_overlap_data,
     describe=_describe_overlap,
 )
 STREAMS = WindowAnalyzer(
     key="streams",
     analyse=lambda w: stream_idle(w.events),
+    analyse_steps=stream_steps,
     data=lambda streams: [
-        {"device": s.device, "stream": s.stream, **dataclasses.asdict(s.idle)} for s in streams
+        {"device": s.device, "stream": s.stream, **plain(s.idle)} for s in streams
     ],
 )
 KERNEL_TYPES_TIME = WindowAnalyzer(
     key="kernel_types",
     analyse=lambda w: type_totals(w.events),
+    analyse_steps=type_totals_steps,
     data=lambda totals: {t.value: s for t, s in totals.items()},
 )
 
@@ -357,6 +556,7 @@ def _kernels(w: WindowContext) -> list[KernelStat]:
 KERNELS = WindowAnalyzer(
     key="kernels",
     analyse=_kernels,
-    data=lambda kernels: [{**dataclasses.asdict(k), "type": k.type.value} for k in kernels],
+    analyse_steps=lambda sc: kernel_stats_steps(sc, TOP_KERNELS),
+    data=lambda kernels: [{**plain(k), "type": k.type.value} for k in kernels],
     describe=_describe_kernels,
 )

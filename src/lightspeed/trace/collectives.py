@@ -17,6 +17,7 @@ of such kernels across all ranks means less.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from lightspeed.trace.events import US, FloatArray
 from lightspeed.trace.names import KernelType
-from lightspeed.trace.window import DeviceEvents, WindowAnalyzer
+from lightspeed.trace.window import DeviceEvents, StepsContext, WindowAnalyzer
 
 _N = TypeVar("_N", int, float)
 
@@ -151,5 +152,26 @@ def comm_events(ev: DeviceEvents, names: tuple[str, ...]) -> CommEvents:
     )
 
 
+def comm_events_steps(sc: StepsContext) -> list[CommEvents]:
+    """`comm_events` of each of many steps at once."""
+    ev, names = sc.events, sc.trace.trace.names
+    rows = np.flatnonzero(ev.is_type(KernelType.COMMUNICATION))
+    rows = rows[np.lexsort((ev.start_us[rows], sc.owner[rows]))]
+    bounds = np.searchsorted(sc.owner[rows], np.arange(len(sc) + 1))
+    start, dur = ev.start_us[rows], ev.end_us[rows] - ev.start_us[rows]
+    return [
+        CommEvents(
+            names=tuple(names[i] for i in ev.name[rows[a:b]]),
+            start_us=start[a:b],
+            dur_us=dur[a:b],
+        )
+        for a, b in itertools.pairwise(bounds)
+    ]
+
+
 # For matching collectives across ranks; not written on its own.
-COMM = WindowAnalyzer(key="comm", analyse=lambda w: comm_events(w.events, w.trace.trace.names))
+COMM = WindowAnalyzer(
+    key="comm",
+    analyse=lambda w: comm_events(w.events, w.trace.trace.names),
+    analyse_steps=comm_events_steps,
+)

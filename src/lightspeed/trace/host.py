@@ -10,6 +10,7 @@ than that; launches over 50 µs and delays over 100 µs are outliers.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -33,7 +34,14 @@ from lightspeed.trace.steps import (
     in_window,
     top_level,
 )
-from lightspeed.trace.window import Shown, TraceContext, WindowAnalyzer, WindowContext
+from lightspeed.trace.window import (
+    Shown,
+    StepsContext,
+    TraceContext,
+    WindowAnalyzer,
+    WindowContext,
+    plain,
+)
 from lightspeed.units import plural
 
 RUNTIME_CUTOFF_US = 50.0
@@ -197,6 +205,193 @@ def host_stats(
     )
 
 
+def launch_stats_steps(
+    trace: Trace, index: HostIndex, steps: intervals.Windows, device: EventTable
+) -> list[LaunchStats]:
+    """`launch_stats` of each of `steps`, computed over all their launches at once."""
+    n = len(steps)
+    runtime = trace.table(Kind.RUNTIME)
+    launch_rows = np.flatnonzero(index.launch[runtime.name])
+    which, step = steps.starting(runtime.ts_us[launch_rows])
+    rows = launch_rows[which]
+    cpu_us = runtime.dur_us[rows]
+    matched, dev_rows = correlate(runtime.correlation[rows], device)
+    m_step = step[matched]
+    launch_end = runtime.ts_us[rows][matched] + cpu_us[matched]
+    delay = np.maximum(0.0, device.ts_us[dev_rows[matched]] - launch_end)
+    gpu_us = device.dur_us[dev_rows[matched]]
+    cpu_matched = cpu_us[matched]
+    launches = steps.counts(step)
+    cpu_total = np.bincount(step, weights=cpu_us, minlength=n)
+    n_matched = steps.counts(m_step)
+    n_shorter = steps.counts(m_step[(cpu_matched <= RUNTIME_CUTOFF_US) & (gpu_us < cpu_matched)])
+    runtime_outliers = steps.counts(step[cpu_us > RUNTIME_CUTOFF_US])
+    delay_outliers = steps.counts(m_step[delay > LAUNCH_DELAY_CUTOFF_US])
+    # Each step's median delay: its delays sorted, the middle one (or two's mean).
+    sorted_delay = delay[np.lexsort((delay, m_step))]
+    offset = np.cumsum(n_matched) - n_matched
+    result = []
+    for k in range(n):
+        if not launches[k]:
+            result.append(LaunchStats())
+            continue
+        count, mid = int(n_matched[k]), int(offset[k] + n_matched[k] // 2)
+        median = None
+        if count % 2:
+            median = float(sorted_delay[mid]) * US
+        elif count:
+            median = float((sorted_delay[mid - 1] + sorted_delay[mid]) / 2) * US
+        result.append(
+            LaunchStats(
+                launches=int(launches[k]),
+                launch_cpu_s=float(cpu_total[k]) * US,
+                matched=count,
+                median_delay_s=median,
+                shorter_than_launch=int(n_shorter[k]),
+                runtime_outliers=int(runtime_outliers[k]),
+                delay_outliers=int(delay_outliers[k]),
+            )
+        )
+    return result
+
+
+def host_stats_steps(
+    trace: Trace,
+    index: HostIndex,
+    steps: intervals.Windows,
+    device_busy: _Spans,
+    has_device: Sequence[bool],
+) -> list[HostStats]:
+    """`host_stats` of each of `steps`, computed over all their events at once: as
+    `host_stats(…, device_busy)` for those that `has_device` events of their own, as
+    `host_stats(…, None)` for the others."""
+
+    ops, notes = trace.table(Kind.CPU_OP), trace.table(Kind.ANNOTATION)
+    runtime = trace.table(Kind.RUNTIME)
+    loading = steps.spread(*_named_spans(index.loading, notes, ops))
+    worker_loading = steps.spread(*_named_spans(index.worker_loading, notes, ops))
+    collectives = steps.spread(*_named_spans(index.collective, notes, ops))
+    syncs = steps.spread(*intervals.union(*_named_spans(index.sync, runtime, ops, lasting=True)))
+    # Top-level ops belong to the step they start in, and are cut to it.
+    outer = np.flatnonzero(index.outer_ops)
+    which, op_step = steps.starting(ops.ts_us[outer])
+    big = ops.dur_us[outer[which]] >= SMALL_OP_US
+    rows, big_step = outer[which][big], op_step[big]
+    w_s = np.maximum(ops.ts_us[rows], steps.lo[big_step])
+    w_e = np.minimum(ops.end_us[rows], steps.hi[big_step])
+    keep = w_e > w_s
+    work = (big_step[keep], w_s[keep], w_e[keep])
+    work_us = steps.lengths(steps.union(work))
+    busy_us = steps.lengths(steps.union(intervals.join_parts(work, loading, syncs, collectives)))
+    loading_us = steps.lengths(steps.union(loading))
+    collective_us = steps.lengths(steps.union(collectives))
+    n_loading, n_worker = steps.counts(loading[0]), steps.counts(worker_loading[0])
+    n_syncs, sync_us = steps.counts(syncs[0]), steps.lengths(syncs)
+    n_ops = steps.counts(op_step)
+    sync_calls = _names_by_step(trace, steps, index.sync, runtime, ops)
+    idle_us = _sync_idle_steps(syncs, device_busy, steps) if len(device_busy[0]) else None
+    result = []
+    for k, device in enumerate(has_device):
+        lo, hi = float(steps.lo[k]), float(steps.hi[k])
+        idle: dict[str, float] = {}
+        if idle_us is not None and device:
+            idle = {key: float(figures[k]) * US for key, figures in idle_us.items()}
+        result.append(
+            HostStats(
+                window_s=(hi - lo) * US,
+                data_loading_s=float(loading_us[k]) * US,
+                sync_s=float(sync_us[k]) * US,
+                syncs=int(n_syncs[k]),
+                ops=int(n_ops[k]),
+                work_s=float(work_us[k]) * US,
+                busy_s=float(busy_us[k]) * US,
+                collective_s=float(collective_us[k]) * US,
+                sync_calls=sync_calls.get(k, {}),
+                loader_workers=bool(n_worker[k]) if n_loading[k] else None,
+                **idle,
+            )
+        )
+    return result
+
+
+def _sync_idle_steps(
+    syncs: intervals.Parts, busy: _Spans, steps: intervals.Windows
+) -> dict[str, np.ndarray]:
+    """`_sync_idle` of each of `steps` (µs), its syncs' parts `syncs` (by step, then
+    start), against the union of all the device's work `busy`."""
+    # The device's idle gaps in each step: what `busy` leaves of it.
+    gap_w, gap_s, gap_e = steps.spread(*intervals.outside(busy))
+    sync_w, sync_s, sync_e = syncs
+    # The sync holding each gap's start: the last of its step's syncs starting at or
+    # before it. Syncs and gaps in one order, by step, start, syncs first at a tie.
+    n_syncs = len(sync_s)
+    step = np.concatenate([sync_w, gap_w])
+    start = np.concatenate([sync_s, gap_s])
+    is_gap = np.concatenate([np.zeros(n_syncs, dtype=bool), np.ones(len(gap_s), dtype=bool)])
+    order = np.lexsort((is_gap, start, step))
+    latest = np.maximum.accumulate(np.where(is_gap[order], -1, order))
+    holder = np.empty(len(gap_s), dtype=np.int64)
+    holder[order[is_gap[order]] - n_syncs] = latest[is_gap[order]]
+    held = holder >= 0
+    held[held] = sync_w[holder[held]] == gap_w[held]
+    # A gap cut by the step's start did not begin there.
+    drained = held & (gap_s > steps.lo[gap_w])
+    drained[drained] = gap_s[drained] <= sync_e[holder[drained]]
+    gaps: intervals.Parts = (gap_w, gap_s, gap_e)
+
+    def overlap(b: intervals.Parts) -> np.ndarray:
+        joined = steps.union(intervals.join_parts(syncs, b))
+        return steps.lengths(syncs) + steps.lengths(b) - steps.lengths(joined)
+
+    def chosen(mask: np.ndarray) -> intervals.Parts:
+        return gap_w[mask], gap_s[mask], gap_e[mask]
+
+    gaps_us = steps.lengths(chosen(drained))
+    return {
+        "sync_while_idle_s": overlap(gaps),
+        "sync_idle_gaps_s": gaps_us,
+        "sync_lost_s": gaps_us + overlap(chosen(~drained)),
+    }
+
+
+def _named_spans(
+    mask: BoolArray, *tables: EventTable, lasting: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """The times of the events of `tables` whose name is in `mask`; with `lasting`, only
+    those that last some time (the only ones a window's `clip` keeps)."""
+    starts, ends = [], []
+    for t in tables:
+        rows = mask[t.name]
+        if lasting:
+            rows &= t.end_us > t.ts_us
+        starts.append(t.ts_us[rows])
+        ends.append(t.end_us[rows])
+    return np.concatenate(starts), np.concatenate(ends)
+
+
+def _names_by_step(
+    trace: Trace, steps: intervals.Windows, mask: BoolArray, *tables: EventTable
+) -> dict[int, dict[str, int]]:
+    """For each step that has any, `count_names` of the events of `tables` (in that
+    order, each in its rows' order) whose name is in `mask` and that start in it."""
+    names, in_step = [], []
+    for t in tables:
+        rows = np.flatnonzero(mask[t.name])
+        which, step = steps.starting(t.ts_us[rows])
+        order = np.argsort(which, kind="stable")  # rows' order within a step
+        names.append(t.name[rows[which[order]]])
+        in_step.append(step[order])
+    name, step = np.concatenate(names), np.concatenate(in_step)
+    # Each (step, name) once, with its count, in the order first seen in its step.
+    pair = step * len(trace.names) + name
+    _ids, first, times = np.unique(pair, return_index=True, return_counts=True)
+    order = np.lexsort((first, step[first]))
+    found: dict[int, dict[str, int]] = {}
+    for i in order:
+        found.setdefault(int(step[first[i]]), {})[trace.names[name[first[i]]]] = int(times[i])
+    return found
+
+
 def _sync_idle(syncs: _Spans, busy: _Spans | None, lo: float, hi: float) -> dict[str, float]:
     """The sync figures of HostStats against the device; {} without device events."""
     if busy is None or len(busy[0]) == 0:
@@ -243,6 +438,13 @@ def _device_syncs(w: WindowContext) -> dict[str, int]:
     return count_names(trace, syncs.name[in_window(syncs, w.window)])
 
 
+def _device_syncs_steps(sc: StepsContext) -> list[dict[str, int]]:
+    trace = sc.trace.trace
+    every = np.ones(len(trace.names), dtype=bool)
+    found = _names_by_step(trace, sc.steps, every, trace.table(Kind.SYNC))
+    return [found.get(k, {}) for k in range(len(sc))]
+
+
 def shared_host_index(ctx: TraceContext) -> HostIndex:
     """The trace's HostIndex, built once per trace for every analysis that asks."""
     return host_index(ctx.trace)
@@ -255,6 +457,17 @@ def _launches(w: WindowContext) -> LaunchStats:
 def _host(w: WindowContext) -> HostStats:
     busy = w.trace.busy if w.has_device_events else None
     return host_stats(w.trace.trace, w.trace.once(shared_host_index), w.window, busy)
+
+
+def _launches_steps(sc: StepsContext) -> list[LaunchStats]:
+    ctx = sc.trace
+    return launch_stats_steps(ctx.trace, ctx.once(shared_host_index), sc.steps, ctx.device)
+
+
+def _host_steps(sc: StepsContext) -> list[HostStats]:
+    ctx = sc.trace
+    has_device = [w.has_device_events for w in sc.windows]
+    return host_stats_steps(ctx.trace, ctx.once(shared_host_index), sc.steps, ctx.busy, has_device)
 
 
 def _describe_launches(launches: LaunchStats) -> Shown:
@@ -315,15 +528,21 @@ def _describe_device_syncs(syncs: dict[str, int]) -> Shown:
 LAUNCHES = WindowAnalyzer(
     key="launches",
     analyse=_launches,
-    data=lambda s: {**dataclasses.asdict(s), "cpu_per_launch_s": s.cpu_per_launch_s},
+    analyse_steps=_launches_steps,
+    data=lambda s: {**plain(s), "cpu_per_launch_s": s.cpu_per_launch_s},
     describe=_describe_launches,
 )
 HOST = WindowAnalyzer(
     key="host",
     analyse=_host,
-    data=lambda h: {**dataclasses.asdict(h), "overhead_s": h.overhead_s},
+    analyse_steps=_host_steps,
+    data=lambda h: {**plain(h), "overhead_s": h.overhead_s},
     describe=_describe_host,
 )
 DEVICE_SYNCS = WindowAnalyzer(
-    key="device_syncs", analyse=_device_syncs, data=dict, describe=_describe_device_syncs
+    key="device_syncs",
+    analyse=_device_syncs,
+    data=dict,
+    describe=_describe_device_syncs,
+    analyse_steps=_device_syncs_steps,
 )

@@ -29,12 +29,19 @@ import numpy as np
 
 from lightspeed.document import Unit, Value, line
 from lightspeed.trace import intervals
-from lightspeed.trace.breakdown import ending_launch_us
-from lightspeed.trace.events import US, EventTable, Kind
+from lightspeed.trace.breakdown import ending_launch_steps, ending_launch_us
+from lightspeed.trace.events import US, EventTable, FloatArray, Kind
 from lightspeed.trace.host import HostIndex, shared_host_index
 from lightspeed.trace.names import BoolArray, names_where
 from lightspeed.trace.steps import StepWindow
-from lightspeed.trace.window import Shown, TraceContext, WindowAnalyzer, WindowContext
+from lightspeed.trace.window import (
+    Shown,
+    StepsContext,
+    TraceContext,
+    WindowAnalyzer,
+    WindowContext,
+    plain,
+)
 
 _COPY_CALL = re.compile(r"Mem(cpy|set)")
 Spans = intervals.Spans
@@ -170,6 +177,70 @@ def idle_causes(w: WindowContext) -> IdleCauses:
     )
 
 
+def idle_causes_steps(sc: StepsContext) -> list[IdleCauses] | None:
+    """`idle_causes` of each of many steps at once; None where their spans on the device
+    (`step_span_us`) overlap more than `intervals.Windows` allows."""
+    ev, owner, ctx = sc.events, sc.owner, sc.trace
+    sizes = np.bincount(owner, minlength=len(sc))
+    result = [IdleCauses()] * len(sc)
+    has = np.flatnonzero(sizes)
+    if len(has) == 0:
+        return result
+    offsets = (np.cumsum(sizes) - sizes)[has]
+    first = np.minimum.reduceat(ev.start_us, offsets)
+    last = np.maximum.reduceat(ev.end_us, offsets)
+    # `step_span_us` of each step.
+    w_lo, w_hi = sc.steps.lo[has], sc.steps.hi[has]
+    length = w_hi - w_lo
+    fits = length <= last - first
+    start = np.minimum(np.maximum(w_lo, last - length), first)
+    at_window = start == w_lo
+    spans = intervals.Windows.of(
+        np.where(fits, first, np.where(at_window, w_lo, start)),
+        np.where(fits, last, np.where(at_window, w_hi, start + length)),
+    )
+    if spans is None:
+        return None
+    # A step's events are part of all the device's work: its idle time is what that
+    # leaves of its span.
+    idle = spans.spread(*intervals.outside(ctx.busy))
+    idle_us = spans.lengths(idle)
+
+    def overlap(a: intervals.Parts, b: intervals.Parts) -> FloatArray:
+        both = spans.lengths(spans.union(intervals.join_parts(a, b)))
+        return spans.lengths(a) + spans.lengths(b) - both
+
+    parts: dict[str, FloatArray] = {}
+    attributed = np.zeros(len(has))
+    elsewhere, overhead_us = idle, idle_us
+    for key, covered in ctx.once(_covered):
+        clipped = spans.spread(*covered)
+        now_us = overlap(idle, clipped)
+        parts[key] = np.maximum(0.0, now_us - attributed)
+        attributed = np.maximum(attributed, now_us)
+        if key == _LAST_ELSEWHERE:
+            elsewhere, overhead_us = clipped, idle_us - attributed
+    gap_w, gap_s, gap_e = idle
+    at_edge = (gap_e <= first[gap_w]) | (gap_s >= last[gap_w])
+    waits = at_edge | (ending_launch_steps(ev, owner, has[gap_w], gap_e) > gap_s)
+
+    def of_overhead(rows: BoolArray) -> FloatArray:
+        gaps = (gap_w[rows], gap_s[rows], gap_e[rows])
+        gaps_us = spans.lengths(gaps)
+        return np.minimum(overhead_us, np.maximum(0.0, gaps_us - overlap(gaps, elsewhere)))
+
+    host_wait_us, edges_us = of_overhead(waits), of_overhead(at_edge)
+    for j, k in enumerate(has):
+        result[k] = IdleCauses(
+            idle_s=float(idle_us[j]) * US,
+            unrecorded_s=max(0.0, float(idle_us[j] - attributed[j])) * US,
+            host_wait_s=float(host_wait_us[j]) * US,
+            edges_s=float(edges_us[j]) * US,
+            **{key: float(v[j]) * US for key, v in parts.items()},
+        )
+    return result
+
+
 _LABELS = (
     ("in_sync_s", "in syncs"),
     ("loading_data_s", "loading data"),
@@ -193,5 +264,9 @@ def _describe(c: IdleCauses) -> Shown:
 
 
 IDLE_CAUSES = WindowAnalyzer(
-    key="idle_causes", analyse=idle_causes, data=dataclasses.asdict, describe=_describe
+    key="idle_causes",
+    analyse=idle_causes,
+    data=plain,
+    describe=_describe,
+    analyse_steps=idle_causes_steps,
 )

@@ -7,6 +7,8 @@ never the sum of their durations.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import numpy.typing as npt
 
@@ -95,3 +97,152 @@ def join(*sets: Spans) -> Spans:
     if not sets:
         return np.empty(0), np.empty(0)
     return np.concatenate([s[0] for s in sets]), np.concatenate([s[1] for s in sets])
+
+
+# Many windows at once. A long trace has thousands of steps of a few events each, and a
+# numpy call costs microseconds whatever its size: the steps' figures are computed over
+# all their events together.
+
+IntArray = npt.NDArray[np.int64]
+# Parts of intervals, each inside one window: the window's index, and the part's start
+# and end.
+Parts = tuple[IntArray, Array, Array]
+# Steps overlap their neighbours only by a float's rounding (a step's end is its start
+# plus its duration): windows k and k + stride must not overlap, for a stride this small.
+MAX_STRIDE = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Windows:
+    """Windows [lo, hi) sorted by start, where every `stride`-th window (k, k + stride,
+    …) ends before the next of them begins, and what the window-by-window functions
+    above give for each of them, computed for all of them at once."""
+
+    lo: Array
+    hi: Array
+    stride: int
+
+    @classmethod
+    def of(cls, lo: Array, hi: Array) -> Windows | None:
+        """The windows, or None where they are not sorted, not finite or overlap more
+        than `MAX_STRIDE` allows."""
+        if len(lo) == 0 or not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            return None
+        if not ((hi >= lo).all() and (lo[1:] >= lo[:-1]).all()):
+            return None
+        for stride in range(1, MAX_STRIDE + 1):
+            if (lo[stride:] >= hi[:-stride]).all():
+                return cls(lo, hi, stride)
+        return None
+
+    def __len__(self) -> int:
+        return len(self.lo)
+
+    def _groups(self) -> list[IntArray]:
+        n = len(self.lo)
+        return [np.arange(g, n, self.stride) for g in range(min(self.stride, n))]
+
+    def starting(self, times: Array) -> tuple[IntArray, IntArray]:
+        """Which of `times` lie in which window: pairs (position in `times`, window),
+        a time in two windows counted in both."""
+        which, window = [], []
+        for group in self._groups():
+            lo, hi = self.lo[group], self.hi[group]
+            k = np.searchsorted(lo, times, side="right") - 1
+            inside = (k >= 0) & (times < hi[np.clip(k, 0, None)])
+            which.append(np.flatnonzero(inside))
+            window.append(group[k[inside]])
+        return np.concatenate(which).astype(np.int64), np.concatenate(window).astype(np.int64)
+
+    def spread(self, starts: Array, ends: Array) -> Parts:
+        """The parts of the intervals inside each window, as `clip` gives them window by
+        window (parts of no length dropped), by window, then start."""
+        sets = []
+        for group in self._groups():
+            lo, hi = self.lo[group], self.hi[group]
+            first = np.searchsorted(hi, starts, side="right")  # the first ending after it
+            stop = np.searchsorted(lo, ends, side="left")  # the first starting at its end
+            counts = np.maximum(stop - first, 0)
+            total = int(counts.sum())
+            which = np.repeat(np.arange(len(starts)), counts)
+            runs = np.repeat(np.cumsum(counts) - counts, counts)
+            k = np.repeat(first, counts) + (np.arange(total) - runs)
+            s = np.maximum(starts[which], lo[k])
+            e = np.minimum(ends[which], hi[k])
+            keep = e > s
+            sets.append((group[k[keep]], s[keep], e[keep]))
+        window, s, e = join_parts(*sets)
+        order = np.lexsort((s, window))
+        return window[order], s[order], e[order]
+
+    def union(self, parts: Parts) -> Parts:
+        """Each window's parts merged as `union` merges one window's intervals; by
+        window, then start."""
+        window = parts[0]
+        if self.stride == 1:
+            return _union_apart(parts)
+        merged = [
+            _union_apart((window[m], parts[1][m], parts[2][m]))
+            for g in range(self.stride)
+            for m in [window % self.stride == g]
+        ]
+        joined = join_parts(*merged)
+        order = np.lexsort((joined[1], joined[0]))
+        return joined[0][order], joined[1][order], joined[2][order]
+
+    def lengths(self, parts: Parts) -> Array:
+        """The summed length of each window's parts (disjoint parts: a union's)."""
+        window, s, e = parts
+        n = len(self.lo)
+        return np.asarray(np.bincount(window, weights=e - s, minlength=n)[:n], dtype=np.float64)
+
+    def counts(self, window: IntArray) -> IntArray:
+        """How many of `window` (a window index each) name each window."""
+        n = len(self.lo)
+        return np.bincount(window, minlength=n)[:n].astype(np.int64)
+
+
+def outside(spans: Spans) -> Spans:
+    """The time no interval of `spans` (disjoint, sorted, as `union` gives them) covers,
+    from −∞ to +∞; an interval lasting no time covers none (as `clip` drops it)."""
+    lasting = spans[1] > spans[0]
+    starts, ends = spans[0][lasting], spans[1][lasting]
+    return np.concatenate([[-np.inf], ends]), np.concatenate([starts, [np.inf]])
+
+
+def join_parts(*sets: Parts) -> Parts:
+    """The parts of all `sets` together."""
+    if not sets:
+        return np.empty(0, dtype=np.int64), np.empty(0), np.empty(0)
+    return (
+        np.concatenate([p[0] for p in sets]).astype(np.int64),
+        np.concatenate([p[1] for p in sets]),
+        np.concatenate([p[2] for p in sets]),
+    )
+
+
+def _union_apart(parts: Parts) -> Parts:
+    """`Windows.union` of parts of windows that do not overlap."""
+    window, s, e = parts
+    if len(s) == 0:
+        return parts
+    order = np.lexsort((s, window))
+    window, s, e = window[order], s[order], e[order]
+    # One running maximum serves every window: each part lies inside its window, and
+    # each window ends before the next begins, so no window's ends reach into the next.
+    e = np.maximum.accumulate(e)
+    begins = np.empty(len(s), dtype=bool)
+    begins[0] = True
+    begins[1:] = (s[1:] > e[:-1]) | (window[1:] != window[:-1])
+    first = begins.nonzero()[0]
+    last = np.empty_like(first)
+    last[:-1] = first[1:] - 1
+    last[-1] = len(s) - 1
+    return window[first], s[first], e[last]
+
+
+def of_window(parts: Parts, k: int) -> Spans:
+    """Window `k`'s parts, where the parts are sorted by window."""
+    window, s, e = parts
+    a, b = np.searchsorted(window, [k, k + 1])
+    return s[a:b], e[a:b]

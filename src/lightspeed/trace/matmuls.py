@@ -20,6 +20,7 @@ their precision's tensor-core multiple (`rules.TENSOR_CORE_MULTIPLE`: 8 for 16-b
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -40,7 +41,14 @@ from lightspeed.trace.events import (
 )
 from lightspeed.trace.names import BoolArray
 from lightspeed.trace.steps import correlate
-from lightspeed.trace.window import Shown, TraceContext, WindowAnalyzer, WindowContext
+from lightspeed.trace.window import (
+    Shown,
+    StepsContext,
+    TraceContext,
+    WindowAnalyzer,
+    WindowContext,
+    plain,
+)
 
 # Kineto's `Input type` strings for the floating-point types matrix products run in.
 _TYPES: Mapping[str, tuple[Precision, int]] = {
@@ -319,6 +327,31 @@ def matmul_stats(
         return None
     op_ids, inverse = np.unique(index.op_of_event[events], return_inverse=True)
     time_us = np.bincount(inverse, weights=dur_us[events]).astype(np.float64)
+    return _stats(index, op_ids, time_us, points)
+
+
+def matmul_stats_steps(
+    index: MatmulIndex | None, owner: IntArray, rows: IntArray, dur_us: FloatArray, steps: int
+) -> list[MatmulStats | None]:
+    """`matmul_stats` of each of `steps` steps at once: `rows` holds the device events of
+    every step, `owner` the step of each."""
+    if index is None:
+        return [None] * steps
+    product = index.op_of_event[rows]
+    events, step = rows[product >= 0], owner[product >= 0]
+    ops = len(index.products)
+    keys, inverse = np.unique(step * ops + index.op_of_event[events], return_inverse=True)
+    time_us = np.bincount(inverse, weights=dur_us[events]).astype(np.float64)
+    bounds = np.searchsorted(keys // ops, np.arange(steps + 1))
+    op_ids = keys % ops
+    return [
+        _stats(index, op_ids[a:b], time_us[a:b], False) if b > a else None
+        for a, b in itertools.pairwise(bounds)
+    ]
+
+
+def _stats(index: MatmulIndex, op_ids: IntArray, time_us: FloatArray, points: bool) -> MatmulStats:
+    """A window's MatmulStats from its products (`op_ids`, ascending) and their time."""
     unaligned = index.unaligned[op_ids]
     tf32 = index.tf32[op_ids] if index.tf32 is not None else np.zeros(len(op_ids), bool)
     core = [
@@ -416,14 +449,20 @@ def _describe(m: MatmulStats | None) -> Shown:
     return [("matmuls", line(*spans))]
 
 
+def _matmuls_steps(sc: StepsContext) -> list[MatmulStats | None]:
+    ctx = sc.trace
+    return matmul_stats_steps(ctx.once(_index), sc.owner, sc.rows, ctx.device.dur_us, len(sc))
+
+
 MATMULS = WindowAnalyzer(
     key="matmuls",
     analyse=_matmuls,
+    analyse_steps=_matmuls_steps,
     data=lambda m: (
         None
         if m is None
         else {
-            **dataclasses.asdict(m),
+            **plain(m),
             "flops_per_s": m.flops_per_s,
             "fraction_of_sol": m.fraction_of_sol,
         }

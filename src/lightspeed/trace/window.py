@@ -158,6 +158,38 @@ class WindowContext:
         return len(self.rows) > 0
 
 
+def plain(result: Any) -> Any:
+    """`dataclasses.asdict` of an analysis's result, without the deep copies it makes
+    of every value (a result is not changed once made; a long trace's steps have
+    hundreds of thousands of them): dataclasses as dicts, tuples as lists."""
+    kind = type(result)
+    if kind in _LEAVES:
+        return result
+    if kind in (list, tuple):
+        return [plain(v) for v in result]
+    if kind is dict:
+        return {k: plain(v) for k, v in result.items()}
+    names = _FIELDS.get(kind, ())
+    if names == ():
+        names = _FIELDS[kind] = _field_names(kind)
+    if names is None:
+        return result
+    return {f: plain(getattr(result, f)) for f in names}
+
+
+_LEAVES = frozenset({float, int, str, bool, type(None)})
+
+
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...] | None:
+    """The fields of a dataclass, None for any other type."""
+    if not dataclasses.is_dataclass(kind):
+        return None
+    return tuple(f.name for f in dataclasses.fields(kind))
+
+
 def _nothing_shown(result: Any) -> Shown:
     return ()
 
@@ -165,9 +197,105 @@ def _nothing_shown(result: Any) -> Shown:
 @dataclasses.dataclass(frozen=True)
 class WindowAnalyzer(Generic[R]):
     """One analysis of a window: `analyse` it, write the result under `key` with `data`
-    (None: the result is not written), show it with `describe`."""
+    (None: the result is not written), show it with `describe`. `analyse_steps`, where
+    given, gives what `analyse` gives for each of many steps of one trace at once (None:
+    not for these steps), so a trace of many short steps costs what its events cost,
+    not a round of numpy calls a step."""
 
     key: str
     analyse: Callable[[WindowContext], R]
     data: Callable[[R], Any] | None = None
     describe: Callable[[R], Shown] = _nothing_shown
+    analyse_steps: Callable[[StepsContext], list[R] | None] | None = None
+
+
+class StepsContext:
+    """Many steps of one trace, analysed together: their `WindowContext`s, their windows
+    as `intervals.Windows` (`steps`), and all their device events at once (`events`, by
+    step; `owner`: the step of each)."""
+
+    def __init__(
+        self, trace: TraceContext, windows: Sequence[WindowContext], steps: intervals.Windows
+    ) -> None:
+        self.trace, self.windows, self.steps = trace, windows, steps
+
+    @classmethod
+    def of(cls, windows: Sequence[WindowContext]) -> StepsContext | None:
+        """`windows` together, where they are steps of one trace (not the whole trace's
+        window, none with HTA's rounding) sorted by start, each overlapping the next
+        by no more than `intervals.Windows` allows; else None."""
+        if not windows:
+            return None
+        trace = windows[0].trace
+        if any(w.window.number is None or w.rounded or w.trace is not trace for w in windows):
+            return None
+        lo = np.array([w.window.start_us for w in windows], dtype=np.float64)
+        hi = np.array([w.window.end_us for w in windows], dtype=np.float64)
+        steps = intervals.Windows.of(lo, hi)
+        return None if steps is None else cls(trace, windows, steps)
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    @functools.cached_property
+    def sizes(self) -> IntArray:
+        """How many device events each step has."""
+        return np.array([len(w.rows) for w in self.windows], dtype=np.int64)
+
+    @functools.cached_property
+    def owner(self) -> IntArray:
+        """The step (index into `windows`) of each of `events`."""
+        return np.repeat(np.arange(len(self.sizes)), self.sizes).astype(np.int64)
+
+    @functools.cached_property
+    def rows(self) -> IntArray:
+        """Every step's `WindowContext.rows`, one after the other."""
+        return np.concatenate([w.rows for w in self.windows]).astype(np.int64)
+
+    @functools.cached_property
+    def extents(self) -> tuple[IntArray, intervals.Windows] | None:
+        """The steps that have device events, and each one's extent on the device: from
+        its first event's start to its last one's end (what parts of its events lie
+        in, see `parts`); None where these overlap more than `intervals.Windows` allows."""
+        has = np.flatnonzero(self.sizes)
+        if len(has) == 0:
+            return None
+        offsets = (np.cumsum(self.sizes) - self.sizes)[has]
+        ev = self.events
+        windows = intervals.Windows.of(
+            np.minimum.reduceat(ev.start_us, offsets), np.maximum.reduceat(ev.end_us, offsets)
+        )
+        return None if windows is None else (has, windows)
+
+    def parts(self, which: BoolArray, *, lasting: bool = False) -> intervals.Parts:
+        """The events `which` as parts of `extents` (their window: the position of their
+        step among those that have events); with `lasting`, those that last some time."""
+        ev = self.events
+        if lasting:
+            which = which & (ev.end_us > ev.start_us)
+        position = np.cumsum(self.sizes > 0) - 1
+        return position[self.owner[which]], ev.start_us[which], ev.end_us[which]
+
+    @functools.cached_property
+    def events(self) -> DeviceEvents:
+        """Every step's `WindowContext.events`, one after the other."""
+        device, owner, rows = self.trace.device, self.owner, self.rows
+        start, end = device.ts_us[rows], device.end_us[rows]
+        span_lo = np.array(
+            [-np.inf if w.device_span_us is None else w.device_span_us[0] for w in self.windows]
+        )
+        span_hi = np.array(
+            [np.inf if w.device_span_us is None else w.device_span_us[1] for w in self.windows]
+        )
+        if len(rows):
+            lo, hi = span_lo[owner], span_hi[owner]
+            start, end = np.minimum(np.maximum(start, lo), hi), np.minimum(np.maximum(end, lo), hi)
+        return DeviceEvents(
+            start_us=start,
+            end_us=end,
+            type=self.trace.types[device.name[rows]],
+            device=device.pid[rows],
+            stream=device.tid[rows],
+            launch_us=self.trace.launches_us[rows],
+            name=device.name[rows],
+        )
