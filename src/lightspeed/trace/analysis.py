@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from lightspeed.rules import SKEW_SHARE, Bound, Finding, FindingKind, max_speedup
+from lightspeed.trace import intervals
 from lightspeed.trace.breakdown import (
     IDLE,
     KERNEL_TYPES_TIME,
@@ -39,6 +40,7 @@ from lightspeed.trace.steps import (
     device_step_spans,
     device_steps,
     hta_whole_trace_window,
+    inside_step_spans,
     rows_by_step,
     step_windows,
 )
@@ -284,9 +286,11 @@ def analyse_rank(
     parallel: bool | None = None,
 ) -> RankAnalysis:
     """The whole trace and each ProfilerStep of one rank (see `analyse_traces`), its
-    timeline of ProfilerStep#`timeline_step` when it has it. With `parallel` (by
-    default: from `PARALLEL_MIN_STEPS` steps on, where a process can fork safely and
-    there is a second core), a forked process analyses half of the steps."""
+    timeline of ProfilerStep#`timeline_step` when it has it. With `parallel`, a forked
+    process analyses half of the steps: by default where they must be analysed one at
+    a time (`StepsContext.of`), from `PARALLEL_MIN_STEPS` of them on, where a process
+    can fork safely and there is a second core. (Steps analysed together cost less
+    than sending half of their results back from another process.)"""
     ctx = TraceContext(trace)
     steps = step_windows(trace)
     per_step = _device_rows_step(ctx, steps)
@@ -297,9 +301,14 @@ def analyse_rank(
     whole_analysis = analyse_window(
         WindowContext(ctx, whole, np.flatnonzero(counted), hta_times=True)
     )
-    windows = _step_windows(steps, per_step, spans)
+    windows = _step_windows(ctx, steps, per_step, spans)
     if parallel is None:
-        parallel = len(windows) >= PARALLEL_MIN_STEPS and (os.cpu_count() or 1) > 1 and can_fork()
+        parallel = (
+            len(windows) >= PARALLEL_MIN_STEPS
+            and not _together(steps)
+            and (os.cpu_count() or 1) > 1
+            and can_fork()
+        )
     return RankAnalysis(
         rank=trace.rank or 0,
         path=trace.path,
@@ -312,14 +321,21 @@ def analyse_rank(
     )
 
 
+def _together(steps: list[StepWindow]) -> bool:
+    """Whether the steps can be analysed together (see `StepsContext.of`)."""
+    lo = np.array([w.start_us for w in steps], dtype=np.float64)
+    hi = np.array([w.end_us for w in steps], dtype=np.float64)
+    return intervals.Windows.of(lo, hi) is not None
+
+
 def step_contexts(ctx: TraceContext) -> list[WindowContext]:
     """Each ProfilerStep of the trace as `analyse_rank` analyses it."""
     steps = step_windows(ctx.trace)
     per_step = _device_rows_step(ctx, steps)
     spans = device_step_spans(ctx.device, per_step, len(steps))
     return [
-        WindowContext(ctx, w, rows, device_span_us=span)
-        for w, rows, span in _step_windows(steps, per_step, spans)
+        WindowContext(ctx, w, rows, device_span_us=span, inside=True)
+        for w, rows, span in _step_windows(ctx, steps, per_step, spans)
     ]
 
 
@@ -329,10 +345,14 @@ def _device_rows_step(ctx: TraceContext, steps: list[StepWindow]) -> IntArray:
 
 
 def _step_windows(
+    ctx: TraceContext,
     steps: list[StepWindow],
     per_step: IntArray,
     spans: list[tuple[float, float] | None],
 ) -> list[_Window]:
+    """Each step, its device events' rows (cut to its span: `inside_step_spans`), and
+    that span."""
+    per_step = inside_step_spans(ctx.device, per_step, spans)
     return list(zip(steps, rows_by_step(per_step, len(steps)), spans, strict=True))
 
 
@@ -355,7 +375,7 @@ def _analysed(ctx: TraceContext, windows: Sequence[_Window]) -> list[WindowAnaly
     for first in range(0, len(windows), STEPS_AT_ONCE):
         analysed += analyse_steps(
             [
-                WindowContext(ctx, w, rows, device_span_us=span)
+                WindowContext(ctx, w, rows, device_span_us=span, inside=True)
                 for w, rows, span in windows[first : first + STEPS_AT_ONCE]
             ]
         )

@@ -173,6 +173,24 @@ def inside_span(device: EventTable, span: tuple[float, float], rows: IntArray) -
     return overlaps | ((start == end) & (start >= lo) & (start <= hi))
 
 
+def inside_step_spans(
+    device: EventTable, step_of: IntArray, spans: list[tuple[float, float] | None]
+) -> IntArray:
+    """`step_of` with -1 for each device event outside its step's span (`inside_span`,
+    for every step at once; a step without a span keeps all its events)."""
+    lo = np.array([np.nan if s is None else s[0] for s in spans] or [np.nan])
+    hi = np.array([np.nan if s is None else s[1] for s in spans] or [np.nan])
+    step = np.clip(step_of, 0, None)
+    a, b = lo[step], hi[step]
+    start, end = device.ts_us, device.end_us
+    with np.errstate(invalid="ignore"):
+        inside = ((np.minimum(end, b) - np.maximum(start, a)) > 0) | (
+            (start == end) & (start >= a) & (start <= b)
+        )
+    cut = (step_of >= 0) & ~np.isnan(a) & ~inside
+    return np.where(cut, -1, step_of)
+
+
 def top_level(ops: EventTable) -> BoolArray:
     """Whether each CPU op runs inside no other op of the same thread."""
     if len(ops) == 0:

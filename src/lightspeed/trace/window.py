@@ -120,13 +120,15 @@ class WindowContext:
         rows: IntArray,
         hta_times: bool = False,
         device_span_us: tuple[float, float] | None = None,
+        *,
+        inside: bool = False,
     ) -> None:
         self.trace = trace
         self.window = window
         # A step's device events are cut to its span on the device timeline
         # (`steps.device_step_spans`), so that no two steps count the same device time.
         self.device_span_us = device_span_us
-        if device_span_us is not None:
+        if device_span_us is not None and not inside:  # `inside`: already cut to it
             rows = rows[inside_span(trace.device, device_span_us, rows)]
         # The rows of the trace's device events (`TraceContext.device`) in the window,
         # ascending: an index, so a window costs what it holds, not the whole trace.
