@@ -3,7 +3,7 @@ Kineto traces.
 
 For each trace file, the file is copied alone into its own temporary directory (HTA reads
 every *.json / *.gz file of a directory as a rank's trace), and each tool runs there in a
-fresh process, `--repeats` times:
+fresh process, `--repeats` rounds, the tools taking turns within each round:
 
 - HTA: `TraceAnalysis(trace_dir=...)` followed by its five main analyses,
   `get_temporal_breakdown`, `get_idle_time_breakdown`, `get_gpu_kernel_breakdown`,
@@ -234,23 +234,29 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 def print_table(results: list[tuple[Path, Summary | None, Summary | None]]) -> None:
     header = (
         f"{'trace':<46}{'gz MiB':>7}{'HTA s':>8}{'HTA MiB':>9}"
-        f"{'LS s':>8}{'LS MiB':>8}{'speed-up':>10}{'mem ratio':>11}"
+        f"{'LS s':>8}{'LS MiB':>8}{'speed-up':>10}{'per round':>10}{'mem ratio':>11}"
     )
     print(header)
     print("-" * len(header))
     for trace, hta, ls in results:
         hta_s, hta_mib = (hta.wall_s, hta.peak_rss_mib) if hta else (None, None)
         ls_s, ls_mib = (ls.wall_s, ls.peak_rss_mib) if ls else (None, None)
+        rounds = round_ratios(hta, ls)
+        per_round = statistics.median(rounds) if rounds else None
         print(
             f"{trace.name[:45]:<46}{trace.stat().st_size / 2**20:>7.1f}"
             f"{fmt(hta_s, '.2f'):>8}{fmt(hta_mib, '.0f'):>9}"
             f"{fmt(ls_s, '.2f'):>8}{fmt(ls_mib, '.0f'):>8}"
-            f"{fmt(ratio(hta_s, ls_s), '.1f'):>10}{fmt(ratio(hta_mib, ls_mib), '.1f'):>11}"
+            f"{fmt(ratio(hta_s, ls_s), '.1f'):>10}{fmt(per_round, '.1f'):>10}"
+            f"{fmt(ratio(hta_mib, ls_mib), '.1f'):>11}"
         )
 
 
 def print_notes(results: list[tuple[Path, Summary | None, Summary | None]]) -> None:
-    print("speed-up = HTA wall / lightspeed (LS) wall; mem ratio = HTA / LS peak RSS\n")
+    print(
+        "speed-up = HTA median wall / lightspeed (LS) median wall; per round = the median of"
+        " HTA wall / LS wall within each round; mem ratio = HTA / LS peak RSS\n"
+    )
     for trace, hta, ls in results:
         for tool, summary in (("HTA", hta), ("lightspeed", ls)):
             if summary is None:
@@ -284,20 +290,27 @@ def bench_trace(trace: Path, args: argparse.Namespace) -> tuple[Summary | None, 
         copy = trace_dir / trace.name
         shutil.copyfile(trace, copy)
         out_json = Path(tmp) / "lightspeed.json"
-        hta = ls = None
-        if "hta" in args.tools:
-            hta_runs = [
-                run_hta(args.hta_python, trace_dir, args.hta_include_last_step, args.timeout)
-                for _ in range(args.repeats)
-            ]
-            hta = Summary(tuple(hta_runs))
-        if "lightspeed" in args.tools:
-            ls_runs = [
-                run_lightspeed(args.lightspeed, copy, out_json, args.timeout)
-                for _ in range(args.repeats)
-            ]
-            ls = Summary(tuple(ls_runs))
+        hta_runs: list[Run] = []
+        ls_runs: list[Run] = []
+        # The tools take turns, round after round, so that a machine whose speed drifts
+        # between minutes slows both alike; the ratio is taken within each round.
+        for _ in range(args.repeats):
+            if "hta" in args.tools:
+                hta_runs.append(
+                    run_hta(args.hta_python, trace_dir, args.hta_include_last_step, args.timeout)
+                )
+            if "lightspeed" in args.tools:
+                ls_runs.append(run_lightspeed(args.lightspeed, copy, out_json, args.timeout))
+        hta = Summary(tuple(hta_runs)) if "hta" in args.tools else None
+        ls = Summary(tuple(ls_runs)) if "lightspeed" in args.tools else None
         return hta, ls
+
+
+def round_ratios(hta: Summary | None, ls: Summary | None) -> list[float]:
+    """HTA's wall time over lightspeed's, round by round (both measured in each)."""
+    if hta is None or ls is None or hta.failure is not None or ls.failure is not None:
+        return []
+    return [h.wall_s / s.wall_s for h, s in zip(hta.runs, ls.runs, strict=True) if s.wall_s > 0]
 
 
 def main() -> None:

@@ -8,8 +8,11 @@ import datetime
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lightspeed import trace
 from lightspeed.document import (
@@ -145,3 +148,25 @@ def test_one_registration_adds_an_analysis_to_json_and_terminal(
     assert rank["steps"][0]["device_event_count"] == 5
     assert rank["device_event_count"] == 6
     assert re.search(r"│ device events +6 ", render_terminal.render_text(doc, width=120))
+
+
+json_leaves = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=6)
+json_trees = st.recursive(
+    json_leaves,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(json_trees, st.lists(st.lists(json_trees, max_size=3), min_size=1, max_size=3))
+def test_a_document_written_in_pieces_is_the_document_written_at_once(
+    tree: Any, lists: list[list[Any]]
+) -> None:
+    # Lists made item by item, wherever they sit: a dict's value, a list's element.
+    streamed = [render_json.Streamed(len(items), items.__getitem__) for items in lists]
+    obj = {"tree": tree, "first": streamed[0], "nested": [{"more": s} for s in streamed[1:]]}
+    whole = render_json.dumps_utf8(obj)
+    assert b"".join(render_json.pieces(obj)) == whole
+    assert json.loads(whole)["first"] == lists[0]

@@ -237,16 +237,20 @@ def write_files(
         return
     from lightspeed.report import render_json
 
-    data = render_json.dumps_utf8(render_json.render(doc))
-    if json_path is not None:
-        if str(json_path) == "-":
+    obj = render_json.render(doc)
+    data: bytes | None = None
+    if json_path is not None and str(json_path) != "-":
+        # Written piece by piece: a long trace's steps are never all held as text.
+        render_json.write(json_path, obj)
+        print(f"wrote {json_path}", file=sys.stderr)
+    else:
+        data = render_json.dumps_utf8(obj)
+        if json_path is not None:
             sys.stdout.write(data.decode() + "\n")
-        else:
-            render_json.write_bytes(json_path, data)
-            print(f"wrote {json_path}", file=sys.stderr)
     if html_path is not None or png_path is not None:
         # Drawn from the JSON as its file holds it: the report of a saved result is this.
-        write_pictures(json.loads(data), html_path, png_path)
+        saved = data if data is not None else Path(str(json_path)).read_bytes()
+        write_pictures(json.loads(saved), html_path, png_path)
 
 
 def write_pictures(result: dict[str, Any], html_path: Path | None, png_path: Path | None) -> None:

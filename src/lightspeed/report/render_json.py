@@ -8,10 +8,10 @@ from __future__ import annotations
 import datetime
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
@@ -66,18 +66,91 @@ def dumps(obj: dict[str, Any]) -> str:
     return dumps_utf8(obj).decode()
 
 
+class Streamed(Sequence[Any]):
+    """A long list of a JSON document whose items are made one at a time: `item(i)`
+    makes the i-th. `write` makes and writes them one after the other, so a trace of a
+    hundred thousand steps never holds all of them as JSON objects, nor all their text;
+    anywhere else it is the list of them."""
+
+    def __init__(self, count: int, item: Callable[[int], Any]) -> None:
+        self._count, self._item = count, item
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Any]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self._item(k) for k in range(*i.indices(self._count))]
+        if not -self._count <= i < self._count:
+            raise IndexError(i)
+        return self._item(i % self._count)
+
+
+_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+
+
+def _as_list(value: Any) -> Any:
+    if isinstance(value, Streamed):
+        return list(value)
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
 def dumps_utf8(obj: dict[str, Any]) -> bytes:
     """Strict JSON, indented, as UTF-8: non-finite floats (an infinite intensity) become
     null (orjson's rule; `finite` is the same rule for a value kept in Python)."""
     # orjson: a long trace's result is hundreds of MB, which the standard library takes
     # seconds to write; bytes, so that a file is written without a copy as text.
-    data: bytes = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    data: bytes = orjson.dumps(obj, option=_OPTIONS, default=_as_list)
     return data
 
 
+def pieces(obj: dict[str, Any]) -> Iterator[bytes]:
+    """`dumps_utf8(obj)` in pieces, each `Streamed` list's items made and written one at
+    a time (the same bytes)."""
+    streams: list[Streamed] = []
+
+    def marked(value: Any) -> Any:
+        if isinstance(value, Streamed):
+            streams.append(value)
+            return f"{_MARK}{len(streams) - 1}"
+        if isinstance(value, dict):
+            return {k: marked(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [marked(v) for v in value]
+        return value
+
+    text = orjson.dumps(marked(obj), option=_OPTIONS)
+    done = 0
+    for i, stream in enumerate(streams):
+        mark = orjson.dumps(f"{_MARK}{i}")
+        at = text.index(mark, done)
+        line = text[text.rfind(b"\n", 0, at) + 1 : at]
+        indent = line[: len(line) - len(line.lstrip(b" "))]
+        yield text[done:at]
+        if not stream:
+            yield b"[]"
+        else:
+            inner = indent + b"  "
+            for k, item in enumerate(stream):
+                body = orjson.dumps(item, option=_OPTIONS, default=_as_list)
+                yield (b",\n" if k else b"[\n") + inner + body.replace(b"\n", b"\n" + inner)
+            yield b"\n" + indent + b"]"
+        done = at + len(mark)
+    yield text[done:]
+
+
+# What stands for a Streamed list while the rest of the document is written: no JSON
+# string lightspeed writes begins with a NUL.
+_MARK = "\x00lightspeed streamed list "
+
+
 def write(path: Path, obj: dict[str, Any]) -> Path:
-    """Write `obj` to `path` as JSON, atomically."""
-    return write_bytes(path, dumps_utf8(obj))
+    """Write `obj` to `path` as JSON, atomically, `Streamed` lists item by item."""
+    return write_pieces(path, pieces(obj))
 
 
 def write_text(path: str | Path, text: str) -> Path:
@@ -88,13 +161,24 @@ def write_text(path: str | Path, text: str) -> Path:
 def write_bytes(path: str | Path, data: bytes, *, newline: bool = True) -> Path:
     """Write `data` (and, with `newline`, a line end after it) to `path` atomically (a
     failure never leaves half a file)."""
+    return write_pieces(path, [data], newline=newline)
+
+
+def write_pieces(path: str | Path, data: Iterable[bytes], *, newline: bool = True) -> Path:
+    """Write the pieces of `data` one after the other (and, with `newline`, a line end
+    after them) to `path` atomically (a failure never leaves half a file)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
-    with tmp.open("wb") as out:
-        out.write(data)
-        if newline:
-            out.write(b"\n")
+    try:
+        with tmp.open("wb") as out:
+            for piece in data:
+                out.write(piece)
+            if newline:
+                out.write(b"\n")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(target)
     return target
 

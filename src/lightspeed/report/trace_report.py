@@ -33,6 +33,7 @@ from lightspeed.document import (
     line,
 )
 from lightspeed.facts.hardware import hardware_to_dict
+from lightspeed.report import render_json
 from lightspeed.trace.analysis import (
     RankAnalysis,
     StepSkew,
@@ -97,7 +98,8 @@ def _rank_data(r: RankAnalysis) -> dict[str, Any]:
         "devices": list(r.devices),
         "last_step_left_out": r.last_step_left_out,
         **_whole_data(r.whole),
-        "steps": [_window_data(w) for w in r.steps],
+        # Each step's object made as it is written: a long trace has a hundred thousand.
+        "steps": render_json.Streamed(len(r.steps), lambda i: _window_data(r.steps[i])),
         "notes": list(r.notes),
         "timeline": None if r.timeline is None else _timeline_data(r.timeline),
     }
