@@ -58,7 +58,7 @@ class FindingKind(str, enum.Enum):
         return self is FindingKind.SPEED_OF_LIGHT
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Finding:
     """One thing a report tells the user to look at: a `kind`, a one-line `message`,
     and its `evidence` (numbers in the units their keys name; `max_speedup` where a

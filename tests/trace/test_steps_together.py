@@ -9,6 +9,7 @@ import math
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -17,7 +18,9 @@ from hypothesis import strategies as st
 from kineto import KinetoTrace
 from trace_paths import SHARED_TRACES, TRACES
 
-from lightspeed.trace import intervals, load_trace
+from lightspeed.report import render_json
+from lightspeed.report.trace_report import trace_document
+from lightspeed.trace import analysis, intervals, load_trace
 from lightspeed.trace.analysis import WINDOW_ANALYZERS, step_contexts
 from lightspeed.trace.events import Trace
 from lightspeed.trace.window import StepsContext, TraceContext
@@ -75,7 +78,8 @@ def _close(a: Any, b: Any, where: str) -> None:
     """`a` equals `b` but for the last bits of float sums taken in another order."""
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
         assert type(a) is type(b), where
-        _close(vars(a), vars(b), where)
+        fields = [f.name for f in dataclasses.fields(a)]
+        _close({f: getattr(a, f) for f in fields}, {f: getattr(b, f) for f in fields}, where)
     elif isinstance(a, dict):
         assert list(a) == list(b), where
         for key in a:
@@ -174,3 +178,31 @@ def _real_traces() -> list[Path]:
 @pytest.mark.parametrize("path", _real_traces(), ids=lambda p: p.name)
 def test_real_traces_steps_together_are_each_step_alone(path: Path) -> None:
     _each_analyzer_agrees(load_trace(path))
+
+
+def test_a_rank_analysed_in_chunks_of_steps_is_the_rank_analysed_step_by_step(
+    tmp_path: Path,
+) -> None:
+    trace = KinetoTrace(device_name="NVIDIA H100 80GB HBM3")
+    t = 0.0
+    for n in range(1, 41):
+        trace.step(n, t, 500.0 + 30 * (n % 4))
+        trace.cpu_op(_LOADING, t + 3, 40)
+        trace.launch(t + 50, t + 90 + 5 * (n % 3), 200, name="gemm")
+        trace.runtime("cudaStreamSynchronize", t + 60, 300)
+        trace.copy_to_host(t + 380, t + 400, 20)
+        t += 500.0 + 30 * (n % 4) - 0.001 * (n % 2)  # some steps overlap the next a little
+    loaded = load_trace(trace.write(tmp_path / "t.json"))
+
+    def written(at_once: int, together: int) -> bytes:
+        with (
+            patch.object(analysis, "STEPS_AT_ONCE", at_once),
+            patch.object(analysis, "STEPS_TOGETHER", together),
+        ):
+            rank = analysis.analyse_rank(loaded, parallel=False)
+        result = analysis.TraceAnalysis(
+            ranks=[rank], skew=[], collectives=[], notes=[], findings=[]
+        )
+        return render_json.dumps_utf8(trace_document(result).data)
+
+    assert written(at_once=7, together=2) == written(at_once=4096, together=10**9)

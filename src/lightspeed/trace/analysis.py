@@ -67,7 +67,7 @@ WINDOW_ANALYZERS: tuple[WindowAnalyzer[Any], ...] = (
 )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class WindowAnalysis(WindowFacts):
     """One step of one rank (`step` None: the whole trace): the facts its diagnosis
     read, every analyzer's result (`window[KERNELS]`), and the diagnosis."""
@@ -117,7 +117,7 @@ def _diagnosed(ctx: WindowContext, results: dict[str, Any]) -> WindowAnalysis:
     )
     diagnosis = diagnose_window(facts)
     return WindowAnalysis(
-        **vars(facts),
+        **{f.name: getattr(facts, f.name) for f in dataclasses.fields(WindowFacts)},
         step=ctx.window.number,
         analyzers=WINDOW_ANALYZERS,
         results=results,

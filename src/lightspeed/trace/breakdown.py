@@ -46,7 +46,7 @@ KERNEL_WAIT_US = 30.0
 R = TypeVar("R")
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class TemporalBreakdown:
     """Seconds of the device window by what ran; the parts sum to `total_s`."""
 
@@ -66,7 +66,7 @@ class TemporalBreakdown:
         return self.idle_s / self.total_s if self.total_s else 0.0
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class IdleBreakdown:
     """Seconds of device idle time by cause."""
 
@@ -79,7 +79,7 @@ class IdleBreakdown:
         return self.host_wait_s + self.kernel_wait_s + self.other_s
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class StreamIdle:
     """HTA's per-stream idle breakdown of one stream (`device` is the trace's pid)."""
 
@@ -88,7 +88,7 @@ class StreamIdle:
     idle: IdleBreakdown
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class KernelStat:
     """One kernel name's totals in the window."""
 
@@ -100,7 +100,7 @@ class KernelStat:
     max_s: float
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Overlap:
     """Communication time and how much of it computation hides.
 

@@ -30,7 +30,7 @@ from lightspeed.trace.window import DeviceEvents, StepsContext, WindowAnalyzer
 _N = TypeVar("_N", int, float)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class CommEvents:
     """One rank's communication kernels in one window, in start order (µs)."""
 

@@ -13,7 +13,7 @@ from lightspeed.trace.idle_causes import IdleCauses
 from lightspeed.trace.matmuls import MatmulStats
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class WindowFacts:
     """What the diagnosis reads about one window."""
 

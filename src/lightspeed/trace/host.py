@@ -51,7 +51,7 @@ LAUNCH_DELAY_CUTOFF_US = 100.0
 SMALL_OP_US = round(SMALL_OP_S / US, 6)  # 20 µs, exactly
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class LaunchStats:
     """Kernel launches in the window (seconds; delays over launches matched to a kernel)."""
 
@@ -68,7 +68,7 @@ class LaunchStats:
         return self.launch_cpu_s / self.launches if self.launches else None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class HostStats:
     """What the CPU did in the window.
 
@@ -211,7 +211,8 @@ def launch_stats_steps(
     """`launch_stats` of each of `steps`, computed over all their launches at once."""
     n = len(steps)
     runtime = trace.table(Kind.RUNTIME)
-    launch_rows = np.flatnonzero(index.launch[runtime.name])
+    starting = runtime.starting_in(*steps.extent)
+    launch_rows = starting[index.launch[runtime.name[starting]]]
     which, step = steps.starting(runtime.ts_us[launch_rows])
     rows = launch_rows[which]
     cpu_us = runtime.dur_us[rows]
@@ -268,12 +269,16 @@ def host_stats_steps(
 
     ops, notes = trace.table(Kind.CPU_OP), trace.table(Kind.ANNOTATION)
     runtime = trace.table(Kind.RUNTIME)
-    loading = steps.spread(*_named_spans(index.loading, notes, ops))
-    worker_loading = steps.spread(*_named_spans(index.worker_loading, notes, ops))
-    collectives = steps.spread(*_named_spans(index.collective, notes, ops))
-    syncs = steps.spread(*intervals.union(*_named_spans(index.sync, runtime, ops, lasting=True)))
+    extent = steps.extent
+    loading = steps.spread(*_named_spans(extent, index.loading, notes, ops))
+    worker_loading = steps.spread(*_named_spans(extent, index.worker_loading, notes, ops))
+    collectives = steps.spread(*_named_spans(extent, index.collective, notes, ops))
+    syncs = steps.spread(
+        *intervals.union(*_named_spans(extent, index.sync, runtime, ops, lasting=True))
+    )
     # Top-level ops belong to the step they start in, and are cut to it.
-    outer = np.flatnonzero(index.outer_ops)
+    starting = ops.starting_in(*extent)
+    outer = starting[index.outer_ops[starting]]
     which, op_step = steps.starting(ops.ts_us[outer])
     big = ops.dur_us[outer[which]] >= SMALL_OP_US
     rows, big_step = outer[which][big], op_step[big]
@@ -320,7 +325,7 @@ def _sync_idle_steps(
     """`_sync_idle` of each of `steps` (µs), its syncs' parts `syncs` (by step, then
     start), against the union of all the device's work `busy`."""
     # The device's idle gaps in each step: what `busy` leaves of it.
-    gap_w, gap_s, gap_e = steps.spread(*intervals.outside(busy))
+    gap_w, gap_s, gap_e = steps.spread(*intervals.outside(intervals.within(busy, *steps.extent)))
     sync_w, sync_s, sync_e = syncs
     # The sync holding each gap's start: the last of its step's syncs starting at or
     # before it. Syncs and gaps in one order, by step, start, syncs first at a tie.
@@ -355,15 +360,17 @@ def _sync_idle_steps(
 
 
 def _named_spans(
-    mask: BoolArray, *tables: EventTable, lasting: bool = False
+    extent: tuple[float, float], mask: BoolArray, *tables: EventTable, lasting: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The times of the events of `tables` whose name is in `mask`; with `lasting`, only
-    those that last some time (the only ones a window's `clip` keeps)."""
+    """The times of the events of `tables` with time in `extent` whose name is in `mask`;
+    with `lasting`, only those that last some time (the only ones a window's `clip`
+    keeps)."""
     starts, ends = [], []
     for t in tables:
-        rows = mask[t.name]
+        rows = t.overlapping(*extent)
+        rows = rows[mask[t.name[rows]]]
         if lasting:
-            rows &= t.end_us > t.ts_us
+            rows = rows[t.end_us[rows] > t.ts_us[rows]]
         starts.append(t.ts_us[rows])
         ends.append(t.end_us[rows])
     return np.concatenate(starts), np.concatenate(ends)
@@ -376,7 +383,8 @@ def _names_by_step(
     order, each in its rows' order) whose name is in `mask` and that start in it."""
     names, in_step = [], []
     for t in tables:
-        rows = np.flatnonzero(mask[t.name])
+        rows = t.starting_in(*steps.extent)  # ascending
+        rows = rows[mask[t.name[rows]]]
         which, step = steps.starting(t.ts_us[rows])
         order = np.argsort(which, kind="stable")  # rows' order within a step
         names.append(t.name[rows[which[order]]])

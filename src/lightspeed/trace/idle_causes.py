@@ -47,7 +47,7 @@ _COPY_CALL = re.compile(r"Mem(cpy|set)")
 Spans = intervals.Spans
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class IdleCauses:
     """Seconds of the device's idle time in a window, by what the host was doing."""
 
@@ -203,7 +203,7 @@ def idle_causes_steps(sc: StepsContext) -> list[IdleCauses] | None:
         return None
     # A step's events are part of all the device's work: its idle time is what that
     # leaves of its span.
-    idle = spans.spread(*intervals.outside(ctx.busy))
+    idle = spans.spread(*intervals.outside(intervals.within(ctx.busy, *spans.extent)))
     idle_us = spans.lengths(idle)
 
     def overlap(a: intervals.Parts, b: intervals.Parts) -> FloatArray:
@@ -214,7 +214,7 @@ def idle_causes_steps(sc: StepsContext) -> list[IdleCauses] | None:
     attributed = np.zeros(len(has))
     elsewhere, overhead_us = idle, idle_us
     for key, covered in ctx.once(_covered):
-        clipped = spans.spread(*covered)
+        clipped = spans.spread(*intervals.within(covered, *spans.extent))
         now_us = overlap(idle, clipped)
         parts[key] = np.maximum(0.0, now_us - attributed)
         attributed = np.maximum(attributed, now_us)

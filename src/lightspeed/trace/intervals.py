@@ -138,6 +138,12 @@ class Windows:
     def __len__(self) -> int:
         return len(self.lo)
 
+    @property
+    def extent(self) -> tuple[float, float]:
+        """From the first window's start to the last end: what any window holds lies in
+        it (so a trace's events are cut to it before they are spread over many steps)."""
+        return float(self.lo[0]), float(self.hi.max())
+
     def _groups(self) -> list[IntArray]:
         n = len(self.lo)
         return [np.arange(g, n, self.stride) for g in range(min(self.stride, n))]

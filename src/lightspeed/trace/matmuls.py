@@ -252,7 +252,7 @@ def _on_catalog_gpu(
     )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class MatmulPoint:
     """One matrix product of a window: `shape` "B×M×K×N" at the `precision` its tensor
     cores ran (TF32 for an fp32 product faster than the fp32 peak), its work, its
@@ -267,7 +267,7 @@ class MatmulPoint:
     sol_s: float | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class MatmulStats:
     """The matrix products whose kernels ran in one window.
 
