@@ -51,7 +51,10 @@ def test_windows_cut_and_merge_as_window_by_window_clipping_does(
     ends = np.array([float(s + d) for s, d in pairs])
     lo, hi = _windows(plan)
     windows = intervals.Windows.of(lo, hi)
-    assert windows is not None
+    if windows is None:  # only where every fourth window still overlaps another
+        s = intervals.MAX_STRIDE
+        assert (lo[s:] < hi[:-s]).any()
+        return
     parts = windows.spread(starts, ends)
     merged = windows.union(parts)
     which, step = windows.starting(starts)

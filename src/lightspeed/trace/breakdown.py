@@ -237,17 +237,20 @@ def kernel_stats(ev: DeviceEvents, names: tuple[str, ...], top: int) -> list[Ker
     types = np.zeros(len(ids), dtype=np.int64)
     types[inverse] = ev.type
     best = np.argsort(-totals, kind="stable")[:top]
-    return [
-        KernelStat(
-            name=names[ids[i]],
-            type=KERNEL_TYPES[types[i]],
-            count=int(counts[i]),
-            total_s=float(totals[i]) * US,
-            mean_s=float(totals[i] / counts[i]) * US,
-            max_s=float(maxima[i]) * US,
-        )
-        for i in best
-    ]
+    return [_kernel_stat(names[ids[i]], types[i], counts[i], totals[i], maxima[i]) for i in best]
+
+
+def _kernel_stat(
+    name: str, type_index: int, count: int, total_us: float, max_us: float
+) -> KernelStat:
+    return KernelStat(
+        name=name,
+        type=KERNEL_TYPES[type_index],
+        count=int(count),
+        total_s=float(total_us) * US,
+        mean_s=float(total_us / count) * US,
+        max_s=float(max_us) * US,
+    )
 
 
 def type_totals(ev: DeviceEvents) -> dict[KernelType, float]:
@@ -411,16 +414,7 @@ def kernel_stats_steps(sc: StepsContext, top: int) -> list[list[KernelStat]]:
     for i in order:
         kept = result[step[i]]
         if len(kept) < top:
-            kept.append(
-                KernelStat(
-                    name=names[name[i]],
-                    type=KERNEL_TYPES[types[i]],
-                    count=int(counts[i]),
-                    total_s=float(totals[i]) * US,
-                    mean_s=float(totals[i] / counts[i]) * US,
-                    max_s=float(maxima[i]) * US,
-                )
-            )
+            kept.append(_kernel_stat(names[name[i]], types[i], counts[i], totals[i], maxima[i]))
     return result
 
 

@@ -15,7 +15,9 @@ from collections.abc import Mapping, Sequence
 from math import isfinite
 from typing import Any
 
+import msgspec
 import numpy as np
+import orjson
 
 from lightspeed.trace.events import (
     CATEGORY_KINDS,
@@ -64,9 +66,51 @@ class Part:
     count: int
 
 
+class Args(msgspec.Struct):
+    """The `args` of an event that the analyses read (`Event`)."""
+
+    correlation: int | None = NO_ID
+    external_id: int | None = msgspec.field(name="External id", default=NO_ID)
+    stream: int | None = None
+    input_dims: Any = msgspec.field(name="Input Dims", default=msgspec.UNSET)
+    input_type: Any = msgspec.field(name="Input type", default=None)
+
+
+class Event(msgspec.Struct):
+    """An event as msgspec decodes it: only the fields the analyses read, each of the
+    type Kineto writes (a run of events where any field has another type is decoded
+    into dicts instead: `decode_events`)."""
+
+    ph: str | None = None
+    cat: str | None = None
+    name: str | None = None
+    ts: float | None = None
+    dur: float | None = 0
+    pid: int | str | None = None
+    tid: int | str | None = None
+    args: Args | None = None
+
+
+_EVENTS = msgspec.json.Decoder(list[Event])
+
+
+def decode_events(text: str) -> list[Any]:
+    """The elements of the JSON array `text`: `Event`s where msgspec reads every one of
+    them as one (it skips the fields no analysis reads, and makes no dict), else
+    orjson's dicts, which `build_part` checks one by one. Raises orjson.JSONDecodeError
+    on text that is not JSON."""
+    try:
+        events: list[Any] = _EVENTS.decode(text)
+    except msgspec.MsgspecError:
+        events = orjson.loads(text)
+    return events
+
+
 def build_part(events: Sequence[Any]) -> Part:
     """Check and flatten `events`: complete events of the kinds the analyses read are
     kept, other events counted by category, unreadable ones counted as malformed."""
+    if events and type(events[0]) is Event:
+        return _build_typed_part(events)
     ints: dict[Kind, list[int]] = {kind: [] for kind in Kind}
     floats: dict[Kind, list[float]] = {kind: [] for kind in Kind}
     names: dict[str, int] = {}
@@ -124,6 +168,69 @@ def build_part(events: Sequence[Any]) -> Part:
                 tid = stream
         if kind is cpu_op and name in SHAPED_OPS and "Input Dims" in args:
             dims, types = args["Input Dims"], args.get("Input type")
+            key = repr((dims, types))
+            shapes.setdefault(key, (dims, types))
+            op_shapes.append((len(floats[kind]) // 2, key))
+        ints[kind].extend((name_id, pid, tid, corr, ext))
+        floats[kind].extend((ts, dur))
+    return Part(
+        ints={k: _int_array(v).reshape(-1, 5) for k, v in ints.items() if v},
+        floats={k: np.array(v, dtype=np.float64).reshape(-1, 2) for k, v in floats.items() if v},
+        op_shapes=op_shapes,
+        shapes=shapes,
+        names=list(names),
+        labels=list(labels),
+        skipped=skipped,
+        malformed=malformed,
+        count=len(events),
+    )
+
+
+def _build_typed_part(events: Sequence[Event]) -> Part:
+    """`build_part` of `Event`s: the same checks, less those their types already made."""
+    ints: dict[Kind, list[int]] = {kind: [] for kind in Kind}
+    floats: dict[Kind, list[float]] = {kind: [] for kind in Kind}
+    names: dict[str, int] = {}
+    labels: dict[str, int] = {}
+    skipped: Counter[str] = Counter()
+    malformed = 0
+    op_shapes: list[tuple[int, str]] = []
+    shapes: dict[str, tuple[Any, Any]] = {}
+    cpu_op, sync, kernel = Kind.CPU_OP, Kind.SYNC, Kind.KERNEL
+    no_args = Args()
+    for event in events:
+        cat = event.cat
+        kind = _KIND_OF.get(cat) if cat is not None else None
+        if kind is None and cat is not None:
+            kind = CATEGORY_KINDS.get(cat.lower())
+        if kind is None or event.ph != "X":
+            skipped[cat if cat is not None else f"ph {event.ph}"] += 1
+            continue
+        ts, dur, name = event.ts, event.dur, event.name
+        if ts is None or dur is None or dur < 0 or name is None:
+            malformed += 1
+            continue
+        args = event.args if event.args is not None else no_args
+        name_id = names.get(name)
+        if name_id is None:
+            name_id = names[name] = len(names)
+        pid, tid = event.pid, event.tid
+        corr, ext = args.correlation, args.external_id
+        if not (
+            type(pid) is int
+            and type(tid) is int
+            and LABEL_BASE < pid < _INT64
+            and LABEL_BASE < tid < _INT64
+        ):
+            pid, tid = _label_id(pid, labels), _label_id(tid, labels)
+        if not (type(corr) is int and type(ext) is int):
+            corr, ext = _int_or(corr, NO_ID), _int_or(ext, NO_ID)
+        if kind is kernel or kind is sync:
+            stream = args.stream
+            if stream is not None and 0 <= stream < _INT64:
+                tid = stream
+        if kind is cpu_op and name in SHAPED_OPS and args.input_dims is not msgspec.UNSET:
+            dims, types = args.input_dims, args.input_type
             key = repr((dims, types))
             shapes.setdefault(key, (dims, types))
             op_shapes.append((len(floats[kind]) // 2, key))

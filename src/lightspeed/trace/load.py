@@ -92,7 +92,7 @@ def _keyed_parts(
     chunk_chars: int,
     on_read: Callable[[int], None] | None = None,
 ) -> tuple[list[KeyedPart], dict[str, Any]]:
-    stream = TraceStream(path, chunk_chars, on_read)
+    stream = TraceStream(path, chunk_chars, on_read, typed=True)
     with _no_cycle_collection():
         parts = [(key, build_part(batch)) for key, batch in stream.keyed_batches(share)]
     return parts, stream.metadata

@@ -145,15 +145,7 @@ class WindowContext:
             start, end = np.clip(start, *self.device_span_us), np.clip(end, *self.device_span_us)
         if self.rounded:
             start, end, launch = np.ceil(start), np.floor(end), np.ceil(launch)
-        return DeviceEvents(
-            start_us=start,
-            end_us=end,
-            type=self.trace.types[device.name[rows]],
-            device=device.pid[rows],
-            stream=device.tid[rows],
-            launch_us=launch,
-            name=device.name[rows],
-        )
+        return _device_events(self.trace, rows, start, end, launch)
 
     @property
     def has_device_events(self) -> bool:
@@ -292,12 +284,20 @@ class StepsContext:
         if len(rows):
             lo, hi = span_lo[owner], span_hi[owner]
             start, end = np.minimum(np.maximum(start, lo), hi), np.minimum(np.maximum(end, lo), hi)
-        return DeviceEvents(
-            start_us=start,
-            end_us=end,
-            type=self.trace.types[device.name[rows]],
-            device=device.pid[rows],
-            stream=device.tid[rows],
-            launch_us=self.trace.launches_us[rows],
-            name=device.name[rows],
-        )
+        return _device_events(self.trace, rows, start, end, self.trace.launches_us[rows])
+
+
+def _device_events(
+    ctx: TraceContext, rows: IntArray, start: FloatArray, end: FloatArray, launch: FloatArray
+) -> DeviceEvents:
+    """The device events at `rows` of the trace's, with these times."""
+    device = ctx.device
+    return DeviceEvents(
+        start_us=start,
+        end_us=end,
+        type=ctx.types[device.name[rows]],
+        device=device.pid[rows],
+        stream=device.tid[rows],
+        launch_us=launch,
+        name=device.name[rows],
+    )
