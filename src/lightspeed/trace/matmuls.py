@@ -358,7 +358,18 @@ def _stats(index: MatmulIndex, op_ids: IntArray, time_us: FloatArray, points: bo
         Precision.TF32.value if t else index.products[i].precision.value
         for i, t in zip(op_ids, tf32, strict=True)
     ]
-    stats = MatmulStats(
+    placed: dict[str, Any] = {}
+    if index.sol_s is not None and index.memory_bound is not None:
+        sol = index.sol_s[op_ids]
+        placed = {
+            "hardware": index.hardware,
+            "sol_s": float(sol.sum()),
+            "memory_bound_s": float(time_us[index.memory_bound[op_ids]].sum()) * US,
+            "unaligned_excess_s": float(time_us[unaligned].sum()) * US
+            - float(sol[unaligned].sum()),
+            "tf32_ops": int(tf32.sum()),
+        }
+    return MatmulStats(
         ops=len(op_ids),
         flops=float(index.flops[op_ids].sum()),
         bytes=float(index.bytes[op_ids].sum()),
@@ -369,17 +380,7 @@ def _stats(index: MatmulIndex, op_ids: IntArray, time_us: FloatArray, points: bo
             [c for c, u in zip(core, unaligned, strict=True) if u], time_us[unaligned]
         ),
         points=_points(index, op_ids, time_us, core) if points else (),
-    )
-    if index.sol_s is None or index.memory_bound is None:
-        return stats
-    sol = index.sol_s[op_ids]
-    return dataclasses.replace(
-        stats,
-        hardware=index.hardware,
-        sol_s=float(sol.sum()),
-        memory_bound_s=float(time_us[index.memory_bound[op_ids]].sum()) * US,
-        unaligned_excess_s=float(time_us[unaligned].sum()) * US - float(sol[unaligned].sum()),
-        tf32_ops=int(tf32.sum()),
+        **placed,
     )
 
 

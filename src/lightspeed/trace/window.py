@@ -160,15 +160,16 @@ def plain(result: Any) -> Any:
     if kind in _LEAVES:
         return result
     if kind in (list, tuple):
-        return [plain(v) for v in result]
+        return [v if type(v) in _LEAVES else plain(v) for v in result]
     if kind is dict:
-        return {k: plain(v) for k, v in result.items()}
+        return {k: v if type(v) in _LEAVES else plain(v) for k, v in result.items()}
     names = _FIELDS.get(kind, ())
     if names == ():
         names = _FIELDS[kind] = _field_names(kind)
     if names is None:
         return result
-    return {f: plain(getattr(result, f)) for f in names}
+    values = [getattr(result, f) for f in names]
+    return {f: v if type(v) in _LEAVES else plain(v) for f, v in zip(names, values, strict=True)}
 
 
 _LEAVES = frozenset({float, int, str, bool, type(None)})
