@@ -66,6 +66,38 @@ class Part:
     count: int
 
 
+@dataclasses.dataclass
+class _Columns:
+    """What `build_part` and `_build_typed_part` gather, event by event, into a Part."""
+
+    ints: dict[Kind, list[int]] = dataclasses.field(
+        default_factory=lambda: {kind: [] for kind in Kind}
+    )
+    floats: dict[Kind, list[float]] = dataclasses.field(
+        default_factory=lambda: {kind: [] for kind in Kind}
+    )
+    names: dict[str, int] = dataclasses.field(default_factory=dict)
+    labels: dict[str, int] = dataclasses.field(default_factory=dict)
+    skipped: Counter[str] = dataclasses.field(default_factory=Counter)
+    op_shapes: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    shapes: dict[str, tuple[Any, Any]] = dataclasses.field(default_factory=dict)
+
+    def part(self, malformed: int, count: int) -> Part:
+        return Part(
+            ints={k: _int_array(v).reshape(-1, 5) for k, v in self.ints.items() if v},
+            floats={
+                k: np.array(v, dtype=np.float64).reshape(-1, 2) for k, v in self.floats.items() if v
+            },
+            op_shapes=self.op_shapes,
+            shapes=self.shapes,
+            names=list(self.names),
+            labels=list(self.labels),
+            skipped=self.skipped,
+            malformed=malformed,
+            count=count,
+        )
+
+
 class Args(msgspec.Struct):
     """The `args` of an event that the analyses read (`Event`)."""
 
@@ -111,14 +143,11 @@ def build_part(events: Sequence[Any]) -> Part:
     kept, other events counted by category, unreadable ones counted as malformed."""
     if events and type(events[0]) is Event:
         return _build_typed_part(events)
-    ints: dict[Kind, list[int]] = {kind: [] for kind in Kind}
-    floats: dict[Kind, list[float]] = {kind: [] for kind in Kind}
-    names: dict[str, int] = {}
-    labels: dict[str, int] = {}
-    skipped: Counter[str] = Counter()
+    # The per-event checks stay inline in both loops: they run once per event.
+    columns = _Columns()
+    ints, floats, names, labels = columns.ints, columns.floats, columns.names, columns.labels
+    skipped, op_shapes, shapes = columns.skipped, columns.op_shapes, columns.shapes
     malformed = 0
-    op_shapes: list[tuple[int, str]] = []
-    shapes: dict[str, tuple[Any, Any]] = {}
     cpu_op, sync, kernel = Kind.CPU_OP, Kind.SYNC, Kind.KERNEL  # locals: once per event
     for event in events:
         if type(event) is not dict:
@@ -173,29 +202,16 @@ def build_part(events: Sequence[Any]) -> Part:
             op_shapes.append((len(floats[kind]) // 2, key))
         ints[kind].extend((name_id, pid, tid, corr, ext))
         floats[kind].extend((ts, dur))
-    return Part(
-        ints={k: _int_array(v).reshape(-1, 5) for k, v in ints.items() if v},
-        floats={k: np.array(v, dtype=np.float64).reshape(-1, 2) for k, v in floats.items() if v},
-        op_shapes=op_shapes,
-        shapes=shapes,
-        names=list(names),
-        labels=list(labels),
-        skipped=skipped,
-        malformed=malformed,
-        count=len(events),
-    )
+    return columns.part(malformed, len(events))
 
 
 def _build_typed_part(events: Sequence[Event]) -> Part:
     """`build_part` of `Event`s: the same checks, less those their types already made."""
-    ints: dict[Kind, list[int]] = {kind: [] for kind in Kind}
-    floats: dict[Kind, list[float]] = {kind: [] for kind in Kind}
-    names: dict[str, int] = {}
-    labels: dict[str, int] = {}
-    skipped: Counter[str] = Counter()
+    # The per-event checks stay inline in both loops: they run once per event.
+    columns = _Columns()
+    ints, floats, names, labels = columns.ints, columns.floats, columns.names, columns.labels
+    skipped, op_shapes, shapes = columns.skipped, columns.op_shapes, columns.shapes
     malformed = 0
-    op_shapes: list[tuple[int, str]] = []
-    shapes: dict[str, tuple[Any, Any]] = {}
     cpu_op, sync, kernel = Kind.CPU_OP, Kind.SYNC, Kind.KERNEL
     no_args = Args()
     for event in events:
@@ -236,17 +252,7 @@ def _build_typed_part(events: Sequence[Event]) -> Part:
             op_shapes.append((len(floats[kind]) // 2, key))
         ints[kind].extend((name_id, pid, tid, corr, ext))
         floats[kind].extend((ts, dur))
-    return Part(
-        ints={k: _int_array(v).reshape(-1, 5) for k, v in ints.items() if v},
-        floats={k: np.array(v, dtype=np.float64).reshape(-1, 2) for k, v in floats.items() if v},
-        op_shapes=op_shapes,
-        shapes=shapes,
-        names=list(names),
-        labels=list(labels),
-        skipped=skipped,
-        malformed=malformed,
-        count=len(events),
-    )
+    return columns.part(malformed, len(events))
 
 
 def merge_parts(parts: Sequence[Part], path: str, metadata: Mapping[str, Any]) -> Trace:
