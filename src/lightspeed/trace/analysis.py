@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 import numpy as np
 
 from lightspeed.rules import SKEW_SHARE, Bound, Finding, FindingKind, max_speedup
-from lightspeed.trace import intervals
 from lightspeed.trace.breakdown import (
     IDLE,
     KERNEL_TYPES_TIME,
@@ -45,7 +44,13 @@ from lightspeed.trace.steps import (
     step_windows,
 )
 from lightspeed.trace.timeline import Timeline, common_step, step_timeline
-from lightspeed.trace.window import StepsContext, TraceContext, WindowAnalyzer, WindowContext
+from lightspeed.trace.window import (
+    StepsContext,
+    TraceContext,
+    WindowAnalyzer,
+    WindowContext,
+    together,
+)
 
 R = TypeVar("R")
 
@@ -292,20 +297,17 @@ def analyse_rank(
     can fork safely and there is a second core. (Steps analysed together cost less
     than sending half of their results back from another process.)"""
     ctx = TraceContext(trace)
-    steps = step_windows(trace)
-    per_step = _device_rows_step(ctx, steps)
-    spans = device_step_spans(ctx.device, per_step, len(steps))
+    steps, spans, windows = _rank_steps(ctx)
     whole, counted, left_out = hta_whole_trace_window(trace, ctx.device, include_last_step)
     # The whole trace first: what its analyses index once per trace, the steps share
     # (in a forked process too).
     whole_analysis = analyse_window(
         WindowContext(ctx, whole, np.flatnonzero(counted), hta_times=True)
     )
-    windows = _step_windows(ctx, steps, per_step, spans)
     if parallel is None:
         parallel = (
             len(windows) >= PARALLEL_MIN_STEPS
-            and not _together(steps)
+            and together(steps) is None
             and (os.cpu_count() or 1) > 1
             and can_fork()
         )
@@ -321,39 +323,25 @@ def analyse_rank(
     )
 
 
-def _together(steps: list[StepWindow]) -> bool:
-    """Whether the steps can be analysed together (see `StepsContext.of`)."""
-    lo = np.array([w.start_us for w in steps], dtype=np.float64)
-    hi = np.array([w.end_us for w in steps], dtype=np.float64)
-    return intervals.Windows.of(lo, hi) is not None
-
-
 def step_contexts(ctx: TraceContext) -> list[WindowContext]:
     """Each ProfilerStep of the trace as `analyse_rank` analyses it."""
-    steps = step_windows(ctx.trace)
-    per_step = _device_rows_step(ctx, steps)
-    spans = device_step_spans(ctx.device, per_step, len(steps))
     return [
         WindowContext(ctx, w, rows, device_span_us=span, inside=True)
-        for w, rows, span in _step_windows(ctx, steps, per_step, spans)
+        for w, rows, span in _rank_steps(ctx)[2]
     ]
 
 
-def _device_rows_step(ctx: TraceContext, steps: list[StepWindow]) -> IntArray:
-    """The step of each device event that is work (-1: none, or not work)."""
-    return np.where(ctx.work, device_steps(ctx.device, ctx.launches_us, steps), -1)
-
-
-def _step_windows(
+def _rank_steps(
     ctx: TraceContext,
-    steps: list[StepWindow],
-    per_step: IntArray,
-    spans: list[tuple[float, float] | None],
-) -> list[_Window]:
-    """Each step, its device events' rows (cut to its span: `inside_step_spans`), and
-    that span."""
+) -> tuple[list[StepWindow], list[tuple[float, float] | None], list[_Window]]:
+    """The trace's steps, each one's span on the device, and each step to analyse: its
+    window, the rows of the device work it launched inside that span, and the span."""
+    steps = step_windows(ctx.trace)
+    per_step = np.where(ctx.work, device_steps(ctx.device, ctx.launches_us, steps), -1)
+    spans = device_step_spans(ctx.device, per_step, len(steps))
     per_step = inside_step_spans(ctx.device, per_step, spans)
-    return list(zip(steps, rows_by_step(per_step, len(steps)), spans, strict=True))
+    windows = list(zip(steps, rows_by_step(per_step, len(steps)), spans, strict=True))
+    return steps, spans, windows
 
 
 # From this many steps on, a rank's steps are analysed in two processes.

@@ -356,8 +356,7 @@ def overlap_steps(sc: StepsContext) -> list[Overlap] | None:
     comm = steps.union(sc.parts(ev.type == KERNEL_TYPES.index(KernelType.COMMUNICATION)))
     comp = steps.union(sc.parts(ev.type == KERNEL_TYPES.index(KernelType.COMPUTATION)))
     comm_us = steps.lengths(comm)
-    both = steps.lengths(steps.union(intervals.join_parts(comm, comp)))
-    overlapped = comm_us + steps.lengths(comp) - both
+    overlapped = steps.overlap(comm, comp)
     found = [
         Overlap(communication_s=float(comm_us[j]) * US, overlapped_s=float(overlapped[j]) * US)
         for j in range(len(has))

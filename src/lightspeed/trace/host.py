@@ -270,11 +270,11 @@ def host_stats_steps(
     ops, notes = trace.table(Kind.CPU_OP), trace.table(Kind.ANNOTATION)
     runtime = trace.table(Kind.RUNTIME)
     extent = steps.extent
-    loading = steps.spread(*_named_spans(extent, index.loading, notes, ops))
-    worker_loading = steps.spread(*_named_spans(extent, index.worker_loading, notes, ops))
-    collectives = steps.spread(*_named_spans(extent, index.collective, notes, ops))
+    loading = steps.spread(*named_spans(index.loading, notes, ops, extent=extent))
+    worker_loading = steps.spread(*named_spans(index.worker_loading, notes, ops, extent=extent))
+    collectives = steps.spread(*named_spans(index.collective, notes, ops, extent=extent))
     syncs = steps.spread(
-        *intervals.union(*_named_spans(extent, index.sync, runtime, ops, lasting=True))
+        *intervals.union(*named_spans(index.sync, runtime, ops, extent=extent, lasting=True))
     )
     # Top-level ops belong to the step they start in, and are cut to it.
     starting = ops.starting_in(*extent)
@@ -344,30 +344,29 @@ def _sync_idle_steps(
     drained[drained] = gap_s[drained] <= sync_e[holder[drained]]
     gaps: intervals.Parts = (gap_w, gap_s, gap_e)
 
-    def overlap(b: intervals.Parts) -> np.ndarray:
-        joined = steps.union(intervals.join_parts(syncs, b))
-        return steps.lengths(syncs) + steps.lengths(b) - steps.lengths(joined)
-
     def chosen(mask: np.ndarray) -> intervals.Parts:
         return gap_w[mask], gap_s[mask], gap_e[mask]
 
     gaps_us = steps.lengths(chosen(drained))
     return {
-        "sync_while_idle_s": overlap(gaps),
+        "sync_while_idle_s": steps.overlap(syncs, gaps),
         "sync_idle_gaps_s": gaps_us,
-        "sync_lost_s": gaps_us + overlap(chosen(~drained)),
+        "sync_lost_s": gaps_us + steps.overlap(syncs, chosen(~drained)),
     }
 
 
-def _named_spans(
-    extent: tuple[float, float], mask: BoolArray, *tables: EventTable, lasting: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
-    """The times of the events of `tables` with time in `extent` whose name is in `mask`;
-    with `lasting`, only those that last some time (the only ones a window's `clip`
-    keeps)."""
+def named_spans(
+    mask: BoolArray,
+    *tables: EventTable,
+    extent: tuple[float, float] | None = None,
+    lasting: bool = False,
+) -> _Spans:
+    """The times (µs) of the events of `tables`, in that order, whose name is in `mask`:
+    with `extent`, only those with time in it; with `lasting`, only those that last some
+    time (the only ones a window's `clip` keeps)."""
     starts, ends = [], []
     for t in tables:
-        rows = t.overlapping(*extent)
+        rows = t.overlapping(*extent) if extent is not None else np.arange(len(t))
         rows = rows[mask[t.name[rows]]]
         if lasting:
             rows = rows[t.end_us[rows] > t.ts_us[rows]]

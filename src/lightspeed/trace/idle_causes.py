@@ -31,7 +31,7 @@ from lightspeed.document import Unit, Value, line
 from lightspeed.trace import intervals
 from lightspeed.trace.breakdown import ending_launch_steps, ending_launch_us
 from lightspeed.trace.events import US, EventTable, FloatArray, Kind
-from lightspeed.trace.host import HostIndex, shared_host_index
+from lightspeed.trace.host import HostIndex, named_spans, shared_host_index
 from lightspeed.trace.names import BoolArray, names_where
 from lightspeed.trace.steps import StepWindow
 from lightspeed.trace.window import (
@@ -101,15 +101,12 @@ def _covered(ctx: TraceContext) -> list[tuple[str, Spans]]:
     notes = trace.table(Kind.ANNOTATION)
     h = index.host
 
-    def named(mask: BoolArray, *tables: EventTable) -> Spans:
-        return intervals.join(*(_spans(t, mask[t.name]) for t in tables))
-
     activities = [
-        ("in_sync_s", named(h.sync, runtime, ops)),
-        ("loading_data_s", named(h.loading, notes, ops)),
-        ("in_collectives_s", named(h.collective, notes, ops)),
-        ("in_copy_calls_s", named(h.launch & index.copy_call, runtime)),
-        ("launching_s", named(h.launch & ~index.copy_call, runtime)),
+        ("in_sync_s", named_spans(h.sync, runtime, ops)),
+        ("loading_data_s", named_spans(h.loading, notes, ops)),
+        ("in_collectives_s", named_spans(h.collective, notes, ops)),
+        ("in_copy_calls_s", named_spans(h.launch & index.copy_call, runtime)),
+        ("launching_s", named_spans(h.launch & ~index.copy_call, runtime)),
         ("in_cpu_ops_s", _spans(ops, h.outer_ops)),
     ]
     covered: list[tuple[str, Spans]] = []
@@ -206,16 +203,12 @@ def idle_causes_steps(sc: StepsContext) -> list[IdleCauses] | None:
     idle = spans.spread(*intervals.outside(intervals.within(ctx.busy, *spans.extent)))
     idle_us = spans.lengths(idle)
 
-    def overlap(a: intervals.Parts, b: intervals.Parts) -> FloatArray:
-        both = spans.lengths(spans.union(intervals.join_parts(a, b)))
-        return spans.lengths(a) + spans.lengths(b) - both
-
     parts: dict[str, FloatArray] = {}
     attributed = np.zeros(len(has))
     elsewhere, overhead_us = idle, idle_us
     for key, covered in ctx.once(_covered):
         clipped = spans.spread(*intervals.within(covered, *spans.extent))
-        now_us = overlap(idle, clipped)
+        now_us = spans.overlap(idle, clipped)
         parts[key] = np.maximum(0.0, now_us - attributed)
         attributed = np.maximum(attributed, now_us)
         if key == _LAST_ELSEWHERE:
@@ -227,7 +220,7 @@ def idle_causes_steps(sc: StepsContext) -> list[IdleCauses] | None:
     def of_overhead(rows: BoolArray) -> FloatArray:
         gaps = (gap_w[rows], gap_s[rows], gap_e[rows])
         gaps_us = spans.lengths(gaps)
-        return np.minimum(overhead_us, np.maximum(0.0, gaps_us - overlap(gaps, elsewhere)))
+        return np.minimum(overhead_us, np.maximum(0.0, gaps_us - spans.overlap(gaps, elsewhere)))
 
     host_wait_us, edges_us = of_overhead(waits), of_overhead(at_edge)
     for j, k in enumerate(has):

@@ -202,6 +202,12 @@ class Windows:
         n = len(self.lo)
         return np.asarray(np.bincount(window, weights=e - s, minlength=n)[:n], dtype=np.float64)
 
+    def overlap(self, a: Parts, b: Parts) -> Array:
+        """`overlap` of each window's parts of `a` and of `b`, each set disjoint within
+        a window (a union's): |A| + |B| − |A ∪ B|."""
+        both = self.lengths(self.union(join_parts(a, b)))
+        return self.lengths(a) + self.lengths(b) - both
+
     def counts(self, window: IntArray) -> IntArray:
         """How many of `window` (a window index each) name each window."""
         n = len(self.lo)
@@ -245,10 +251,3 @@ def _union_apart(parts: Parts) -> Parts:
     last[:-1] = first[1:] - 1
     last[-1] = len(s) - 1
     return window[first], s[first], e[last]
-
-
-def of_window(parts: Parts, k: int) -> Spans:
-    """Window `k`'s parts, where the parts are sorted by window."""
-    window, s, e = parts
-    a, b = np.searchsorted(window, [k, k + 1])
-    return s[a:b], e[a:b]

@@ -204,6 +204,14 @@ class WindowAnalyzer(Generic[R]):
     analyse_steps: Callable[[StepsContext], list[R] | None] | None = None
 
 
+def together(steps: Sequence[StepWindow]) -> intervals.Windows | None:
+    """`steps` as `intervals.Windows`, where they can be analysed together (sorted by
+    start, each overlapping its neighbours by no more than it allows); else None."""
+    lo = np.array([w.start_us for w in steps], dtype=np.float64)
+    hi = np.array([w.end_us for w in steps], dtype=np.float64)
+    return intervals.Windows.of(lo, hi)
+
+
 class StepsContext:
     """Many steps of one trace, analysed together: their `WindowContext`s, their windows
     as `intervals.Windows` (`steps`), and all their device events at once (`events`, by
@@ -224,9 +232,7 @@ class StepsContext:
         trace = windows[0].trace
         if any(w.window.number is None or w.rounded or w.trace is not trace for w in windows):
             return None
-        lo = np.array([w.window.start_us for w in windows], dtype=np.float64)
-        hi = np.array([w.window.end_us for w in windows], dtype=np.float64)
-        steps = intervals.Windows.of(lo, hi)
+        steps = together([w.window for w in windows])
         return None if steps is None else cls(trace, windows, steps)
 
     def __len__(self) -> int:
