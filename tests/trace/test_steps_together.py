@@ -214,3 +214,34 @@ def test_a_rank_analysed_in_chunks_of_steps_is_the_rank_analysed_step_by_step(
         return render_json.dumps_utf8(trace_document(result).data)
 
     assert written(at_once=7, together=2) == written(at_once=4096, together=10**9)
+
+
+def test_steps_of_few_and_many_matrix_products_together_are_each_step_alone(
+    tmp_path: Path,
+) -> None:
+    # Step n runs n - 1 products (few are summed in one go for all steps, 8 or more
+    # step by step), of mixed precisions, one unaligned, fp32 ones fast enough for TF32.
+    trace = KinetoTrace(device_name="NVIDIA H100 80GB HBM3")
+    shapes = [
+        ([[4096, 4096], [4096, 4096]], ["c10::BFloat16", "c10::BFloat16"], 200),
+        ([[4100, 4096], [4096, 4096]], ["c10::BFloat16", "c10::BFloat16"], 400),
+        ([[4096, 4096], [4096, 4096]], ["float", "float"], 1000),
+        ([[64, 64], [64, 64]], ["float", "float"], 7),
+    ]
+    t = 0.0
+    for n in range(1, 19):
+        trace.step(n, t, 20_000)
+        at = t + 5
+        for k in range(n - 1):
+            dims, types, kernel_us = shapes[(n + k) % len(shapes)]
+            trace.cpu_op("aten::mm", at, 10, **{"Input Dims": dims, "Input type": types})
+            trace.launch(at + 2, at + 20, kernel_us * (1 + 0.01 * k))
+            at += 20 + kernel_us * 1.02
+        t += 20_000
+    loaded = load_trace(trace.write(tmp_path / "t.json"))
+    assert _each_analyzer_agrees(loaded) == sum(
+        a.analyse_steps is not None for a in WINDOW_ANALYZERS
+    )
+    contexts = step_contexts(TraceContext(loaded))
+    products = [analysis.MATMULS.analyse(c) for c in contexts]
+    assert [0 if m is None else m.ops for m in products] == list(range(18))

@@ -72,7 +72,7 @@ def trace_command(
             "ran out of memory reading and analysing the traces; give fewer ranks at once,"
             " or analyse them on a machine with more memory (--executor dask=ADDRESS)."
         ) from None
-    recorded = sorted({w.step for r in analysis.ranks for w in r.steps if w.step is not None})
+    recorded = sorted({n for r in analysis.ranks for n in r.steps.numbers if n is not None})
     if step is not None and step not in recorded:
         # What was analysed is still written.
         emit_partial(trace_document(analysis), json_path, html_path, png_path)

@@ -11,7 +11,7 @@ string keys.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from lightspeed.facts.hardware import hardware_to_dict
 from lightspeed.report import render_json
 from lightspeed.trace.analysis import (
     RankAnalysis,
+    StepAnalyses,
     StepSkew,
     TraceAnalysis,
     WindowAnalysis,
@@ -178,7 +179,8 @@ def _rank_section(r: RankAnalysis, step: int | None) -> Section:
                 blocks.append(shown)
     parts: list[Any] = [Fields(tuple(rows))]
     if r.steps and step is None:
-        parts.append(_steps(r.steps, on_device=any(w.has_device for w in (r.whole, *r.steps))))
+        on_device = r.whole.has_device or bool(r.steps.has_device.any())
+        parts.append(_steps(r.steps, on_device=on_device))
     parts += blocks
     parts.append(Findings(tuple(chosen.findings)))
     if r.notes:
@@ -205,12 +207,13 @@ SHOWN_STEPS = 24
 _ENDS, _SLOWEST = 5, 5
 
 
-def shown_steps(steps: Sequence[WindowAnalysis]) -> list[WindowAnalysis | None]:
+def shown_steps(steps: StepAnalyses) -> list[WindowAnalysis | None]:
     """The steps the terminal lists, in step order: all of them up to `SHOWN_STEPS`,
     else the first and last few and the slowest, a None where steps are left out."""
     if len(steps) <= SHOWN_STEPS:
         return list(steps)
-    slowest = sorted(range(len(steps)), key=lambda i: steps[i].step_s, reverse=True)
+    times = steps.step_s.tolist()
+    slowest = sorted(range(len(steps)), key=lambda i: times[i], reverse=True)
     keep = sorted({*range(_ENDS), *range(len(steps) - _ENDS, len(steps)), *slowest[:_SLOWEST]})
     shown: list[WindowAnalysis | None] = []
     for before, i in zip([-1, *keep], keep, strict=False):
@@ -220,16 +223,16 @@ def shown_steps(steps: Sequence[WindowAnalysis]) -> list[WindowAnalysis | None]:
     return shown
 
 
-def _steps_caption(steps: Sequence[WindowAnalysis]) -> str | None:
+def _steps_caption(steps: StepAnalyses) -> str | None:
     """What the rows left out of a long step table hold: percentiles of step time and
     each bound's count."""
     if len(steps) <= SHOWN_STEPS:
         return None
-    times = np.array([w.step_s for w in steps])
+    times = steps.step_s
     p50, p90, p99 = np.percentile(times, [50, 90, 99])
     bounds: dict[str, int] = {}
-    for w in steps:
-        bounds[w.bound.value] = bounds.get(w.bound.value, 0) + 1
+    for b in steps.bounds:
+        bounds[b.value] = bounds.get(b.value, 0) + 1
     by_bound = ", ".join(f"{b} {n:,}" for b, n in sorted(bounds.items(), key=lambda x: -x[1]))
     return (
         f"{len(steps):,} steps, shown: the first and last {_ENDS} and the {_SLOWEST} slowest;"
@@ -239,7 +242,7 @@ def _steps_caption(steps: Sequence[WindowAnalysis]) -> str | None:
     )
 
 
-def _steps(steps: list[WindowAnalysis], *, on_device: bool) -> Table:
+def _steps(steps: StepAnalyses, *, on_device: bool) -> Table:
     """Each step's time, what kept the device busy and communicating (on a trace with no
     device, the host: its time in ops, data loading and syncs, and in collectives), its
     data loading, syncs and bound; for a long trace, some steps and a summary of all."""

@@ -8,13 +8,14 @@ are taken from their results, and the diagnosis names the window's bound.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import multiprocessing
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from lightspeed.trace.host import DEVICE_SYNCS, HOST, LAUNCHES
 from lightspeed.trace.idle_causes import IDLE_CAUSES
 from lightspeed.trace.load import can_fork
 from lightspeed.trace.matmuls import MATMULS
+from lightspeed.trace.packed import pack
 from lightspeed.trace.steps import (
     StepWindow,
     device_step_spans,
@@ -111,24 +113,138 @@ def analyse_steps(contexts: Sequence[WindowContext]) -> list[WindowAnalysis]:
 
 def _diagnosed(ctx: WindowContext, results: dict[str, Any]) -> WindowAnalysis:
     """A window's analysis from its analyzers' results."""
-    facts = WindowFacts(
-        temporal=results[TEMPORAL.key],
-        idle=results[IDLE.key],
-        overlap=results[OVERLAP.key],
-        launches=results[LAUNCHES.key],
-        host=results[HOST.key],
-        matmuls=results[MATMULS.key],
-        idle_causes=results[IDLE_CAUSES.key],
-    )
-    diagnosis = diagnose_window(facts)
+    diagnosis = diagnose_window(WindowFacts(**_facts(results)))
+    return _window_analysis(ctx.window.number, results, diagnosis.bound, diagnosis.findings)
+
+
+def _facts(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a window's `WindowFacts`, from its analyzers' results."""
+    return {
+        "temporal": results[TEMPORAL.key],
+        "idle": results[IDLE.key],
+        "overlap": results[OVERLAP.key],
+        "launches": results[LAUNCHES.key],
+        "host": results[HOST.key],
+        "matmuls": results[MATMULS.key],
+        "idle_causes": results[IDLE_CAUSES.key],
+    }
+
+
+def _window_analysis(
+    step: int | None, results: dict[str, Any], bound: Bound, findings: list[Finding]
+) -> WindowAnalysis:
     return WindowAnalysis(
-        **{f.name: getattr(facts, f.name) for f in dataclasses.fields(WindowFacts)},
-        step=ctx.window.number,
+        **_facts(results),
+        step=step,
         analyzers=WINDOW_ANALYZERS,
         results=results,
-        bound=diagnosis.bound,
-        findings=diagnosis.findings,
+        bound=bound,
+        findings=findings,
     )
+
+
+class StepAnalyses(Sequence[WindowAnalysis]):
+    """A rank's steps' analyses, packed (`trace.packed`): a long trace has a hundred
+    thousand, which as objects take about 5 kB each. `steps[i]` makes the i-th step's
+    `WindowAnalysis` again, equal to the one packed; `numbers`, `step_s` and `bounds`
+    give every step's number, length (seconds) and bound, and `has_device` whether it
+    ran device work, without making them."""
+
+    __slots__ = (
+        "_bounds",
+        "_findings",
+        "_made",
+        "_numbers",
+        "_results",
+        "_starts",
+        "has_device",
+        "step_s",
+    )
+
+    def __init__(self, steps: Sequence[WindowAnalysis] = ()) -> None:
+        # Each step's results from the same analyzers, in order (`_window_analysis`).
+        assert all(w.analyzers is WINDOW_ANALYZERS for w in steps)
+        self._numbers = [pack([w.step for w in steps])]
+        self._results = [pack([dict(w.results) for w in steps])]
+        self._bounds = [pack([w.bound for w in steps])]
+        self._findings = [pack([w.findings for w in steps])]
+        self._starts = [0, len(steps)]
+        self._made: tuple[int, list[WindowAnalysis]] | None = None  # the last part made
+        self.step_s = np.array([w.step_s for w in steps], dtype=np.float64)
+        self.has_device = np.array([w.has_device for w in steps], dtype=np.bool_)
+
+    @classmethod
+    def joined(cls, parts: Sequence[StepAnalyses]) -> StepAnalyses:
+        """The steps of `parts`, one after the other."""
+        joined = cls()
+        joined._numbers = [c for p in parts for c in p._numbers]
+        joined._results = [c for p in parts for c in p._results]
+        joined._bounds = [c for p in parts for c in p._bounds]
+        joined._findings = [c for p in parts for c in p._findings]
+        joined._starts = [0, *np.cumsum([len(c) for c in joined._numbers]).tolist()]
+        joined._made = None
+        joined.step_s = np.concatenate([np.zeros(0), *(p.step_s for p in parts)])
+        joined.has_device = np.concatenate([np.zeros(0, np.bool_), *(p.has_device for p in parts)])
+        return joined
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    @overload
+    def __getitem__(self, i: int) -> WindowAnalysis: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[WindowAnalysis]: ...
+    def __getitem__(self, i: int | slice) -> WindowAnalysis | list[WindowAnalysis]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i %= len(self)
+        part = bisect.bisect_right(self._starts, i) - 1
+        if self._made is None or self._made[0] != part:
+            self._made = part, self._part(part)
+        return self._made[1][i - self._starts[part]]
+
+    def __eq__(self, other: object) -> bool:
+        # As the list of the steps would compare.
+        if not isinstance(other, (list, StepAnalyses)):
+            return NotImplemented
+        return len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Without the steps last made: their analyzers are functions, which do not pickle.
+        return {k: getattr(self, k) for k in self.__slots__ if k != "_made"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+        self._made = None
+
+    def _part(self, part: int) -> list[WindowAnalysis]:
+        """The steps of one part (a few thousand), made again at once: steps are mostly
+        read in order, and made together they cost a fraction of one at a time."""
+        return [
+            _window_analysis(*step)
+            for step in zip(
+                self._numbers[part].values(),
+                self._results[part].values(),
+                self._bounds[part].values(),
+                self._findings[part].values(),
+                strict=True,
+            )
+        ]
+
+    @property
+    def numbers(self) -> list[int | None]:
+        """Each step's number (ProfilerStep#N), in order."""
+        return [c[k] for c in self._numbers for k in range(len(c))]
+
+    @property
+    def bounds(self) -> list[Bound]:
+        """Each step's bound, in order."""
+        return [c[k] for c in self._bounds for k in range(len(c))]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -144,7 +260,7 @@ class RankAnalysis:
     path: str
     devices: tuple[str, ...]
     whole: WindowAnalysis
-    steps: list[WindowAnalysis]
+    steps: StepAnalyses
     notes: list[str]
     last_step_left_out: bool = False
     timeline: Timeline | None = None
@@ -247,16 +363,12 @@ def combine_ranks(ranks: list[RankAnalysis], world_sizes: Sequence[int | None]) 
 def portable(rank: RankAnalysis) -> RankAnalysis:
     """`rank` without its windows' analyzers (functions a pickle cannot carry between
     processes); `restored` puts them back."""
-    return dataclasses.replace(
-        rank, whole=_portable(rank.whole), steps=[_portable(w) for w in rank.steps]
-    )
+    return dataclasses.replace(rank, whole=_portable(rank.whole))
 
 
 def restored(rank: RankAnalysis) -> RankAnalysis:
     """A `portable` rank's analysis with its windows' analyzers back."""
-    return dataclasses.replace(
-        rank, whole=_restored(rank.whole), steps=[_restored(w) for w in rank.steps]
-    )
+    return dataclasses.replace(rank, whole=_restored(rank.whole))
 
 
 def _portable(window: WindowAnalysis) -> WindowAnalysis:
@@ -358,27 +470,31 @@ STEPS_AT_ONCE = 4096
 STEPS_TOGETHER = 16
 
 
-def _analysed(ctx: TraceContext, windows: Sequence[_Window]) -> list[WindowAnalysis]:
-    analysed: list[WindowAnalysis] = []
-    for first in range(0, len(windows), STEPS_AT_ONCE):
-        analysed += analyse_steps(
-            [
-                WindowContext(ctx, w, rows, device_span_us=span, inside=True)
-                for w, rows, span in windows[first : first + STEPS_AT_ONCE]
-            ]
-        )
-    return analysed
+def _analysed(ctx: TraceContext, windows: Sequence[_Window]) -> StepAnalyses:
+    """The windows' analyses, a few thousand at a time, each lot packed as it is done."""
+    return StepAnalyses.joined(
+        [
+            StepAnalyses(
+                analyse_steps(
+                    [
+                        WindowContext(ctx, w, rows, device_span_us=span, inside=True)
+                        for w, rows, span in windows[first : first + STEPS_AT_ONCE]
+                    ]
+                )
+            )
+            for first in range(0, len(windows), STEPS_AT_ONCE)
+        ]
+    )
 
 
-def _second_half(start: int) -> list[WindowAnalysis]:
-    """In the forked process: the shared windows from `start` on, analysed, `_portable`
-    (the parent puts their analyzers back)."""
+def _second_half(start: int) -> StepAnalyses:
+    """In the forked process: the shared windows from `start` on, analysed."""
     assert _SHARED is not None
     ctx, windows = _SHARED
-    return [_portable(w) for w in _analysed(ctx, windows[start:])]
+    return _analysed(ctx, windows[start:])
 
 
-def _in_two(ctx: TraceContext, windows: list[_Window]) -> list[WindowAnalysis]:
+def _in_two(ctx: TraceContext, windows: list[_Window]) -> StepAnalyses:
     """The windows analysed half here and half in a forked process, which reads the
     trace and its indexes from the memory it shares with this one; all here if that
     process fails."""
@@ -390,12 +506,12 @@ def _in_two(ctx: TraceContext, windows: list[_Window]) -> list[WindowAnalysis]:
             theirs = pool.submit(_second_half, half)
             mine = _analysed(ctx, windows[:half])
             try:
-                rest = [_restored(w) for w in theirs.result()]
+                rest = theirs.result()
             except BrokenProcessPool:  # killed (out of memory?): its share is done here
                 rest = _analysed(ctx, windows[half:])
     finally:
         _SHARED = None
-    return mine + rest
+    return StepAnalyses.joined([mine, rest])
 
 
 def _notes(trace: Trace, steps: list[StepWindow]) -> list[str]:

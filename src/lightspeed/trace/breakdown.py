@@ -23,6 +23,7 @@ waiting, not work; HTA 0.5 likewise leaves them out of its idle breakdown).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -32,6 +33,7 @@ from lightspeed.document import Column, Table, Unit, Value, line
 from lightspeed.trace import intervals
 from lightspeed.trace.events import US, FloatArray, IntArray
 from lightspeed.trace.names import KERNEL_TYPES, BoolArray, KernelType, short_kernel_name
+from lightspeed.trace.packed import records
 from lightspeed.trace.window import (
     DeviceEvents,
     Shown,
@@ -409,12 +411,22 @@ def kernel_stats_steps(sc: StepsContext, top: int) -> list[list[KernelStat]]:
     step, name, types = sc.owner[first], ev.name[first], ev.type[first]
     # Each step's names by total time, longest first; ties by name id, as one step's do.
     order = np.lexsort((name, -totals, step))
-    result: list[list[KernelStat]] = [[] for _ in sc.windows]
-    for i in order:
-        kept = result[step[i]]
-        if len(kept) < top:
-            kept.append(_kernel_stat(names[name[i]], types[i], counts[i], totals[i], maxima[i]))
-    return result
+    by_step = step[order]
+    kept = order[np.arange(len(order)) - np.searchsorted(by_step, by_step) < top]
+    made = records(
+        KernelStat,
+        {
+            "name": [names[i] for i in name[kept].tolist()],
+            "type": [KERNEL_TYPES[i] for i in types[kept].tolist()],
+            "count": counts[kept].tolist(),
+            "total_s": (totals[kept] * US).tolist(),
+            "mean_s": (totals[kept] / counts[kept] * US).tolist(),
+            "max_s": (maxima[kept] * US).tolist(),
+        },
+        len(kept),
+    )
+    bounds = np.searchsorted(step[kept], np.arange(len(sc) + 1)).tolist()
+    return [made[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 # --- What the window analyses declare: their results in JSON and in reports. ---------
@@ -550,6 +562,6 @@ KERNELS = WindowAnalyzer(
     key="kernels",
     analyse=_kernels,
     analyse_steps=lambda sc: kernel_stats_steps(sc, TOP_KERNELS),
-    data=lambda kernels: [{**plain(k), "type": k.type.value} for k in kernels],
+    data=list,  # orjson writes each KernelStat, its type as the type's value
     describe=_describe_kernels,
 )

@@ -20,7 +20,6 @@ their precision's tensor-core multiple (`rules.TENSOR_CORE_MULTIPLE`: 8 for 16-b
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -40,6 +39,7 @@ from lightspeed.trace.events import (
     TraceDevice,
 )
 from lightspeed.trace.names import BoolArray
+from lightspeed.trace.packed import records
 from lightspeed.trace.steps import correlate
 from lightspeed.trace.window import (
     Shown,
@@ -307,7 +307,7 @@ class MatmulStats:
         return self.sol_s / self.time_s
 
 
-def _seconds_by(keys: list[str], time_us: FloatArray) -> dict[str, float]:
+def _seconds_by(keys: list[str], time_us: FloatArray | list[float]) -> dict[str, float]:
     totals: dict[str, float] = {}
     for key, t in zip(keys, time_us, strict=True):
         totals[key] = totals.get(key, 0.0) + float(t) * US
@@ -344,10 +344,80 @@ def matmul_stats_steps(
     time_us = np.bincount(inverse, weights=dur_us[events]).astype(np.float64)
     bounds = np.searchsorted(keys // ops, np.arange(steps + 1))
     op_ids = keys % ops
-    return [
-        _stats(index, op_ids[a:b], time_us[a:b], False) if b > a else None
-        for a, b in itertools.pairwise(bounds)
-    ]
+    found: list[MatmulStats | None] = [None] * steps
+    counts = np.diff(bounds)
+    # A step of fewer products than numpy sums pairwise (8) gets its sums from one
+    # `reduceat` of all such steps, the same numbers one step's `_stats` gives.
+    few = np.flatnonzero((counts > 0) & (counts < 8))
+    for step, stats in zip(
+        few.tolist(), _few_stats(index, op_ids, time_us, bounds, few), strict=True
+    ):
+        found[step] = stats
+    for step in np.flatnonzero(counts >= 8).tolist():
+        a, b = bounds[step], bounds[step + 1]
+        found[step] = _stats(index, op_ids[a:b], time_us[a:b], False)
+    return found
+
+
+def _few_stats(
+    index: MatmulIndex, op_ids: IntArray, time_us: FloatArray, bounds: IntArray, steps: IntArray
+) -> list[MatmulStats]:
+    """`_stats` of each of `steps`, whose products are op_ids[bounds[k]:bounds[k + 1]],
+    fewer than 8 each: sums in order, as numpy sums so few numbers."""
+    if not len(steps):
+        return []
+    counts = np.diff(bounds)
+    chosen = np.zeros(len(counts), dtype=bool)
+    chosen[steps] = True
+    take = np.flatnonzero(np.repeat(chosen, counts))
+    ids, t = op_ids[take], time_us[take]
+    starts = np.searchsorted(take, bounds[steps])
+    unaligned = index.unaligned[ids]
+    tf32 = index.tf32[ids] if index.tf32 is not None else np.zeros(len(ids), bool)
+
+    def per_step(values: np.ndarray) -> list[Any]:
+        found: list[Any] = np.add.reduceat(values, starts).tolist()
+        return found
+
+    precision = [index.products[i].precision.value for i in ids.tolist()]
+    core = [Precision.TF32.value if f else p for f, p in zip(tf32.tolist(), precision, strict=True)]
+    times, flags = t.tolist(), unaligned.tolist()
+    ends = [*starts.tolist()[1:], len(ids)]
+    columns: dict[str, list[Any]] = {
+        "ops": np.diff([*starts.tolist(), len(ids)]).tolist(),
+        "flops": per_step(index.flops[ids]),
+        "bytes": per_step(index.bytes[ids]),
+        "time_s": [x * US for x in per_step(t)],
+        "by_precision": [
+            _seconds_by(precision[a:b], times[a:b])
+            for a, b in zip(starts.tolist(), ends, strict=True)
+        ],
+        "unaligned_s": [x * US for x in per_step(np.where(unaligned, t, 0.0))],
+        "unaligned_by_precision": [
+            _seconds_by(
+                [c for c, u in zip(core[a:b], flags[a:b], strict=True) if u],
+                [x for x, u in zip(times[a:b], flags[a:b], strict=True) if u],
+            )
+            for a, b in zip(starts.tolist(), ends, strict=True)
+        ],
+    }
+    if index.sol_s is not None and index.memory_bound is not None:
+        sol = index.sol_s[ids]
+        columns["hardware"] = [index.hardware] * len(steps)
+        columns["sol_s"] = per_step(sol)
+        columns["memory_bound_s"] = [
+            x * US for x in per_step(np.where(index.memory_bound[ids], t, 0.0))
+        ]
+        columns["unaligned_excess_s"] = [
+            x * US - y
+            for x, y in zip(
+                per_step(np.where(unaligned, t, 0.0)),
+                per_step(np.where(unaligned, sol, 0.0)),
+                strict=True,
+            )
+        ]
+        columns["tf32_ops"] = per_step(tf32.astype(np.int64))
+    return records(MatmulStats, columns, len(steps))
 
 
 def _stats(index: MatmulIndex, op_ids: IntArray, time_us: FloatArray, points: bool) -> MatmulStats:

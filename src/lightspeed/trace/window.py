@@ -153,26 +153,16 @@ class WindowContext:
 
 
 def plain(result: Any) -> Any:
-    """`dataclasses.asdict` of an analysis's result, without the deep copies it makes
-    of every value (a result is not changed once made; a long trace's steps have
-    hundreds of thousands of them): dataclasses as dicts, tuples as lists."""
-    kind = type(result)
-    if kind in _LEAVES:
-        return result
-    if kind in (list, tuple):
-        return [v if type(v) in _LEAVES else plain(v) for v in result]
-    if kind is dict:
-        return {k: v if type(v) in _LEAVES else plain(v) for k, v in result.items()}
-    names = _FIELDS.get(kind, ())
+    """A dataclass result as the dict of its fields, the values as they are (orjson
+    writes the dataclasses, enums and tuples inside it as `dataclasses.asdict` would
+    make them): the JSON of a long trace's hundred thousand steps without a deep copy
+    of each. Anything else as it is."""
+    names = _FIELDS.get(type(result), ())
     if names == ():
-        names = _FIELDS[kind] = _field_names(kind)
+        names = _FIELDS[type(result)] = _field_names(type(result))
     if names is None:
         return result
-    values = [getattr(result, f) for f in names]
-    return {f: v if type(v) in _LEAVES else plain(v) for f, v in zip(names, values, strict=True)}
-
-
-_LEAVES = frozenset({float, int, str, bool, type(None)})
+    return {f: getattr(result, f) for f in names}
 
 
 _FIELDS: dict[type, tuple[str, ...] | None] = {}

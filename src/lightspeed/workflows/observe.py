@@ -149,7 +149,7 @@ class Observation:
     @property
     def bound(self) -> Bound:
         """The bound of most recorded steps (of the whole trace when it has no steps)."""
-        steps = [w.bound for w in self.rank.steps]
+        steps = self.rank.steps.bounds
         if not steps:
             return self.rank.whole.bound
         return collections.Counter(steps).most_common(1)[0][0]

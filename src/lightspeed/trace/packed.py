@@ -1,0 +1,286 @@
+"""Many results of one kind kept as columns, each made again as an object when asked.
+
+A trace of a hundred thousand short steps has a hundred thousand results of each
+analysis: as objects, a dozen small dataclasses, lists and dicts a step, every number a
+boxed float, about 5 kB a step. `pack` keeps them as columns instead: numbers in numpy
+arrays (8 bytes each), the fields of dataclasses and the entries of dicts with one set
+of keys as one column each, lists flattened with their offsets, a value every one
+shares once. `column[i]` makes the i-th value again, equal to the one packed and of the
+same types (a float stays a float, a tuple a tuple), so what is written from it is the
+same. Columns pickle (a forked process sends its steps back packed).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import operator
+import types
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Column", "pack", "records"]
+
+
+class Column:
+    """Values of one kind, packed; `column[i]` is the i-th, made again."""
+
+    __slots__ = ("_length", "_part")
+
+    def __init__(self, part: _Part, length: int) -> None:
+        self._part, self._length = part, length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, i: int) -> Any:
+        if not -self._length <= i < self._length:
+            raise IndexError(i)
+        return self._part.get(i % self._length)
+
+    def values(self) -> list[Any]:
+        """Every value, made again at once (much faster than one at a time)."""
+        return self._part.values(self._length)
+
+
+def pack(values: Sequence[Any]) -> Column:
+    """`values` as a column: `pack(values)[i]` equals `values[i]` and is of its type.
+
+    A value is made again from its parts, so a result must be a value (a frozen
+    dataclass, a tuple, a number), not something whose identity matters; an object all
+    values share (an enum member, None, a string) is kept once and given back as is."""
+    return Column(_part(list(values)), len(values))
+
+
+class _Part:
+    __slots__ = ()
+
+    def get(self, i: int) -> Any:
+        raise NotImplementedError
+
+    def values(self, n: int) -> list[Any]:
+        """All `n` values."""
+        raise NotImplementedError
+
+
+def _part(values: list[Any]) -> _Part:
+    """What keeps `values`, in the most compact form their types allow."""
+    if not values:
+        return _Objects(values)
+    first = values[0]
+    kind = type(first)
+    # map and set: a long trace's columns hold a million values.
+    if kind not in (list, dict) and len(set(map(id, values))) == 1:
+        return _Same(first)
+    if len(set(map(type, values))) > 1:
+        return _Objects(values)
+    if kind in (float, bool) or (
+        kind is int and _INT64[0] <= min(values) <= max(values) <= _INT64[1]
+    ):
+        return _Numbers(np.array(values, dtype=_DTYPES[kind]))
+    if kind is np.ndarray and all(v.ndim == 1 and v.dtype == first.dtype for v in values):
+        return _Arrays(_offsets([len(v) for v in values]), np.concatenate(values))
+    if kind in (list, tuple):
+        return _Runs(
+            kind, _offsets([len(v) for v in values]), _part([x for v in values for x in v])
+        )
+    if kind is dict:
+        return _dicts(values)
+    if dataclasses.is_dataclass(kind) and all(f.init for f in dataclasses.fields(kind)):
+        names = tuple(f.name for f in dataclasses.fields(kind))
+        return _Records(
+            kind, names, [_part(list(map(operator.attrgetter(n), values))) for n in names]
+        )
+    return _Objects(values)
+
+
+_INT64 = (-(2**63), 2**63 - 1)
+_DTYPES = {float: np.float64, bool: np.bool_, int: np.int64}
+
+
+def _offsets(lengths: list[int]) -> np.ndarray:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def _dicts(values: list[dict[Any, Any]]) -> _Part:
+    """Dicts: where all have the same keys in the same order, one column a key; else
+    their keys and their values in a column each, a dict a run of them."""
+    keys = tuple(values[0])
+    if all(len(v) == len(keys) and tuple(v) == keys for v in values):
+        return _Keyed(keys, [_part([v[k] for v in values]) for k in keys])
+    offsets = _offsets([len(v) for v in values])
+    return _Mappings(
+        offsets,
+        _part([k for v in values for k in v]),
+        _part([x for v in values for x in v.values()]),
+    )
+
+
+class _Objects(_Part):
+    """The values themselves (of mixed or unpackable types)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def get(self, i: int) -> Any:
+        return self.items[i]
+
+    def values(self, n: int) -> list[Any]:
+        return list(self.items)
+
+
+class _Same(_Part):
+    """One object that every value is."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get(self, i: int) -> Any:
+        return self.value
+
+    def values(self, n: int) -> list[Any]:
+        return [self.value] * n
+
+
+class _Numbers(_Part):
+    """Floats, ints or bools of one type, in a numpy array (`item` gives the Python type)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def get(self, i: int) -> Any:
+        return self.array.item(i)
+
+    def values(self, n: int) -> list[Any]:
+        found: list[Any] = self.array.tolist()
+        return found
+
+
+class _Arrays(_Part):
+    """One-dimensional arrays of one dtype, joined: each value a slice."""
+
+    __slots__ = ("joined", "offsets")
+
+    def __init__(self, offsets: np.ndarray, joined: np.ndarray) -> None:
+        self.offsets, self.joined = offsets, joined
+
+    def get(self, i: int) -> Any:
+        at = self.offsets.item
+        return self.joined[at(i) : at(i + 1)]
+
+    def values(self, n: int) -> list[Any]:
+        joined = self.joined
+        return [joined[a:b] for a, b in itertools.pairwise(self.offsets.tolist())]
+
+
+class _Runs(_Part):
+    """Lists or tuples: their items in one part, each value a run of it."""
+
+    __slots__ = ("items", "kind", "offsets")
+
+    def __init__(self, kind: type, offsets: np.ndarray, items: _Part) -> None:
+        self.kind, self.offsets, self.items = kind, offsets, items
+
+    def get(self, i: int) -> Any:
+        get, at = self.items.get, self.offsets.item
+        return self.kind([get(k) for k in range(at(i), at(i + 1))])
+
+    def values(self, n: int) -> list[Any]:
+        offsets = self.offsets.tolist()
+        items, kind = self.items.values(offsets[-1]), self.kind
+        return [kind(items[a:b]) for a, b in itertools.pairwise(offsets)]
+
+
+class _Keyed(_Part):
+    """Dicts of one set of keys: a part a key."""
+
+    __slots__ = ("keys", "parts")
+
+    def __init__(self, keys: tuple[Any, ...], parts: list[_Part]) -> None:
+        self.keys, self.parts = keys, parts
+
+    def get(self, i: int) -> Any:
+        return {k: p.get(i) for k, p in zip(self.keys, self.parts, strict=True)}
+
+    def values(self, n: int) -> list[Any]:
+        keys = self.keys
+        if not keys:
+            return [{} for _ in range(n)]
+        columns = [p.values(n) for p in self.parts]
+        return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
+
+
+class _Mappings(_Part):
+    """Dicts of varied keys: their keys and their values, each dict a run of them."""
+
+    __slots__ = ("items", "names", "offsets")
+
+    def __init__(self, offsets: np.ndarray, names: _Part, items: _Part) -> None:
+        self.offsets, self.names, self.items = offsets, names, items
+
+    def get(self, i: int) -> Any:
+        names, values, at = self.names.get, self.items.get, self.offsets.item
+        return {names(k): values(k) for k in range(at(i), at(i + 1))}
+
+    def values(self, n: int) -> list[Any]:
+        offsets = self.offsets.tolist()
+        names, items = self.names.values(offsets[-1]), self.items.values(offsets[-1])
+        return [
+            dict(zip(names[a:b], items[a:b], strict=True)) for a, b in itertools.pairwise(offsets)
+        ]
+
+
+class _Records(_Part):
+    """Dataclasses of one type: a part a field, each made again by its __init__."""
+
+    __slots__ = ("kind", "names", "parts")
+
+    def __init__(self, kind: type, names: tuple[str, ...], parts: list[_Part]) -> None:
+        self.kind, self.names, self.parts = kind, names, parts
+
+    def get(self, i: int) -> Any:
+        return self.kind(**{n: p.get(i) for n, p in zip(self.names, self.parts, strict=True)})
+
+    def values(self, n: int) -> list[Any]:
+        return records(
+            self.kind, dict(zip(self.names, (p.values(n) for p in self.parts), strict=True)), n
+        )
+
+
+def records(kind: type, columns: Mapping[str, Sequence[Any]], n: int) -> list[Any]:
+    """`n` dataclasses of `kind` at once, from a column of values a field (a field not
+    in `columns` takes its default): a long trace's steps make a million of them."""
+    fields = dataclasses.fields(kind)
+    values = [
+        columns[f.name]
+        if f.name in columns
+        else [f.default] * n
+        if f.default is not dataclasses.MISSING
+        else [f.default_factory() for _ in range(n)]  # type: ignore[operator]
+        for f in fields
+    ]
+    slots = [getattr(kind, f.name, None) for f in fields]
+    if hasattr(kind, "__post_init__") or not all(
+        isinstance(s, types.MemberDescriptorType) for s in slots
+    ):
+        names = [f.name for f in fields]
+        return [kind(**dict(zip(names, row, strict=True))) for row in zip(*values, strict=True)]
+    # A slotted dataclass: its fields set straight into the slots, a field at a time
+    # (what its __init__ would set, at a third of the cost).
+    made: list[Any] = [object.__new__(kind) for _ in range(n)]
+    for slot, column in zip(slots, values, strict=True):
+        if len(column) != n:
+            raise ValueError(f"{kind.__name__}: a column of {len(column)} values for {n}")
+        collections.deque(map(slot.__set__, made, column), maxlen=0)  # type: ignore[union-attr]
+    return made

@@ -1,0 +1,135 @@
+"""Results packed as columns (`trace.packed`, `analysis.StepAnalyses`) are made again
+equal to what was packed, of the same types, after a pickle too."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import pickle
+from typing import Any
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+from trace_paths import TRACES
+
+from lightspeed.trace import analysis, load_trace
+from lightspeed.trace.analysis import StepAnalyses
+from lightspeed.trace.packed import pack
+from lightspeed.trace.window import TraceContext
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Point:
+    x: float
+    label: str | None
+    tags: tuple[int, ...]
+
+
+@dataclasses.dataclass
+class Loose:
+    y: int
+    z: list[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Derived:
+    a: int
+    b: int = dataclasses.field(init=False, default=0)
+
+
+SHARED = "one string all share"
+scalars = (
+    st.floats(allow_nan=True, allow_infinity=True)
+    | st.integers(-(2**70), 2**70)
+    | st.booleans()
+    | st.none()
+    | st.text(max_size=3)
+    | st.just(SHARED)
+    | st.sampled_from(Colour)
+    | st.lists(st.integers(-5, 5), max_size=3).map(lambda v: np.array(v, dtype=np.int64))
+    | st.integers(0, 3).map(Derived)
+)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3)
+        | st.builds(
+            Point,
+            x=st.floats(allow_nan=False),
+            label=st.none() | st.text(max_size=2),
+            tags=st.lists(st.integers(0, 9), max_size=3).map(tuple),
+        )
+        | st.builds(Loose, y=st.integers(-3, 3), z=st.lists(st.text(max_size=2), max_size=2))
+    ),
+    max_leaves=12,
+)
+# Many values of one shape, as a long trace's results are, and values of any shape.
+alike = values.flatmap(lambda v: st.lists(st.just(v), min_size=1, max_size=5)) | st.lists(
+    values, max_size=6
+)
+
+
+def _same(a: Any, b: Any, where: str = "") -> None:
+    """`a` and `b` equal and of the same types all through (a float's sign and a NaN
+    included)."""
+    assert type(a) is type(b), (where, a, b)
+    if isinstance(a, float):
+        assert math.copysign(1, a) == math.copysign(1, b) and (a == b or (a != a and b != b))
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and a.tolist() == b.tolist(), where
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for k, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{where}[{k}]")
+    elif isinstance(a, dict):
+        assert list(a) == list(b), where
+        for k in a:
+            _same(a[k], b[k], f"{where}.{k}")
+    elif dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            _same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+    else:
+        assert a == b, (where, a, b)
+
+
+@given(alike)
+def test_packed_values_are_made_again_the_same(found: list[Any]) -> None:
+    column = pack(found)
+    assert len(column) == len(found)
+    again = pickle.loads(pickle.dumps(column))
+    for i, value in enumerate(found):
+        _same(column[i], value, f"[{i}]")
+        _same(again[i], value, f"pickled [{i}]")
+    _same(column.values(), found, "all at once")
+    _same(again.values(), found, "pickled, all at once")
+    if found:
+        _same(column[-1], found[-1])
+
+
+def test_floats_of_many_values_take_eight_bytes_each() -> None:
+    column = pack([float(i) for i in range(10_000)])
+    assert len(pickle.dumps(column)) < 8 * 10_000 + 1_000
+
+
+def test_a_rank_s_packed_steps_are_its_steps() -> None:
+    trace = load_trace(TRACES / "hta-a100-ddp-train-rank0of2.json.gz")
+    steps = analysis.analyse_steps(analysis.step_contexts(TraceContext(trace)))
+    packed = StepAnalyses.joined([StepAnalyses(steps[:2]), StepAnalyses(steps[2:])])
+    assert len(packed) == len(steps) > 2
+    _same(list(packed), steps)
+    _same(list(pickle.loads(pickle.dumps(packed))), steps)
+    _same(packed[-1], steps[-1])
+    _same(packed[1:3], steps[1:3])
+    assert packed.numbers == [w.step for w in steps]
+    assert packed.bounds == [w.bound for w in steps]
+    assert packed.step_s.tolist() == [w.step_s for w in steps]
+    assert packed.has_device.tolist() == [w.has_device for w in steps]
