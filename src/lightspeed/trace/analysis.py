@@ -35,7 +35,7 @@ from lightspeed.trace.host import DEVICE_SYNCS, HOST, LAUNCHES
 from lightspeed.trace.idle_causes import IDLE_CAUSES
 from lightspeed.trace.load import can_fork
 from lightspeed.trace.matmuls import MATMULS
-from lightspeed.trace.packed import pack
+from lightspeed.trace.packed import pack, records
 from lightspeed.trace.steps import (
     StepWindow,
     device_step_spans,
@@ -117,17 +117,21 @@ def _diagnosed(ctx: WindowContext, results: dict[str, Any]) -> WindowAnalysis:
     return _window_analysis(ctx.window.number, results, diagnosis.bound, diagnosis.findings)
 
 
+# Each field of `WindowFacts` and the analyzer whose result it is.
+_FACTS = (
+    ("temporal", TEMPORAL.key),
+    ("idle", IDLE.key),
+    ("overlap", OVERLAP.key),
+    ("launches", LAUNCHES.key),
+    ("host", HOST.key),
+    ("matmuls", MATMULS.key),
+    ("idle_causes", IDLE_CAUSES.key),
+)
+
+
 def _facts(results: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of a window's `WindowFacts`, from its analyzers' results."""
-    return {
-        "temporal": results[TEMPORAL.key],
-        "idle": results[IDLE.key],
-        "overlap": results[OVERLAP.key],
-        "launches": results[LAUNCHES.key],
-        "host": results[HOST.key],
-        "matmuls": results[MATMULS.key],
-        "idle_causes": results[IDLE_CAUSES.key],
-    }
+    return {field: results[key] for field, key in _FACTS}
 
 
 def _window_analysis(
@@ -201,9 +205,18 @@ class StepAnalyses(Sequence[WindowAnalysis]):
             raise IndexError(i)
         i %= len(self)
         part = bisect.bisect_right(self._starts, i) - 1
-        if self._made is None or self._made[0] != part:
+        k = i - self._starts[part]
+        if self._made is not None and self._made[0] == part:
+            return self._made[1][k]
+        if k == 0:  # read from the start of a part, as in order: made all at once
             self._made = part, self._part(part)
-        return self._made[1][i - self._starts[part]]
+            return self._made[1][0]
+        return _window_analysis(
+            self._numbers[part][k],
+            self._results[part][k],
+            self._bounds[part][k],
+            self._findings[part][k],
+        )
 
     def __eq__(self, other: object) -> bool:
         # As the list of the steps would compare.
@@ -225,16 +238,19 @@ class StepAnalyses(Sequence[WindowAnalysis]):
     def _part(self, part: int) -> list[WindowAnalysis]:
         """The steps of one part (a few thousand), made again at once: steps are mostly
         read in order, and made together they cost a fraction of one at a time."""
-        return [
-            _window_analysis(*step)
-            for step in zip(
-                self._numbers[part].values(),
-                self._results[part].values(),
-                self._bounds[part].values(),
-                self._findings[part].values(),
-                strict=True,
-            )
-        ]
+        results = self._results[part].values()
+        n = len(results)
+        columns = {
+            "step": self._numbers[part].values(),
+            "analyzers": [WINDOW_ANALYZERS] * n,
+            "results": results,
+            "bound": self._bounds[part].values(),
+            "findings": self._findings[part].values(),
+        }
+        for field, key in _FACTS:
+            columns[field] = [r[key] for r in results]
+        made: list[WindowAnalysis] = records(WindowAnalysis, columns, n)
+        return made
 
     @property
     def numbers(self) -> list[int | None]:

@@ -31,7 +31,7 @@ import numpy as np
 
 from lightspeed.document import Column, Table, Unit, Value, line
 from lightspeed.trace import intervals
-from lightspeed.trace.events import US, FloatArray, IntArray
+from lightspeed.trace.events import US, FloatArray, IntArray, seconds
 from lightspeed.trace.names import KERNEL_TYPES, BoolArray, KernelType, short_kernel_name
 from lightspeed.trace.packed import records
 from lightspeed.trace.window import (
@@ -297,17 +297,18 @@ def temporal_steps(sc: StepsContext) -> list[TemporalBreakdown] | None:
         now = steps.lengths(steps.union(sc.parts(ev.type <= i, lasting=True)))
         parts[kernel_type] = np.maximum(0.0, now - covered)
         covered = now
-    found = [
-        TemporalBreakdown(
-            compute_s=float(parts[KernelType.COMPUTATION][j]) * US,
-            communication_s=float(parts[KernelType.COMMUNICATION][j]) * US,
-            memory_s=float(parts[KernelType.MEMORY][j]) * US,
-            other_s=float(parts[KernelType.OTHER][j]) * US,
-            idle_s=float(total[j] - covered[j]) * US,
-            total_s=float(total[j]) * US,
-        )
-        for j in range(len(has))
-    ]
+    found = records(
+        TemporalBreakdown,
+        {
+            "compute_s": seconds(parts[KernelType.COMPUTATION]),
+            "communication_s": seconds(parts[KernelType.COMMUNICATION]),
+            "memory_s": seconds(parts[KernelType.MEMORY]),
+            "other_s": seconds(parts[KernelType.OTHER]),
+            "idle_s": seconds(total - covered),
+            "total_s": seconds(total),
+        },
+        len(has),
+    )
     return _each_step(sc, lambda w: temporal_breakdown(w.events), has, found)
 
 
@@ -324,15 +325,13 @@ def _classified(
             np.bincount(step[rows], weights=gap_us[rows], minlength=steps), dtype=np.float64
         )
 
-    host_us, kernel_us, other_us = summed(host), summed(kernel), summed(other)
-    return [
-        IdleBreakdown(
-            host_wait_s=float(host_us[j]) * US,
-            kernel_wait_s=float(kernel_us[j]) * US,
-            other_s=float(other_us[j]) * US,
-        )
-        for j in range(steps)
-    ]
+    columns = {
+        "host_wait_s": seconds(summed(host)),
+        "kernel_wait_s": seconds(summed(kernel)),
+        "other_s": seconds(summed(other)),
+    }
+    found: list[IdleBreakdown] = records(IdleBreakdown, columns, steps)
+    return found
 
 
 def idle_steps(sc: StepsContext) -> list[IdleBreakdown] | None:
@@ -359,10 +358,11 @@ def overlap_steps(sc: StepsContext) -> list[Overlap] | None:
     comp = steps.union(sc.parts(ev.type == KERNEL_TYPES.index(KernelType.COMPUTATION)))
     comm_us = steps.lengths(comm)
     overlapped = steps.overlap(comm, comp)
-    found = [
-        Overlap(communication_s=float(comm_us[j]) * US, overlapped_s=float(overlapped[j]) * US)
-        for j in range(len(has))
-    ]
+    found = records(
+        Overlap,
+        {"communication_s": seconds(comm_us), "overlapped_s": seconds(overlapped)},
+        len(has),
+    )
     return _each_step(sc, lambda w: comm_overlap(w.events), has, found)
 
 

@@ -58,6 +58,15 @@ CATEGORY_KINDS: Mapping[str, Kind] = {
 }
 NO_ID = -1
 US = 1e-6  # seconds per µs, the unit of every time in a trace
+
+
+def seconds(us: npt.ArrayLike) -> list[float]:
+    """Microseconds as seconds, one Python float each (what `float(x) * US` makes of
+    each): a long trace's steps' figures made at once."""
+    found: list[float] = (np.asarray(us, dtype=np.float64) * US).tolist()
+    return found
+
+
 # CPU ops whose input shapes the reader keeps: matrix products, whose FLOPs and bytes
 # follow from them.
 SHAPED_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from lightspeed.document import Unit, Value, line
 from lightspeed.rules import SMALL_OP_S
 from lightspeed.trace import intervals
-from lightspeed.trace.events import US, EventTable, Kind, Trace
+from lightspeed.trace.events import US, EventTable, Kind, Trace, seconds
 from lightspeed.trace.names import (
     BoolArray,
     is_data_loading,
@@ -27,6 +28,7 @@ from lightspeed.trace.names import (
     is_worker_data_loading,
     names_where,
 )
+from lightspeed.trace.packed import records
 from lightspeed.trace.steps import (
     StepWindow,
     correlate,
@@ -295,28 +297,34 @@ def host_stats_steps(
     n_ops = steps.counts(op_step)
     sync_calls = _names_by_step(trace, steps, index.sync, runtime, ops)
     idle_us = _sync_idle_steps(syncs, device_busy, steps) if len(device_busy[0]) else None
-    result = []
-    for k, device in enumerate(has_device):
-        lo, hi = float(steps.lo[k]), float(steps.hi[k])
-        idle: dict[str, float] = {}
-        if idle_us is not None and device:
-            idle = {key: float(figures[k]) * US for key, figures in idle_us.items()}
-        result.append(
-            HostStats(
-                window_s=(hi - lo) * US,
-                data_loading_s=float(loading_us[k]) * US,
-                sync_s=float(sync_us[k]) * US,
-                syncs=int(n_syncs[k]),
-                ops=int(n_ops[k]),
-                work_s=float(work_us[k]) * US,
-                busy_s=float(busy_us[k]) * US,
-                collective_s=float(collective_us[k]) * US,
-                sync_calls=sync_calls.get(k, {}),
-                loader_workers=bool(n_worker[k]) if n_loading[k] else None,
-                **idle,
-            )
-        )
-    return result
+    n = len(has_device)
+
+    columns: dict[str, list[Any]] = {
+        "window_s": seconds(steps.hi - steps.lo),
+        "data_loading_s": seconds(loading_us),
+        "sync_s": seconds(sync_us),
+        "syncs": np.asarray(n_syncs, dtype=np.int64).tolist(),
+        "ops": np.asarray(n_ops, dtype=np.int64).tolist(),
+        "work_s": seconds(work_us),
+        "busy_s": seconds(busy_us),
+        "collective_s": seconds(collective_us),
+        "sync_calls": [sync_calls.get(k, {}) for k in range(n)],
+        "loader_workers": [
+            bool(w) if loading else None
+            for w, loading in zip(n_worker.tolist(), n_loading.tolist(), strict=True)
+        ],
+    }
+    if idle_us is not None:
+        # The device's idle figures of the steps that have device events; the others
+        # keep the field's default.
+        defaults = {f.name: f.default for f in dataclasses.fields(HostStats)}
+        for key, figures in idle_us.items():
+            columns[key] = [
+                x if device else defaults[key]
+                for x, device in zip(seconds(figures), has_device, strict=True)
+            ]
+    found: list[HostStats] = records(HostStats, columns, n)
+    return found
 
 
 def _sync_idle_steps(

@@ -30,9 +30,10 @@ import numpy as np
 from lightspeed.document import Unit, Value, line
 from lightspeed.trace import intervals
 from lightspeed.trace.breakdown import ending_launch_steps, ending_launch_us
-from lightspeed.trace.events import US, EventTable, FloatArray, Kind
+from lightspeed.trace.events import US, EventTable, FloatArray, Kind, seconds
 from lightspeed.trace.host import HostIndex, named_spans, shared_host_index
 from lightspeed.trace.names import BoolArray, names_where
+from lightspeed.trace.packed import records
 from lightspeed.trace.steps import StepWindow
 from lightspeed.trace.window import (
     Shown,
@@ -223,14 +224,21 @@ def idle_causes_steps(sc: StepsContext) -> list[IdleCauses] | None:
         return np.minimum(overhead_us, np.maximum(0.0, gaps_us - spans.overlap(gaps, elsewhere)))
 
     host_wait_us, edges_us = of_overhead(waits), of_overhead(at_edge)
-    for j, k in enumerate(has):
-        result[k] = IdleCauses(
-            idle_s=float(idle_us[j]) * US,
-            unrecorded_s=max(0.0, float(idle_us[j] - attributed[j])) * US,
-            host_wait_s=float(host_wait_us[j]) * US,
-            edges_s=float(edges_us[j]) * US,
-            **{key: float(v[j]) * US for key, v in parts.items()},
-        )
+    unrecorded_us = idle_us - attributed
+    columns = {
+        "idle_s": idle_us,
+        "unrecorded_s": np.where(unrecorded_us > 0.0, unrecorded_us, 0.0),
+        "host_wait_s": host_wait_us,
+        "edges_s": edges_us,
+        **parts,
+    }
+    made = records(
+        IdleCauses,
+        {key: seconds(us) for key, us in columns.items()},
+        len(has),
+    )
+    for j, k in enumerate(has.tolist()):
+        result[k] = made[j]
     return result
 
 
