@@ -80,10 +80,13 @@ def trace_command(
         raise ConfigError(
             f"--step {step}: no ProfilerStep#{step} in the trace; its steps: {steps}."
         )
-    report(
-        trace_document(analysis, step=step),
-        json_path,
-        wide=wide,
-        html_path=html_path,
-        png_path=png_path,
-    )
+    from lightspeed.trace.load import no_cycle_collection
+
+    with no_cycle_collection():  # a long trace's steps are made again to be written
+        report(
+            trace_document(analysis, step=step),
+            json_path,
+            wide=wide,
+            html_path=html_path,
+            png_path=png_path,
+        )

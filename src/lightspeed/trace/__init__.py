@@ -25,7 +25,13 @@ from lightspeed.trace.analysis import (
     analyse_traces,
 )
 from lightspeed.trace.events import Kind, Trace
-from lightspeed.trace.load import can_fork, load_trace, load_traces, trace_files
+from lightspeed.trace.load import (
+    can_fork,
+    load_trace,
+    load_traces,
+    no_cycle_collection,
+    trace_files,
+)
 from lightspeed.trace.ranks import (
     analyse_in_pool,
     analyse_on_dask,
@@ -92,7 +98,7 @@ def analyse(
             )
     with progress.stage("reading the traces"):
         traces = load_traces(files)
-    with progress.stage("analysing the traces"):
+    with progress.stage("analysing the traces"), no_cycle_collection():
         return analyse_traces(
             traces, include_last_step=include_last_step, timeline_step=timeline_step
         )

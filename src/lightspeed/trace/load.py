@@ -93,15 +93,17 @@ def _keyed_parts(
     on_read: Callable[[int], None] | None = None,
 ) -> tuple[list[KeyedPart], dict[str, Any]]:
     stream = TraceStream(path, chunk_chars, on_read, typed=True)
-    with _no_cycle_collection():
+    with no_cycle_collection():
         parts = [(key, build_part(batch)) for key, batch in stream.keyed_batches(share)]
     return parts, stream.metadata
 
 
 @contextlib.contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    # Decoding makes millions of short-lived dicts and lists and no reference cycles;
-    # the cycle collector would walk every live one again and again as they pile up.
+def no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector paused. Decoding, analysing a long trace's steps and
+    writing them make millions of objects and no reference cycles (reference counts
+    free them all); the collector would walk every live one again and again as they
+    pile up (1 GB of 93,320 steps: 8 of 37 s)."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -270,17 +270,19 @@ def records(kind: type, columns: Mapping[str, Sequence[Any]], n: int) -> list[An
         else [f.default_factory() for _ in range(n)]  # type: ignore[operator]
         for f in fields
     ]
-    slots = [getattr(kind, f.name, None) for f in fields]
-    if hasattr(kind, "__post_init__") or not all(
-        isinstance(s, types.MemberDescriptorType) for s in slots
-    ):
-        names = [f.name for f in fields]
+    if any(len(column) != n for column in values):
+        raise ValueError(f"{kind.__name__}: columns of other lengths than {n}")
+    names = [f.name for f in fields]
+    slots = [getattr(kind, name, None) for name in names]
+    # What its __init__ would set, set straight (at a third of the cost): a dataclass
+    # with no __post_init__ sets its fields and nothing else.
+    if hasattr(kind, "__post_init__"):
         return [kind(**dict(zip(names, row, strict=True))) for row in zip(*values, strict=True)]
-    # A slotted dataclass: its fields set straight into the slots, a field at a time
-    # (what its __init__ would set, at a third of the cost).
     made: list[Any] = [object.__new__(kind) for _ in range(n)]
+    if not all(isinstance(s, types.MemberDescriptorType) for s in slots):
+        for each, row in zip(made, zip(*values, strict=True), strict=True):
+            each.__dict__.update(zip(names, row, strict=True))
+        return made
     for slot, column in zip(slots, values, strict=True):
-        if len(column) != n:
-            raise ValueError(f"{kind.__name__}: a column of {len(column)} values for {n}")
         collections.deque(map(slot.__set__, made, column), maxlen=0)  # type: ignore[union-attr]
     return made

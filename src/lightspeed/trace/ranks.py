@@ -37,6 +37,7 @@ from lightspeed.trace.analysis import (
 from lightspeed.trace.events import Trace
 from lightspeed.trace.load import (
     load_trace,
+    no_cycle_collection,
     rank_of,
     release_free_memory,
     same_rank,
@@ -205,12 +206,13 @@ def _worker(
         release_free_memory()
         pipe.send(("ok", [_step_info(trace) for trace in traces]))
         timeline_step = pipe.recv()
-        analysed = [
-            _portable_analysis(
-                trace, timeline_step=timeline_step, include_last_step=include_last_step
-            )
-            for trace in traces
-        ]
+        with no_cycle_collection():
+            analysed = [
+                _portable_analysis(
+                    trace, timeline_step=timeline_step, include_last_step=include_last_step
+                )
+                for trace in traces
+            ]
         pipe.send(("ok", analysed))
     except EOFError:  # the parent stopped waiting
         return
