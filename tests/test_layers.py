@@ -52,6 +52,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),  # predictions that run the step's shapes
     ("workflows",),
     ("serving",),  # the model server and load generator
+    ("integrations",),  # callbacks for the training frameworks
     ("cli", "__main__"),
     ("",),  # the package root: its lazy facade names everything
 )

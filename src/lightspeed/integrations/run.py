@@ -1,0 +1,161 @@
+"""`ProfiledRun`: what every framework callback does, stepped once per optimizer step.
+
+A run profiles a wait/warm-up/active stretch of training steps under torch.profiler
+(`lightspeed.observe`), writes the trace to `OUTPUT_DIR/traces/`, and once the active
+steps are recorded analyses it as `lightspeed trace` does: the report's JSON and HTML go
+to `OUTPUT_DIR/lightspeed.json` and `OUTPUT_DIR/lightspeed.html`, and `metrics` holds the
+figures a callback logs. A framework calls `start()` before the first step, `step()`
+after each optimizer step (after its gradient accumulation, so a step is what the
+optimizer takes) and `finish()` at the end of training; `finish()` is a no-op once the
+run has finished by itself.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import statistics
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from lightspeed.errors import LightspeedError
+from lightspeed.rules import Bound
+from lightspeed.trace import TraceAnalysis
+from lightspeed.workflows.observe import Observation, observe
+
+# The prefix of every key a run logs, so that its figures stand apart in a logger.
+PREFIX = "lightspeed/"
+
+
+class ProfiledRun:
+    """One profiled stretch of a training run (see the module docstring).
+
+    `wait` optimizer steps run unprofiled, `warmup` profiled but discarded, `active`
+    recorded. `report` False: the trace is analysed and `metrics` set, but no JSON or
+    HTML is written (another rank writes them)."""
+
+    def __init__(
+        self,
+        output_dir: str | Path,
+        *,
+        wait: int = 1,
+        warmup: int = 1,
+        active: int = 3,
+        report: bool = True,
+    ) -> None:
+        self.output_dir = Path(output_dir)
+        self.report = report
+        self._observation: Observation = observe(
+            wait=wait, warmup=warmup, active=active, trace_dir=self.output_dir / "traces"
+        )
+        self._running = False
+        self._finished = False
+        self.metrics: dict[str, float | str] | None = None
+        self.analysis: TraceAnalysis | None = None
+
+    @property
+    def json_path(self) -> Path:
+        return self.output_dir / "lightspeed.json"
+
+    @property
+    def html_path(self) -> Path:
+        return self.output_dir / "lightspeed.html"
+
+    @property
+    def trace_path(self) -> Path | None:
+        """The trace written (None: nothing recorded yet)."""
+        return self._observation.trace_path
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def start(self) -> None:
+        """Begin profiling: call before the first training step."""
+        if self._running or self._finished:
+            return
+        self._observation.__enter__()
+        self._running = True
+
+    def step(self) -> None:
+        """One optimizer step is done; the run finishes once its active steps are recorded."""
+        if not self._running:
+            return
+        self._observation.step()
+        if self._observation.steps_taken >= self._observation.plan.steps:
+            self.finish()
+
+    def finish(self) -> Mapping[str, float | str] | None:
+        """Stop profiling; analyse and report what was recorded (None: nothing was, as
+        when training ended before the active steps; it says so on stderr, and never
+        stops the training that called it)."""
+        if self._finished:
+            return self.metrics
+        self._finished = True
+        if not self._running:
+            return None
+        self._running = False
+        plan, taken = self._observation.plan, self._observation.steps_taken
+        try:
+            self._observation.__exit__(None, None, None)
+        except LightspeedError as exc:
+            print(f"lightspeed: nothing analysed: {exc}", file=sys.stderr)
+            return None
+        if taken <= plan.wait + plan.warmup:
+            # torch.profiler writes the warm-up it was in when stopped: not a step of it
+            # was recorded, and a trace of it would only mislead.
+            if self.trace_path is not None:
+                self.trace_path.unlink(missing_ok=True)
+            print(
+                f"lightspeed: nothing analysed: training ended after {taken} optimizer"
+                f" step(s), before step {plan.wait + plan.warmup + 1}, the first one recorded;"
+                " train longer or lower wait/warmup.",
+                file=sys.stderr,
+            )
+            return None
+        self.analysis = self._observation.analysis
+        self.metrics = run_metrics(self.analysis)
+        if self.report:
+            self._write_report(self.analysis)
+        return self.metrics
+
+    def _write_report(self, analysis: TraceAnalysis) -> None:
+        """The report's JSON, then its HTML drawn from that JSON as `lightspeed trace
+        --json --html` draws it."""
+        from lightspeed.report import render_json
+        from lightspeed.report.html import write_html
+        from lightspeed.report.trace_report import trace_document
+
+        render_json.write(self.json_path, render_json.render(trace_document(analysis)))
+        write_html(self.html_path, json.loads(self.json_path.read_bytes()))
+        print(f"lightspeed: wrote {self.json_path} and {self.html_path}", file=sys.stderr)
+
+
+def run_metrics(analysis: TraceAnalysis) -> dict[str, float | str]:
+    """The figures a callback logs of this process's recorded steps, under `PREFIX`:
+    `step_time_s` (the median step, seconds), `device_busy_fraction` (of the step, where
+    there is a device), `fraction_of_sol` (the matrix products' time at the speed of light
+    over their time, where the GPU is in the catalog and the trace has shapes),
+    `steps_recorded` and `bound`."""
+    rank = analysis.ranks[0]
+    times = rank.steps.step_s.tolist() or [rank.whole.step_s]
+    figures: dict[str, float | str] = {
+        "step_time_s": statistics.median(times),
+        "steps_recorded": float(len(rank.steps)),
+        "bound": _usual_bound(analysis).value,
+    }
+    temporal = rank.whole.temporal
+    if temporal.total_s > 0:
+        figures["device_busy_fraction"] = temporal.busy_s / temporal.total_s
+    matmuls = rank.whole.matmuls
+    if matmuls is not None and matmuls.fraction_of_sol is not None:
+        figures["fraction_of_sol"] = matmuls.fraction_of_sol
+    return {PREFIX + key: value for key, value in figures.items()}
+
+
+def _usual_bound(analysis: TraceAnalysis) -> Bound:
+    """The bound of most recorded steps (the whole trace's when it has none)."""
+    rank = analysis.ranks[0]
+    bounds = rank.steps.bounds
+    return collections.Counter(bounds).most_common(1)[0][0] if bounds else rank.whole.bound

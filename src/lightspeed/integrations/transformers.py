@@ -1,0 +1,69 @@
+"""`LightspeedCallback` for the Hugging Face `Trainer` (the `hf` extra).
+
+    from lightspeed.integrations.transformers import LightspeedCallback
+
+    trainer = Trainer(model, args, train_dataset=..., callbacks=[LightspeedCallback("ls")])
+    trainer.train()   # ls/traces/*.pt.trace.json.gz, ls/lightspeed.json, ls/lightspeed.html
+
+A wait/warm-up/active schedule of optimizer steps (`on_step_end` comes once per
+optimizer step, after gradient accumulation) is profiled and analysed as `lightspeed
+trace` does; the figures (`integrations.run.run_metrics`) join the trainer's
+`state.log_history` at the step they were taken, so `trainer_state.json` keeps them. Every
+process writes its own trace; the main process (`state.is_world_process_zero`) writes the
+report of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from lightspeed.integrations.run import ProfiledRun
+
+
+class LightspeedCallback(TrainerCallback):
+    """Profile optimizer steps `wait + 1 + warmup` to `wait + warmup + active` of a
+    `Trainer` run and write the trace, the report's JSON and its HTML to `output_dir`."""
+
+    def __init__(
+        self,
+        output_dir: str | Path = "lightspeed",
+        *,
+        wait: int = 1,
+        warmup: int = 1,
+        active: int = 3,
+    ) -> None:
+        self.output_dir = Path(output_dir)
+        self.schedule = {"wait": wait, "warmup": warmup, "active": active}
+        self.run: ProfiledRun | None = None
+
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        self.run = ProfiledRun(
+            self.output_dir, **self.schedule, report=bool(state.is_world_process_zero)
+        )
+        self.run.start()
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        if self.run is None or self.run.finished:
+            return
+        self.run.step()
+        if self.run.finished:
+            self._logged(state)
+
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        if self.run is not None and not self.run.finished:
+            self.run.finish()
+            self._logged(state)
+
+    def _logged(self, state: TrainerState) -> None:
+        assert self.run is not None
+        if self.run.metrics is not None:
+            state.log_history.append({**self.run.metrics, "step": state.global_step})

@@ -1,0 +1,96 @@
+"""`lightspeed.integrations.transformers.LightspeedCallback` in a real `Trainer.train`:
+a tiny BERT on the CPU, gradient accumulation 2."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+
+from lightspeed.integrations.transformers import LightspeedCallback  # noqa: E402
+
+
+class _Tokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        g = torch.Generator().manual_seed(i)
+        return {
+            "input_ids": torch.randint(0, 128, (16,), generator=g),
+            "labels": torch.tensor(i % 2),
+        }
+
+
+def _train(tmp_path: Path, callback: LightspeedCallback, max_steps: int) -> Any:
+    config = transformers.BertConfig(
+        vocab_size=128,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        num_labels=2,
+    )
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "trainer"),
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        max_steps=max_steps,
+        logging_steps=2,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    trainer = transformers.Trainer(
+        model=transformers.BertForSequenceClassification(config),
+        args=args,
+        train_dataset=_Tokens(),
+        callbacks=[callback],
+    )
+    trainer.train()
+    return trainer
+
+
+def test_the_callback_records_optimizer_steps_and_logs_the_report_s_figures(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "ls"
+    trainer = _train(tmp_path, LightspeedCallback(out, wait=1, warmup=1, active=3), max_steps=6)
+    (trace,) = (out / "traces").glob("*.pt.trace.json.gz")
+    assert trace.stat().st_size > 0
+    doc = json.loads((out / "lightspeed.json").read_text())
+    (rank,) = doc["ranks"]
+    # One ProfilerStep an optimizer step (two micro-batches each), the active ones only.
+    assert [s["step"] for s in rank["steps"]] == [2, 3, 4]
+    assert (out / "lightspeed.html").read_text().lstrip().lower().startswith("<!doctype html")
+    (logged,) = [h for h in trainer.state.log_history if "lightspeed/step_time_s" in h]
+    times = [s["step_s"] for s in rank["steps"]]
+    assert logged["lightspeed/step_time_s"] == statistics.median(times)
+    assert logged["lightspeed/steps_recorded"] == 3
+    assert (
+        logged["lightspeed/bound"]
+        == Counter(s["bound"] for s in rank["steps"]).most_common(1)[0][0]
+    )
+    assert logged["step"] == 5  # logged when the last active step ended
+
+
+def test_a_run_shorter_than_the_schedule_trains_on_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "ls"
+    trainer = _train(tmp_path, LightspeedCallback(out, wait=1, warmup=1, active=3), max_steps=2)
+    assert trainer.state.global_step == 2
+    assert "nothing analysed" in capsys.readouterr().err
+    assert not (out / "lightspeed.json").exists()
+    assert not list((out / "traces").glob("*.json.gz"))  # the warm-up it stopped in
+    assert not any(k.startswith("lightspeed/") for h in trainer.state.log_history for k in h)
