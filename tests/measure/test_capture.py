@@ -153,3 +153,12 @@ def test_submodules_a_step_calls_directly_keep_their_paths() -> None:
         o.module for o in ops if o.name == "aten::convolution" and "generator" in o.module
     }
     assert transposed == {"generator.0", "generator.3", "generator.6", "generator.9"}
+
+
+def test_whether_a_profiler_records_is_read_from_the_pinned_torch() -> None:
+    from lightspeed.measure.torch_internals import profiler_running
+
+    assert not profiler_running()
+    with torch.profiler.profile():
+        assert profiler_running()
+    assert not profiler_running()

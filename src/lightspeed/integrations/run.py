@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from lightspeed.errors import LightspeedError
+from lightspeed.measure.torch_internals import profiler_running
 from lightspeed.rules import Bound
 from lightspeed.trace import TraceAnalysis
 from lightspeed.workflows.observe import Observation, observe
@@ -74,6 +75,16 @@ class ProfiledRun:
     def start(self) -> None:
         """Begin profiling: call before the first training step."""
         if self._running or self._finished:
+            return
+        if profiler_running():
+            # Two profilers cannot share a process's Kineto session.
+            print(
+                "lightspeed: another torch.profiler is already recording: lightspeed records"
+                " nothing this run (stop the other one, or read its trace with `lightspeed"
+                " trace`)",
+                file=sys.stderr,
+            )
+            self._finished = True
             return
         self._observation.__enter__()
         self._running = True

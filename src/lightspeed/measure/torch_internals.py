@@ -5,7 +5,8 @@ Everything here reads something torch does not promise to keep: an operator's sc
 storage's `_cdata` identity, `torch.utils.flop_counter.flop_registry` (not in that
 module's `__all__`), `ModuleTracker._known_modules`, the fake tensors of
 `torch._subclasses.fake_tensor` (shapes, dtypes and storages with no data) and
-`torch.utils._python_dispatch._disable_current_modes`. When a torch upgrade breaks one
+`torch.utils._python_dispatch._disable_current_modes`, and whether a profiler records
+(`torch.autograd.profiler._is_profiler_enabled`). When a torch upgrade breaks one
 of them, only this module and its tests (`tests/measure/test_costs.py`,
 `tests/measure/test_capture.py`, `tests/measure/test_shape_only.py`) need to change.
 """
@@ -223,3 +224,10 @@ DATA_DEPENDENT_ERRORS: tuple[type[Exception], ...] = (
     fake_tensor.DynamicOutputShapeException,
     fake_tensor.DataDependentOutputException,
 )
+
+
+def profiler_running() -> bool:
+    """Whether a torch.profiler (or autograd profiler) is recording in this process: a
+    second one started beside it would stop the first's session when it stops."""
+    enabled: bool = torch.autograd.profiler._is_profiler_enabled
+    return enabled

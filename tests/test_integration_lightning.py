@@ -1,0 +1,95 @@
+"""`lightspeed.integrations.lightning` in a real `Trainer.fit`: a tiny model on the CPU,
+gradient accumulation 2, with the callback and with the profiler."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+pl = pytest.importorskip("lightning.pytorch")
+
+from lightspeed.integrations.lightning import (  # noqa: E402
+    LightspeedCallback,
+    LightspeedProfiler,
+)
+
+
+class _Tiny(pl.LightningModule):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(16, 2)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.layer(x), y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _fit(max_steps: int, **trainer_args: Any) -> Any:
+    data = torch.utils.data.TensorDataset(torch.randn(96, 16), torch.randint(0, 2, (96,)))
+    trainer = pl.Trainer(
+        max_steps=max_steps,
+        accumulate_grad_batches=2,
+        accelerator="cpu",
+        devices=1,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        **trainer_args,
+    )
+    trainer.fit(_Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+    return trainer
+
+
+def _steps(out: Path) -> list[dict[str, Any]]:
+    (trace,) = (out / "traces").glob("*.pt.trace.json.gz")
+    assert trace.stat().st_size > 0
+    assert (out / "lightspeed.html").exists()
+    (rank,) = json.loads((out / "lightspeed.json").read_text())["ranks"]
+    steps: list[dict[str, Any]] = rank["steps"]
+    return steps
+
+
+def test_the_callback_records_optimizer_steps_and_logs_to_the_trainer_s_loggers(
+    tmp_path: Path,
+) -> None:
+    from lightning.pytorch.loggers import CSVLogger
+
+    out = tmp_path / "ls"
+    logger = CSVLogger(tmp_path / "logs", name="run", version=0)
+    _fit(6, logger=logger, callbacks=[LightspeedCallback(out, wait=1, warmup=1, active=3)])
+    steps = _steps(out)
+    # One ProfilerStep an optimizer step of two batches, the active ones only.
+    assert [s["step"] for s in steps] == [2, 3, 4]
+    with open(Path(logger.log_dir) / "metrics.csv") as f:
+        (row,) = [r for r in csv.DictReader(f) if r.get("lightspeed/step_time_s")]
+    assert float(row["lightspeed/step_time_s"]) == statistics.median(s["step_s"] for s in steps)
+    assert float(row["lightspeed/steps_recorded"]) == 3
+    assert int(row["step"]) == 5
+
+
+def test_the_profiler_records_the_same_steps_and_sums_them_up(tmp_path: Path) -> None:
+    out = tmp_path / "ls"
+    profiler = LightspeedProfiler(out, wait=1, warmup=1, active=3)
+    _fit(6, logger=False, profiler=profiler)
+    assert [s["step"] for s in _steps(out)] == [2, 3, 4]
+    assert "lightspeed/bound" in profiler.summary()
+
+
+def test_beside_a_profiler_the_user_runs_it_records_nothing_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "ls"
+    with torch.profiler.profile():
+        trainer = _fit(4, logger=False, callbacks=[LightspeedCallback(out)])
+    assert trainer.global_step == 4
+    assert "another torch.profiler is already recording" in capsys.readouterr().err
+    assert not (out / "lightspeed.json").exists()
