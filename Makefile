@@ -26,7 +26,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 # One resolve and one editable build for everything the tests need (what .installed
 # holds among it), rather than installing the package twice.
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml constraints.txt
-	$(PIP) torch==2.13.0 -e '.[test,png,hf,sweep,serve,dask,lightning]'
+	$(PIP) torch==2.13.0 -e '.[test,png,hf,sweep,serve,dask,lightning,sinks]'
 	touch $(VENV)/.installed $@
 
 demo: $(VENV)/.installed

@@ -65,7 +65,8 @@ def test_the_callback_records_optimizer_steps_and_logs_the_report_s_figures(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "ls"
-    trainer = _train(tmp_path, LightspeedCallback(out, wait=1, warmup=1, active=3), max_steps=6)
+    callback = LightspeedCallback(out, wait=1, warmup=1, active=3, log="tensorboard")
+    trainer = _train(tmp_path, callback, max_steps=6)
     (trace,) = (out / "traces").glob("*.pt.trace.json.gz")
     assert trace.stat().st_size > 0
     doc = json.loads((out / "lightspeed.json").read_text())
@@ -82,6 +83,13 @@ def test_the_callback_records_optimizer_steps_and_logs_the_report_s_figures(
         == Counter(s["bound"] for s in rank["steps"]).most_common(1)[0][0]
     )
     assert logged["step"] == 5  # logged when the last active step ended
+    # The same figures in TensorBoard, at the optimizer steps the run had taken.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(out / "tensorboard" / "ls"))
+    events.Reload()
+    scalar = events.Scalars("lightspeed/step_time_s")[0]
+    assert (scalar.step, scalar.value) == (5, pytest.approx(logged["lightspeed/step_time_s"]))
 
 
 def test_a_run_shorter_than_the_schedule_trains_on_and_says_so(

@@ -14,6 +14,8 @@ from lightspeed.cli.common import (
     HardwareOption,
     HtmlOption,
     JsonOption,
+    LogDirOption,
+    LogOption,
     PngOption,
     ThreadsOption,
     WideOption,
@@ -67,6 +69,8 @@ def bench_command(
     html_path: Path | None = HtmlOption,
     png_path: Path | None = PngOption,
     wide: bool = WideOption,
+    log: str | None = LogOption,
+    log_dir: Path = LogDirOption,
 ) -> None:
     """Profile the suite's workloads and time them in interleaved rounds: step time,
     throughput, fraction of the speed of light, MFU, peak memory, bound. The run is
@@ -100,5 +104,13 @@ def bench_command(
     document = bench_document(run)
     # Recorded first: a file that cannot be written loses no run.
     run_id = history.record(path, render_json.render(document))
-    report(document, json_path, wide=wide, html_path=html_path, png_path=png_path)
+    report(
+        document,
+        json_path,
+        wide=wide,
+        html_path=html_path,
+        png_path=png_path,
+        log=log,
+        log_dir=log_dir,
+    )
     print(f"recorded as run {run_id} in {path}", file=sys.stderr)

@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ from rich.console import Console, RenderableType
 
 if TYPE_CHECKING:  # the renderers load with the first report, not with `--help`
     from lightspeed.document import Document
+    from lightspeed.integrations.sinks import Sink
 
 # -h as well as --help, on every command.
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
@@ -58,6 +60,21 @@ PngOption = typer.Option(
     "--png",
     metavar="PATH",
     help="Also write the roofline chart to PATH as a PNG image (needs matplotlib).",
+)
+LogOption = typer.Option(
+    None,
+    "--log",
+    metavar="SINK[,SINK]",
+    help="Also log the result's figures (step time, fraction of speed of light, MFU, peak"
+    " memory, bound) and its JSON and HTML as artifacts to wandb (offline unless WANDB_MODE"
+    " says otherwise), mlflow (a file store unless MLFLOW_TRACKING_URI names one) or"
+    " tensorboard, under --log-dir.",
+)
+LogDirOption = typer.Option(
+    Path("."),
+    "--log-dir",
+    metavar="DIR",
+    help="Where --log writes: DIR/wandb, DIR/mlruns, DIR/tensorboard.",
 )
 WideOption = typer.Option(
     False, "--wide", help="Show names whole instead of cut to the terminal's width."
@@ -169,10 +186,13 @@ def report(
     wide: bool = False,
     html_path: Path | None = None,
     png_path: Path | None = None,
+    log: str | None = None,
+    log_dir: Path = Path("."),
 ) -> None:
     """Write `doc` as JSON, HTML and PNG where --json, --html and --png say, and draw it
     in the terminal (names whole when `wide`) unless the JSON went to stdout; either way
-    with the warnings logged while it was made."""
+    with the warnings logged while it was made. With `log` (--log), its figures and
+    files go to those sinks too, under `log_dir` (`integrations.sinks`)."""
     from lightspeed.report import render_terminal
 
     doc = doc.warned(*_LOGGED.messages)
@@ -181,7 +201,46 @@ def report(
     if json_path is None or str(json_path) != "-":
         show(render_terminal.render(doc, wide=wide), unbounded=wide)
         _LOGGED.shown.update(_LOGGED.messages)
+    if log is None:
+        write_files(doc, json_path, html_path, png_path)
+        return
+    from lightspeed.integrations.sinks import open_sinks
+
+    sinks = open_sinks(log, log_dir)  # a wrong name fails before anything is written
+    try:
+        _write_and_log(doc, json_path, html_path, png_path, sinks)
+    finally:
+        for sink in sinks:
+            sink.close()
+
+
+def _write_and_log(
+    doc: Document,
+    json_path: Path | None,
+    html_path: Path | None,
+    png_path: Path | None,
+    sinks: list[Sink],
+) -> None:
+    """`write_files`, then the result's figures and its JSON and HTML logged to `sinks`
+    (made in a temporary folder where no path asked for them)."""
+    from lightspeed.integrations.sinks import log_result
+    from lightspeed.report import render_json
+    from lightspeed.report.html import write_html
+
     write_files(doc, json_path, html_path, png_path)
+    with tempfile.TemporaryDirectory(prefix="lightspeed-log-") as folder:
+        saved = json_path
+        if saved is None or str(saved) == "-":
+            saved = Path(folder) / f"{doc.kind}.json"
+            render_json.write(saved, render_json.render(doc))
+        result = json.loads(saved.read_bytes())
+        page = html_path
+        if page is None:
+            page = Path(folder) / f"{doc.kind}.html"
+            write_html(page, result)
+        log_result(sinks, result, (saved, page))
+    for sink in sinks:
+        print(f"logged to {sink.name}", file=sys.stderr)
 
 
 def console() -> Console:

@@ -14,6 +14,8 @@ from lightspeed.cli.common import (
     HardwareOption,
     HtmlOption,
     JsonOption,
+    LogDirOption,
+    LogOption,
     PngOption,
     TargetArgument,
     ThreadsOption,
@@ -61,6 +63,8 @@ def profile_command(
     html_path: Path | None = HtmlOption,
     png_path: Path | None = PngOption,
     wide: bool = WideOption,
+    log: str | None = LogOption,
+    log_dir: Path = LogDirOption,
 ) -> None:
     """Place every op of one training step on the roofline; report time, headroom and memory."""
     from lightspeed.analysis.profile_analysis import analyse
@@ -86,6 +90,8 @@ def profile_command(
             wide=wide,
             html_path=html_path,
             png_path=png_path,
+            log=log,
+            log_dir=log_dir,
         )
         return
     try:
@@ -110,4 +116,6 @@ def profile_command(
         wide=wide,
         html_path=html_path,
         png_path=png_path,
+        log=log,
+        log_dir=log_dir,
     )

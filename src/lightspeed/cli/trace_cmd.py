@@ -9,6 +9,8 @@ import typer
 from lightspeed.cli.common import (
     HtmlOption,
     JsonOption,
+    LogDirOption,
+    LogOption,
     PngOption,
     WideOption,
     emit_partial,
@@ -51,6 +53,8 @@ def trace_command(
     html_path: Path | None = HtmlOption,
     png_path: Path | None = PngOption,
     wide: bool = WideOption,
+    log: str | None = LogOption,
+    log_dir: Path = LogDirOption,
 ) -> None:
     """Read torch.profiler (Kineto) traces and say what bounds each step, with evidence."""
     from lightspeed import trace
@@ -89,4 +93,6 @@ def trace_command(
             wide=wide,
             html_path=html_path,
             png_path=png_path,
+            log=log,
+            log_dir=log_dir,
         )

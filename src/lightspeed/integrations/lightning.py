@@ -28,7 +28,8 @@ from lightspeed.integrations.run import ProfiledRun
 class LightspeedCallback(pl.Callback):
     """Profile optimizer steps `wait + warmup + 1` to `wait + warmup + active` of a fit,
     write the trace and the report to `output_dir`, log the figures to the trainer's
-    loggers."""
+    loggers; with `log` ("wandb", "mlflow", "tensorboard") also to those sinks, with the
+    report's files (`integrations.sinks`)."""
 
     def __init__(
         self,
@@ -37,14 +38,21 @@ class LightspeedCallback(pl.Callback):
         wait: int = 1,
         warmup: int = 1,
         active: int = 3,
+        log: str | None = None,
     ) -> None:
         self.output_dir = Path(output_dir)
-        self.schedule = {"wait": wait, "warmup": warmup, "active": active}
+        # What every ProfiledRun of this callback takes.
+        self.settings: dict[str, Any] = {
+            "wait": wait,
+            "warmup": warmup,
+            "active": active,
+            "log": log,
+        }
         self.run: ProfiledRun | None = None
         self._optimizer_steps = 0
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.run = ProfiledRun(self.output_dir, **self.schedule, report=trainer.is_global_zero)
+        self.run = ProfiledRun(self.output_dir, **self.settings, report=trainer.is_global_zero)
         self._optimizer_steps = trainer.global_step
         self.run.start()
 
@@ -91,16 +99,23 @@ class LightspeedProfiler(Profiler):
         wait: int = 1,
         warmup: int = 1,
         active: int = 3,
+        log: str | None = None,
     ) -> None:
         super().__init__(dirpath=output_dir)
         self.output_dir = Path(output_dir)
-        self.schedule = {"wait": wait, "warmup": warmup, "active": active}
+        # What every ProfiledRun of this callback takes.
+        self.settings: dict[str, Any] = {
+            "wait": wait,
+            "warmup": warmup,
+            "active": active,
+            "log": log,
+        }
         self.run: ProfiledRun | None = None
         self._stepped = False  # the optimizer stepped in the batch now running
 
     def start(self, action_name: str) -> None:
         if action_name == "run_training_batch" and self.run is None:
-            self.run = ProfiledRun(self.output_dir, **self.schedule, report=_global_rank() == 0)
+            self.run = ProfiledRun(self.output_dir, **self.settings, report=_global_rank() == 0)
             self.run.start()
 
     def stop(self, action_name: str) -> None:

@@ -12,21 +12,16 @@ run has finished by itself.
 
 from __future__ import annotations
 
-import collections
 import json
-import statistics
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from lightspeed.errors import LightspeedError
+from lightspeed.integrations.sinks import log_result, open_sinks, result_metrics
 from lightspeed.measure.torch_internals import profiler_running
-from lightspeed.rules import Bound
 from lightspeed.trace import TraceAnalysis
 from lightspeed.workflows.observe import Observation, observe
-
-# The prefix of every key a run logs, so that its figures stand apart in a logger.
-PREFIX = "lightspeed/"
 
 
 class ProfiledRun:
@@ -34,7 +29,9 @@ class ProfiledRun:
 
     `wait` optimizer steps run unprofiled, `warmup` profiled but discarded, `active`
     recorded. `report` False: the trace is analysed and `metrics` set, but no JSON or
-    HTML is written (another rank writes them)."""
+    HTML is written (another rank writes them). `log` ("wandb", "mlflow",
+    "tensorboard", comma-separated; `integrations.sinks`): where the reporting process
+    also logs the figures, and the JSON and HTML as artifacts, under `output_dir`."""
 
     def __init__(
         self,
@@ -44,9 +41,11 @@ class ProfiledRun:
         warmup: int = 1,
         active: int = 3,
         report: bool = True,
+        log: str | None = None,
     ) -> None:
         self.output_dir = Path(output_dir)
         self.report = report
+        self.log = log
         self._observation: Observation = observe(
             wait=wait, warmup=warmup, active=active, trace_dir=self.output_dir / "traces"
         )
@@ -129,7 +128,22 @@ class ProfiledRun:
         self.metrics = run_metrics(self.analysis)
         if self.report:
             self._write_report(self.analysis)
+            if self.log:
+                self._log(self._observation.steps_taken)
         return self.metrics
+
+    def _log(self, step: int) -> None:
+        sinks = open_sinks(self.log or "", self.output_dir, run_name=self.output_dir.name)
+        try:
+            log_result(
+                sinks,
+                json.loads(self.json_path.read_bytes()),
+                (self.json_path, self.html_path),
+                step,
+            )
+        finally:
+            for sink in sinks:
+                sink.close()
 
     def _write_report(self, analysis: TraceAnalysis) -> None:
         """The report's JSON, then its HTML drawn from that JSON as `lightspeed trace
@@ -144,29 +158,9 @@ class ProfiledRun:
 
 
 def run_metrics(analysis: TraceAnalysis) -> dict[str, float | str]:
-    """The figures a callback logs of this process's recorded steps, under `PREFIX`:
-    `step_time_s` (the median step, seconds), `device_busy_fraction` (of the step, where
-    there is a device), `fraction_of_sol` (the matrix products' time at the speed of light
-    over their time, where the GPU is in the catalog and the trace has shapes),
-    `steps_recorded` and `bound`."""
-    rank = analysis.ranks[0]
-    times = rank.steps.step_s.tolist() or [rank.whole.step_s]
-    figures: dict[str, float | str] = {
-        "step_time_s": statistics.median(times),
-        "steps_recorded": float(len(rank.steps)),
-        "bound": _usual_bound(analysis).value,
-    }
-    temporal = rank.whole.temporal
-    if temporal.total_s > 0:
-        figures["device_busy_fraction"] = temporal.busy_s / temporal.total_s
-    matmuls = rank.whole.matmuls
-    if matmuls is not None and matmuls.fraction_of_sol is not None:
-        figures["fraction_of_sol"] = matmuls.fraction_of_sol
-    return {PREFIX + key: value for key, value in figures.items()}
+    """The figures a callback logs of this process's recorded steps: those of the
+    report's JSON (`sinks.result_metrics`), so a logger shows what the report says."""
+    from lightspeed.report import render_json
+    from lightspeed.report.trace_report import trace_document
 
-
-def _usual_bound(analysis: TraceAnalysis) -> Bound:
-    """The bound of most recorded steps (the whole trace's when it has none)."""
-    rank = analysis.ranks[0]
-    bounds = rank.steps.bounds
-    return collections.Counter(bounds).most_common(1)[0][0] if bounds else rank.whole.bound
+    return result_metrics(render_json.render(trace_document(analysis)))

@@ -25,7 +25,9 @@ from lightspeed.integrations.run import ProfiledRun
 
 class LightspeedCallback(TrainerCallback):
     """Profile optimizer steps `wait + 1 + warmup` to `wait + warmup + active` of a
-    `Trainer` run and write the trace, the report's JSON and its HTML to `output_dir`."""
+    `Trainer` run and write the trace, the report's JSON and its HTML to `output_dir`;
+    with `log` ("wandb", "mlflow", "tensorboard", comma-separated) log the figures and
+    the files there too (`integrations.sinks`)."""
 
     def __init__(
         self,
@@ -34,16 +36,23 @@ class LightspeedCallback(TrainerCallback):
         wait: int = 1,
         warmup: int = 1,
         active: int = 3,
+        log: str | None = None,
     ) -> None:
         self.output_dir = Path(output_dir)
-        self.schedule = {"wait": wait, "warmup": warmup, "active": active}
+        # What every ProfiledRun of this callback takes.
+        self.settings: dict[str, Any] = {
+            "wait": wait,
+            "warmup": warmup,
+            "active": active,
+            "log": log,
+        }
         self.run: ProfiledRun | None = None
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
         self.run = ProfiledRun(
-            self.output_dir, **self.schedule, report=bool(state.is_world_process_zero)
+            self.output_dir, **self.settings, report=bool(state.is_world_process_zero)
         )
         self.run.start()
 
