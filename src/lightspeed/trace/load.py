@@ -154,11 +154,9 @@ def trace_files(paths: Sequence[str | Path]) -> list[Path]:
     files: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
-            found = sorted(
-                p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-            )
+            found = sorted(_trace_files_in(path))
             if not found:
-                raise TraceError(f"{path}: no *.json or *.json.gz trace files in this directory.")
+                raise _no_traces_in(path)
             kineto = [p for p in found if p.name.endswith(KINETO_SUFFIXES)]
             files += kineto or found
         elif not path.exists():
@@ -166,6 +164,27 @@ def trace_files(paths: Sequence[str | Path]) -> list[Path]:
         else:
             files.append(path)
     return files
+
+
+def _no_traces_in(folder: Path) -> TraceError:
+    """The error for a directory with no trace file: where its subfolders hold some (one
+    profiling cycle each, as torchtitan and torchtune write `iteration_N/`), it names
+    them and the latest to give."""
+    cycles = sorted(
+        (p for p in folder.iterdir() if p.is_dir() and any(_trace_files_in(p))),
+        key=lambda p: (int(m.group()) if (m := re.search(r"\d+", p.name)) else -1, p.name),
+    )
+    if not cycles:
+        return TraceError(f"{folder}: no *.json or *.json.gz trace files in this directory.")
+    names = ", ".join(p.name for p in cycles[:6]) + (", …" if len(cycles) > 6 else "")
+    return TraceError(
+        f"{folder}: no trace files here, but its folders {names} hold some (a profiling cycle"
+        f" each): give one, e.g. `lightspeed trace {cycles[-1]}` (the latest)."
+    )
+
+
+def _trace_files_in(folder: Path) -> Iterator[Path]:
+    return (p for p in folder.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
 
 
 def load_traces(paths: Sequence[str | Path]) -> list[Trace]:
