@@ -33,16 +33,16 @@ class _Tiny(pl.LightningModule):  # type: ignore[misc]
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def _fit(max_steps: int, **trainer_args: Any) -> Any:
+def _fit(max_steps: int, devices: int = 1, **trainer_args: Any) -> Any:
     data = torch.utils.data.TensorDataset(torch.randn(96, 16), torch.randint(0, 2, (96,)))
     trainer = pl.Trainer(
         max_steps=max_steps,
         accumulate_grad_batches=2,
         accelerator="cpu",
-        devices=1,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
+        devices=devices,
         **trainer_args,
     )
     trainer.fit(_Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
@@ -93,3 +93,19 @@ def test_beside_a_profiler_the_user_runs_it_records_nothing_and_says_so(
     assert trainer.global_step == 4
     assert "another torch.profiler is already recording" in capsys.readouterr().err
     assert not (out / "lightspeed.json").exists()
+
+
+def test_two_processes_write_a_trace_each_and_rank_0_reports_both(tmp_path: Path) -> None:
+    out = tmp_path / "ls"
+    _fit(
+        6,
+        logger=False,
+        strategy="ddp_spawn",
+        devices=2,
+        callbacks=[LightspeedCallback(out, wait=1, warmup=1, active=3)],
+    )
+    assert len(list((out / "traces").glob("*.pt.trace.json.gz"))) == 2
+    doc = json.loads((out / "lightspeed.json").read_text())
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert all([s["step"] for s in r["steps"]] == [2, 3, 4] for r in doc["ranks"])
+    assert doc["skew"]  # the steps compared across the ranks

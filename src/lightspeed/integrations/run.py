@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from lightspeed import trace
 from lightspeed.errors import LightspeedError
 from lightspeed.integrations.sinks import log_result, open_sinks, result_metrics
 from lightspeed.measure.torch_internals import profiler_running
@@ -106,6 +107,28 @@ class ProfiledRun:
         if not self._running:
             return None
         self._running = False
+        recorded = self._stop()
+        # Every rank of a distributed run learns where the others' traces are (and waits
+        # for them to be written); the reporting rank analyses them together.
+        traces = _gathered(str(recorded) if recorded is not None else None)
+        mine = [recorded] if recorded is not None else []
+        if self.report and len(traces) > 1:
+            mine = [Path(p) for p in traces if p is not None]
+        if not mine:
+            return None
+        # One process: the callback runs inside a training process, which may hold threads
+        # (a process group's) that a fork would copy in the middle of their work.
+        self.analysis = trace.analyse(mine, workers=1)
+        self.metrics = run_metrics(self.analysis)
+        if self.report:
+            self._write_report(self.analysis)
+            if self.log:
+                self._log(self._observation.steps_taken)
+        return self.metrics
+
+    def _stop(self) -> Path | None:
+        """Stop the profiler; the trace it wrote (None: nothing was recorded, and why is
+        said on stderr)."""
         plan, taken = self._observation.plan, self._observation.steps_taken
         try:
             self._observation.__exit__(None, None, None)
@@ -124,13 +147,7 @@ class ProfiledRun:
                 file=sys.stderr,
             )
             return None
-        self.analysis = self._observation.analysis
-        self.metrics = run_metrics(self.analysis)
-        if self.report:
-            self._write_report(self.analysis)
-            if self.log:
-                self._log(self._observation.steps_taken)
-        return self.metrics
+        return self.trace_path
 
     def _log(self, step: int) -> None:
         sinks = open_sinks(self.log or "", self.output_dir, run_name=self.output_dir.name)
@@ -155,6 +172,19 @@ class ProfiledRun:
         render_json.write(self.json_path, render_json.render(trace_document(analysis)))
         write_html(self.html_path, json.loads(self.json_path.read_bytes()))
         print(f"lightspeed: wrote {self.json_path} and {self.html_path}", file=sys.stderr)
+
+
+def _gathered(path: str | None) -> list[str | None]:
+    """Each rank's `path`, in rank order, where a process group is initialized (a
+    collective every rank calls: none goes on before all have written their trace);
+    else this process's alone."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return [path]
+    paths: list[str | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(paths, path)
+    return paths
 
 
 def run_metrics(analysis: TraceAnalysis) -> dict[str, float | str]:
