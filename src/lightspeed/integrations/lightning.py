@@ -11,7 +11,8 @@ analyses it as `lightspeed trace` does (`integrations.run.ProfiledRun`): the tra
 `OUTPUT_DIR/traces/`, the report to `OUTPUT_DIR/lightspeed.json` and `.html`. The callback
 logs the numeric figures to every logger of the trainer at the step they were taken; the
 profiler, which sees no logger, gives them in its `summary()`, which Lightning prints
-after fit. Every rank writes its trace; global rank 0 writes the report of its own.
+after fit. Every rank writes its trace; global rank 0 writes the report, of every rank's
+trace (the steps compared across ranks).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ optimizer step, after gradient accumulation) is profiled and analysed as `lights
 trace` does; the figures (`integrations.run.run_metrics`) join the trainer's
 `state.log_history` at the step they were taken, so `trainer_state.json` keeps them. Every
 process writes its own trace; the main process (`state.is_world_process_zero`) writes the
-report of its own.
+report, of every rank's trace where a process group is initialized.
 """
 
 from __future__ import annotations
