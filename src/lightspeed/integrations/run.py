@@ -7,7 +7,15 @@ to `OUTPUT_DIR/lightspeed.json` and `OUTPUT_DIR/lightspeed.html`, and `metrics` 
 figures a callback logs. A framework calls `start()` before the first step, `step()`
 after each optimizer step (after its gradient accumulation, so a step is what the
 optimizer takes) and `finish()` at the end of training; `finish()` is a no-op once the
-run has finished by itself.
+run has finished by itself. A hand-written loop (accelerate's, say) uses it as a context
+manager:
+
+    with ProfiledRun("ls", report=accelerator.is_main_process) as run:
+        for batch in loader:
+            with accelerator.accumulate(model):
+                ...                                  # forward, backward, optimizer step
+            if accelerator.sync_gradients:
+                run.step()
 """
 
 from __future__ import annotations
@@ -71,6 +79,13 @@ class ProfiledRun:
     @property
     def finished(self) -> bool:
         return self._finished
+
+    def __enter__(self) -> ProfiledRun:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.finish()
 
     def start(self) -> None:
         """Begin profiling: call before the first training step."""
