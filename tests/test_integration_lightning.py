@@ -21,9 +21,13 @@ from lightspeed.integrations.lightning import (  # noqa: E402
 
 
 class _Tiny(pl.LightningModule):  # type: ignore[misc]
-    def __init__(self) -> None:
+    def __init__(self, width: int = 0) -> None:
         super().__init__()
-        self.layer = torch.nn.Linear(16, 2)
+        # `width`: hidden layers that make a step long enough to time (milliseconds).
+        hidden = [torch.nn.Linear(width or 16, width or 16) for _ in range(3 if width else 0)]
+        self.layer = torch.nn.Sequential(
+            torch.nn.Linear(16, width or 16), *hidden, torch.nn.Linear(width or 16, 2)
+        )
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         x, y = batch
@@ -33,7 +37,7 @@ class _Tiny(pl.LightningModule):  # type: ignore[misc]
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def _fit(max_steps: int, devices: int = 1, **trainer_args: Any) -> Any:
+def _fit(max_steps: int, devices: int = 1, width: int = 0, **trainer_args: Any) -> Any:
     data = torch.utils.data.TensorDataset(torch.randn(96, 16), torch.randint(0, 2, (96,)))
     trainer = pl.Trainer(
         max_steps=max_steps,
@@ -45,7 +49,7 @@ def _fit(max_steps: int, devices: int = 1, **trainer_args: Any) -> Any:
         devices=devices,
         **trainer_args,
     )
-    trainer.fit(_Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+    trainer.fit(_Tiny(width), torch.utils.data.DataLoader(data, batch_size=4))
     return trainer
 
 
@@ -74,6 +78,38 @@ def test_the_callback_records_optimizer_steps_and_logs_to_the_trainer_s_loggers(
     assert float(row["lightspeed/step_time_s"]) == statistics.median(s["step_s"] for s in steps)
     assert float(row["lightspeed/steps_recorded"]) == 3
     assert int(row["step"]) == 5
+
+
+def test_the_throughput_agrees_with_lightning_s_own_monitor(tmp_path: Path) -> None:
+    from lightning.pytorch.callbacks import ThroughputMonitor
+    from lightning.pytorch.loggers import CSVLogger
+
+    logger = CSVLogger(tmp_path / "logs", name="run", version=0)
+    # Its window: the 6 batches of the 3 recorded optimizer steps (7 batch ends), so both
+    # time the same batches; it first in the list, so the trace's export at the window's
+    # end is not in its last interval.
+    monitor = ThroughputMonitor(batch_size_fn=lambda batch: len(batch[0]), window_size=7)
+    _fit(
+        6,
+        width=512,
+        logger=logger,
+        log_every_n_steps=1,
+        callbacks=[monitor, LightspeedCallback(tmp_path / "ls", wait=1, warmup=1, active=3)],
+    )
+    with open(Path(logger.log_dir) / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    (ours,) = [
+        {k: float(v) for k, v in r.items() if v and k.startswith("lightspeed/")}
+        for r in rows
+        if r.get("lightspeed/batches_per_s")
+    ]
+    # Its figures over the window that ends with the last recorded batch, the 10th.
+    (theirs,) = [r for r in rows if r.get("train/batches") == "10"]
+    assert ours["lightspeed/samples_per_s"] == 4 * ours["lightspeed/batches_per_s"]
+    for key in ("batches", "samples"):
+        assert ours[f"lightspeed/{key}_per_s"] == pytest.approx(
+            float(theirs[f"train/device/{key}_per_sec"]), rel=0.05
+        )
 
 
 def test_the_profiler_records_the_same_steps_and_sums_them_up(tmp_path: Path) -> None:

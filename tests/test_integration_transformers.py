@@ -83,6 +83,9 @@ def test_the_callback_records_optimizer_steps_and_logs_the_report_s_figures(
         == Counter(s["bound"] for s in rank["steps"]).most_common(1)[0][0]
     )
     assert logged["step"] == 5  # logged when the last active step ended
+    # Two batches of 4 an optimizer step, over the recorded steps' time.
+    assert logged["lightspeed/batches_per_s"] == pytest.approx(6 / sum(times), rel=1e-12)
+    assert logged["lightspeed/samples_per_s"] == pytest.approx(24 / sum(times), rel=1e-12)
     # The same figures in TensorBoard, at the optimizer steps the run had taken.
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -17,10 +17,12 @@ trace (the steps compared across ranks).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 from lightning.pytorch.profilers import Profiler
 
 from lightspeed.integrations.run import ProfiledRun
@@ -30,7 +32,10 @@ class LightspeedCallback(pl.Callback):
     """Profile optimizer steps `wait + warmup + 1` to `wait + warmup + active` of a fit,
     write the trace and the report to `output_dir`, log the figures to the trainer's
     loggers; with `log` ("wandb", "mlflow", "tensorboard") also to those sinks, with the
-    report's files (`integrations.sinks`)."""
+    report's files (`integrations.sinks`). `batch_size_fn` and `length_fn` give a batch's
+    samples and items (tokens), as for Lightning's `ThroughputMonitor`: the recorded
+    steps' batches, samples and items per second are logged beside the rest (by default a
+    batch's samples are the first dimension of its first tensor)."""
 
     def __init__(
         self,
@@ -40,8 +45,12 @@ class LightspeedCallback(pl.Callback):
         warmup: int = 1,
         active: int = 3,
         log: str | None = None,
+        batch_size_fn: Callable[[Any], int | None] | None = None,
+        length_fn: Callable[[Any], int] | None = None,
     ) -> None:
         self.output_dir = Path(output_dir)
+        self.batch_size_fn = batch_size_fn or first_dimension
+        self.length_fn = length_fn
         # What every ProfiledRun of this callback takes.
         self.settings: dict[str, Any] = {
             "wait": wait,
@@ -65,8 +74,12 @@ class LightspeedCallback(pl.Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
+        if self.run is None or self.run.finished:
+            return
+        samples = self.batch_size_fn(batch)
+        self.run.count(1, samples, None if self.length_fn is None else self.length_fn(batch))
         # global_step counts optimizer steps: a batch that only accumulated leaves it.
-        if self.run is None or self.run.finished or trainer.global_step == self._optimizer_steps:
+        if trainer.global_step == self._optimizer_steps:
             return
         self._optimizer_steps = trainer.global_step
         self.run.step()
@@ -138,6 +151,20 @@ class LightspeedProfiler(Profiler):
             return "lightspeed: nothing recorded"
         figures = ", ".join(f"{k} {v}" for k, v in self.run.metrics.items())
         return f"lightspeed: {figures}; the report: {self.run.html_path}"
+
+
+def first_dimension(batch: Any) -> int | None:
+    """The first dimension of the first tensor in `batch` (a tensor, or a tuple, list or
+    dict holding tensors); None where there is none."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() else None
+    items = batch.values() if isinstance(batch, dict) else batch
+    if isinstance(items, (list, tuple)) or isinstance(batch, dict):
+        for item in items:
+            found = first_dimension(item)
+            if found is not None:
+                return found
+    return None
 
 
 def _global_rank() -> int:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from lightspeed import trace
 from lightspeed.errors import LightspeedError
-from lightspeed.integrations.sinks import log_result, open_sinks, result_metrics
+from lightspeed.integrations.sinks import PREFIX, log_result, open_sinks, result_metrics
 from lightspeed.measure.torch_internals import profiler_running
 from lightspeed.trace import TraceAnalysis
 from lightspeed.workflows.observe import Observation, observe
@@ -60,6 +60,8 @@ class ProfiledRun:
         )
         self._running = False
         self._finished = False
+        # Batches, samples and items of the recorded steps (`count`); None: not counted.
+        self._counted: dict[str, float | None] = {"batches": None, "samples": None, "items": None}
         self.metrics: dict[str, float | str] | None = None
         self.analysis: TraceAnalysis | None = None
 
@@ -104,6 +106,18 @@ class ProfiledRun:
         self._observation.__enter__()
         self._running = True
 
+    def count(self, batches: int = 1, samples: int | None = None, items: int | None = None) -> None:
+        """Count a batch (or `batches`) of the optimizer step now running, with its
+        `samples` and `items` (tokens, say) where known: over the recorded steps they give
+        `batches_per_s`, `samples_per_s` and `items_per_s` (per second of those steps as
+        the trace times them). Call before `step()` ends the optimizer step."""
+        plan, taken = self._observation.plan, self._observation.steps_taken
+        if not self._running or not plan.wait + plan.warmup <= taken < plan.steps:
+            return
+        for key, value in (("batches", batches), ("samples", samples), ("items", items)):
+            if value is not None:
+                self._counted[key] = (self._counted[key] or 0) + value
+
     def step(self) -> None:
         """One optimizer step is done; the run finishes once its active steps are recorded."""
         if not self._running:
@@ -134,12 +148,21 @@ class ProfiledRun:
         # One process: the callback runs inside a training process, which may hold threads
         # (a process group's) that a fork would copy in the middle of their work.
         self.analysis = trace.analyse(mine, workers=1)
-        self.metrics = run_metrics(self.analysis)
+        self.metrics = run_metrics(self.analysis) | self._rates(self.analysis)
         if self.report:
             self._write_report(self.analysis)
             if self.log:
                 self._log(self._observation.steps_taken)
         return self.metrics
+
+    def _rates(self, analysis: TraceAnalysis) -> dict[str, float | str]:
+        """What `count` counted, per second of this process's recorded steps."""
+        seconds = float(analysis.ranks[0].steps.step_s.sum())
+        return {
+            f"{PREFIX}{key}_per_s": value / seconds
+            for key, value in self._counted.items()
+            if value is not None and seconds > 0
+        }
 
     def _stop(self) -> Path | None:
         """Stop the profiler; the trace it wrote (None: nothing was recorded, and why is

@@ -56,6 +56,15 @@ class LightspeedCallback(TrainerCallback):
         )
         self.run.start()
 
+    def on_step_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        # An optimizer step is gradient_accumulation_steps batches of the per-device size
+        # (the epoch's last may be smaller).
+        if self.run is not None and not self.run.finished:
+            batches = args.gradient_accumulation_steps
+            self.run.count(batches, batches * args.per_device_train_batch_size)
+
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
