@@ -11,7 +11,9 @@ one process with a fresh model. A callback of its own takes the time at every
 the median step of those after the run has finished (steps 10 to the end), with the
 callback over without; inside: the median of the three recorded steps over the same
 steps without. One run of each first, unmeasured: a process's first runs pay for its
-start. The median of the rounds' ratios is reported, with each round's.
+start. The median of the rounds' ratios is reported, with each round's. Two runs' steps
+differ by more than 1 % from noise alone, so the hooks' cost outside the window is also
+timed directly: 100,000 calls of them on a callback whose run has finished.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from transformers import (
     BertForSequenceClassification,
     Trainer,
     TrainerCallback,
+    TrainerControl,
+    TrainerState,
     TrainingArguments,
 )
 
@@ -100,12 +104,30 @@ def step_times(steps: int, with_callback: bool, folder: Path) -> list[float]:
     return [b - a for a, b in itertools.pairwise(ends)]
 
 
+def hook_seconds(folder: Path, calls: int = 100_000) -> float:
+    """Seconds the callback's per-step hooks take once its run has finished: what every
+    step after the window pays, timed directly (a difference of two runs' steps is lost
+    in their noise)."""
+    callback = LightspeedCallback(folder / "ls", wait=0, warmup=0, active=1)
+    args = TrainingArguments(output_dir=str(folder / "trainer"), report_to=[], use_cpu=True)
+    state, control = TrainerState(), TrainerControl()
+    callback.on_train_begin(args, state, control)
+    callback.on_step_begin(args, state, control)
+    callback.on_step_end(args, state, control)  # the one active step: the run finishes
+    assert callback.run is not None and callback.run.finished
+    started = time.perf_counter()
+    for _ in range(calls):
+        callback.on_step_begin(args, state, control)
+        callback.on_step_end(args, state, control)
+    return (time.perf_counter() - started) / calls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=60)
     args = parser.parse_args()
-    outside, inside = [], []
+    outside, inside, steps = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for warm in (False, True):  # the first runs of a process pay for its start
             step_times(args.steps, warm, Path(tmp) / f"warm-{warm}")
@@ -115,6 +137,7 @@ def main() -> None:
             # times[k] is step k + 2 (1-based) over its predecessor's end; the recorded
             # steps are 3 to 5, so times[1:4]; the run finishes at the end of step 5.
             base, with_cb = times[False], times[True]
+            steps.append(statistics.median(base[8:]))
             outside.append(statistics.median(with_cb[8:]) / statistics.median(base[8:]))
             inside.append(statistics.median(with_cb[1:4]) / statistics.median(base[1:4]))
             print(
@@ -122,6 +145,11 @@ def main() -> None:
                 f" outside the window {outside[-1]:.3f}, inside {inside[-1]:.3f}",
                 flush=True,
             )
+    hooks = hook_seconds(Path(tempfile.mkdtemp()))
+    print(
+        f"the callback's hooks outside the window: {hooks * 1e6:.2f} µs a step,"
+        f" {hooks / statistics.median(steps):.2e} of the step without it"
+    )
     print(
         f"median over {args.rounds} rounds: outside the window {statistics.median(outside):.3f}"
         f" (min {min(outside):.3f}, max {max(outside):.3f}); inside the window"
