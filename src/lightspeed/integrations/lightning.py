@@ -25,7 +25,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.profilers import Profiler
 
-from lightspeed.integrations.run import ProfiledRun
+from lightspeed.integrations.run import ProfiledRun, run_settings
 
 
 class LightspeedCallback(pl.Callback):
@@ -51,13 +51,7 @@ class LightspeedCallback(pl.Callback):
         self.output_dir = Path(output_dir)
         self.batch_size_fn = batch_size_fn or first_dimension
         self.length_fn = length_fn
-        # What every ProfiledRun of this callback takes.
-        self.settings: dict[str, Any] = {
-            "wait": wait,
-            "warmup": warmup,
-            "active": active,
-            "log": log,
-        }
+        self.settings = run_settings(wait, warmup, active, log)
         self.run: ProfiledRun | None = None
         self._optimizer_steps = 0
 
@@ -117,13 +111,7 @@ class LightspeedProfiler(Profiler):
     ) -> None:
         super().__init__(dirpath=output_dir)
         self.output_dir = Path(output_dir)
-        # What every ProfiledRun of this callback takes.
-        self.settings: dict[str, Any] = {
-            "wait": wait,
-            "warmup": warmup,
-            "active": active,
-            "log": log,
-        }
+        self.settings = run_settings(wait, warmup, active, log)
         self.run: ProfiledRun | None = None
         self._stepped = False  # the optimizer stepped in the batch now running
 

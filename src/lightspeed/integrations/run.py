@@ -24,6 +24,7 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from lightspeed import trace
 from lightspeed.errors import LightspeedError
@@ -210,6 +211,11 @@ class ProfiledRun:
         render_json.write(self.json_path, render_json.render(trace_document(analysis)))
         write_html(self.html_path, json.loads(self.json_path.read_bytes()))
         print(f"lightspeed: wrote {self.json_path} and {self.html_path}", file=sys.stderr)
+
+
+def run_settings(wait: int, warmup: int, active: int, log: str | None) -> dict[str, Any]:
+    """What a framework adapter hands every `ProfiledRun` it makes, its own arguments."""
+    return {"wait": wait, "warmup": warmup, "active": active, "log": log}
 
 
 def _gathered(path: str | None) -> list[str | None]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from lightspeed.integrations.run import ProfiledRun
+from lightspeed.integrations.run import ProfiledRun, run_settings
 
 
 class LightspeedCallback(TrainerCallback):
@@ -39,13 +39,7 @@ class LightspeedCallback(TrainerCallback):
         log: str | None = None,
     ) -> None:
         self.output_dir = Path(output_dir)
-        # What every ProfiledRun of this callback takes.
-        self.settings: dict[str, Any] = {
-            "wait": wait,
-            "warmup": warmup,
-            "active": active,
-            "log": log,
-        }
+        self.settings = run_settings(wait, warmup, active, log)
         self.run: ProfiledRun | None = None
 
     def on_train_begin(
