@@ -120,6 +120,11 @@ def test_each_sink_keeps_the_figures_and_the_files(
 def test_an_unknown_sink_is_refused_with_the_ones_there_are(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="choose from wandb, mlflow, tensorboard"):
         open_sinks("wandb,neptune", tmp_path)
+    # A training run's callback refuses it before the first step, not after the last.
+    from lightspeed.integrations import ProfiledRun
+
+    with pytest.raises(ConfigError, match="choose from"):
+        ProfiledRun(tmp_path, log="neptune")
 
 
 def test_trace_log_writes_to_tensorboard(run_cli: Any, tmp_path: Path) -> None:

@@ -28,7 +28,13 @@ from typing import Any
 
 from lightspeed import trace
 from lightspeed.errors import LightspeedError
-from lightspeed.integrations.sinks import PREFIX, log_result, open_sinks, result_metrics
+from lightspeed.integrations.sinks import (
+    PREFIX,
+    log_result,
+    open_sinks,
+    result_metrics,
+    sink_names,
+)
 from lightspeed.measure.torch_internals import profiler_running
 from lightspeed.trace import TraceAnalysis
 from lightspeed.workflows.observe import Observation, observe
@@ -55,9 +61,17 @@ class ProfiledRun:
     ) -> None:
         self.output_dir = Path(output_dir)
         self.report = report
+        if log is not None:
+            sink_names(log)  # a wrong name fails now, not after the recorded steps
         self.log = log
+        # Shapes recorded, as torchtitan and torchtune record them: a GPU's matrix
+        # products placed on its roofline.
         self._observation: Observation = observe(
-            wait=wait, warmup=warmup, active=active, trace_dir=self.output_dir / "traces"
+            wait=wait,
+            warmup=warmup,
+            active=active,
+            trace_dir=self.output_dir / "traces",
+            record_shapes=True,
         )
         self._running = False
         self._finished = False
@@ -189,7 +203,11 @@ class ProfiledRun:
         return self.trace_path
 
     def _log(self, step: int) -> None:
-        sinks = open_sinks(self.log or "", self.output_dir, run_name=self.output_dir.name)
+        try:
+            sinks = open_sinks(self.log or "", self.output_dir, run_name=self.output_dir.name)
+        except LightspeedError as exc:  # the report is written; training goes on
+            print(f"lightspeed: not logged: {exc}", file=sys.stderr)
+            return
         try:
             log_result(
                 sinks,

@@ -21,6 +21,7 @@ default "lightspeed"), MLflow a run in the file store `directory/mlruns/` (unles
 from __future__ import annotations
 
 import collections
+import importlib.util
 import os
 import shutil
 import statistics
@@ -51,28 +52,38 @@ class Sink(Protocol):
         """End the run, its files written."""
 
 
-def open_sinks(names: str, directory: str | Path, run_name: str | None = None) -> list[Sink]:
+def sink_names(names: str) -> list[str]:
     """The sinks `names` lists ("wandb", "mlflow", "tensorboard", comma-separated), each
-    writing under `directory` (see the module docstring). An unknown name, or a sink
-    whose library is not installed, is a ConfigError that says what to install."""
-    wanted = [n.strip().lower() for n in names.split(",") if n.strip()]
-    unknown = [n for n in wanted if n not in SINKS]
-    if unknown or not wanted:
+    once; an unknown name, or one whose library is not installed, is a ConfigError that
+    says what to give or install (checked without importing it)."""
+    wanted = list(dict.fromkeys(n.strip().lower() for n in names.split(",") if n.strip()))
+    if not wanted or any(n not in SINKS for n in wanted):
         raise ConfigError(
             f"--log {names}: not a logger lightspeed writes to; choose from {', '.join(SINKS)}"
             " (comma-separated for several)."
         )
+    for name in wanted:
+        if importlib.util.find_spec(name) is None:
+            raise ConfigError(
+                f"--log {name}: the {name} package is not installed; pip install"
+                f" {_PACKAGES[name]} (or lightspeed[sinks])."
+            )
+    return wanted
+
+
+def open_sinks(names: str, directory: str | Path, run_name: str | None = None) -> list[Sink]:
+    """The sinks `names` lists (`sink_names`), each writing under `directory` (see the
+    module docstring)."""
+    wanted = sink_names(names)
     root = Path(directory)
     opened: list[Sink] = []
     try:
-        for name in dict.fromkeys(wanted):
+        for name in wanted:
             opened.append(_OPENERS[name](root, run_name))
-    except ImportError:
+    except ImportError as exc:  # installed, yet broken: a dependency of its own
         for sink in opened:
             sink.close()
-        raise ConfigError(
-            f"--log {name}: the {name} package is not installed; pip install {_PACKAGES[name]}."
-        ) from None
+        raise ConfigError(f"--log {name}: {name} cannot be imported: {exc}.") from None
     return opened
 
 

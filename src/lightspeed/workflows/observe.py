@@ -64,9 +64,10 @@ class Observation:
     recorded steps) and `findings`.
     """
 
-    def __init__(self, plan: ObserveSchedule, trace_dir: Path) -> None:
+    def __init__(self, plan: ObserveSchedule, trace_dir: Path, record_shapes: bool = False) -> None:
         self.plan = plan
         self.trace_dir = trace_dir
+        self.record_shapes = record_shapes
         self.steps_taken = 0
         self.trace_path: Path | None = None
         self._profiler: profile | None = None
@@ -82,6 +83,7 @@ class Observation:
                 wait=self.plan.wait, warmup=self.plan.warmup, active=self.plan.active, repeat=1
             ),
             on_trace_ready=self._save,
+            record_shapes=self.record_shapes,
         )
         with profiler_chatter_dropped():
             self._profiler.__enter__()
@@ -166,13 +168,15 @@ def observe(
     warmup: int = 1,
     active: int = 3,
     trace_dir: str | Path | None = None,
+    record_shapes: bool = False,
 ) -> Observation:
     """Profile the steps of a training loop and diagnose them (see the module docstring).
 
     `wait` steps run unprofiled, `warmup` steps profiled but discarded, then `active`
     steps are recorded. The trace goes to `trace_dir` (a new temporary directory when
-    None) and stays there.
+    None) and stays there. `record_shapes`: ops' input shapes recorded too (a larger
+    trace), so a GPU's matrix products are placed on its roofline.
     """
     plan = ObserveSchedule(wait=wait, warmup=warmup, active=active)
     directory = Path(trace_dir) if trace_dir is not None else Path(tempfile.mkdtemp("-lightspeed"))
-    return Observation(plan, directory)
+    return Observation(plan, directory, record_shapes)
