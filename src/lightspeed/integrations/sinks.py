@@ -181,6 +181,7 @@ class WandbSink:
             name=run_name,
             dir=str(directory),
             mode=os.environ.get("WANDB_MODE", "offline"),  # type: ignore[arg-type]
+            # A run of its own beside any the user has open (wandb 0.19.10 and later).
             reinit="create_new",
             # lightspeed says "logged to wandb"; wandb's own lines stay in its debug log.
             settings=wandb.Settings(silent=True),
