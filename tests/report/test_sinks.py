@@ -140,3 +140,18 @@ def test_trace_log_writes_to_tensorboard(run_cli: Any, tmp_path: Path) -> None:
     }
     code, _, err = run_cli("trace", str(TRACE), "--log", "neptune")
     assert code == 2 and err.count("\n") == 1 and "choose from" in err
+
+
+def test_a_gpu_trace_s_flops_and_mfu_are_its_products_on_its_gpu() -> None:
+    from html_results import ONE_WITH_MATMULS
+
+    result = trace_result(ONE_WITH_MATMULS)
+    (rank,) = result["ranks"]
+    (step,) = rank["steps"]
+    figures = result_metrics(result)
+    assert figures["lightspeed/flops_per_step"] == step["matmuls"]["flops"] == 8_029_194_240
+    # Its products ran in bf16 on an H100 SXM: 989.4 TFLOP/s dense, the datasheet's.
+    assert rank["matmuls"]["by_precision"].keys() == {"bf16"}
+    assert rank["matmuls"]["hardware_ceilings"]["peak_flops_per_s"]["bf16"] == 989.4e12
+    assert figures["lightspeed/mfu"] == 8_029_194_240 / step["step_s"] / 989.4e12
+    assert 0 < figures["lightspeed/mfu"] < 1

@@ -7,8 +7,10 @@ dependency of lightspeed. The figures of a result come from its JSON object as w
 
 - a profile: `step_time_s`, `fraction_of_sol`, `mfu`, `peak_memory_bytes`, `bound`;
 - a trace (this process's rank, the first): `step_time_s` (the median step),
-  `steps_recorded`, `bound` (of most steps), and where they apply `device_busy_fraction`
-  and `fraction_of_sol` (of the matrix products);
+  `steps_recorded`, `bound` (of most steps), and where they apply `device_busy_fraction`,
+  `fraction_of_sol` (of the matrix products), `flops_per_step` (the median step's
+  matrix-product FLOPs, from the shapes the trace recorded) and `mfu` (those FLOPs a
+  second over the catalog GPU's peak at their main precision);
 - a bench run: a profile's figures for each workload, under its name.
 
 Every key starts with `lightspeed/`. Where each writes, under `directory`: W&B an
@@ -156,7 +158,28 @@ def _trace_figures(result: Mapping[str, Any]) -> dict[str, float | str]:
     matmuls = rank.get("matmuls") or {}
     if matmuls.get("fraction_of_sol") is not None:
         figures["fraction_of_sol"] = matmuls["fraction_of_sol"]
+    if any(s.get("matmuls") for s in steps):
+        flops = statistics.median((s.get("matmuls") or {}).get("flops", 0.0) for s in steps)
+        figures["flops_per_step"] = flops
+        peak = _peak(matmuls)
+        if peak:
+            figures["mfu"] = flops / statistics.median(times) / peak
     return figures
+
+
+def _peak(matmuls: Mapping[str, Any]) -> float | None:
+    """The datasheet peak (FLOP/s) of the GPU the products ran on, at the precision most
+    of their time was in (TF32 for fp32 products that ran faster than fp32 allows);
+    None without a catalog GPU."""
+    by_precision = matmuls.get("by_precision") or {}
+    peaks = (matmuls.get("hardware_ceilings") or {}).get("peak_flops_per_s") or {}
+    if not by_precision or not peaks:
+        return None
+    precision = max(by_precision, key=lambda p: by_precision[p])
+    if precision == "fp32" and matmuls.get("tf32_ops"):
+        precision = "tf32"
+    peak = peaks.get(precision)
+    return float(peak) if peak else None
 
 
 def _numbers(metrics: Mapping[str, float | str]) -> dict[str, float]:
