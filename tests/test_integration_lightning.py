@@ -121,13 +121,13 @@ def test_the_profiler_records_the_same_steps_and_sums_them_up(tmp_path: Path) ->
 
 
 def test_beside_a_profiler_the_user_runs_it_records_nothing_and_says_so(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     out = tmp_path / "ls"
     with torch.profiler.profile():
         trainer = _fit(4, logger=False, callbacks=[LightspeedCallback(out)])
     assert trainer.global_step == 4
-    assert "another torch.profiler is already recording" in capsys.readouterr().err
+    assert "another torch.profiler is already recording" in caplog.text
     assert not (out / "lightspeed.json").exists()
 
 

@@ -21,7 +21,7 @@ manager:
 from __future__ import annotations
 
 import json
-import sys
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,8 @@ from lightspeed.integrations.sinks import (
 from lightspeed.measure.torch_internals import profiler_running
 from lightspeed.trace import TraceAnalysis
 from lightspeed.workflows.observe import Observation, observe
+
+log = logging.getLogger(__name__)
 
 
 class ProfiledRun:
@@ -110,11 +112,9 @@ class ProfiledRun:
             return
         if profiler_running():
             # Two profilers cannot share a process's Kineto session.
-            print(
-                "lightspeed: another torch.profiler is already recording: lightspeed records"
-                " nothing this run (stop the other one, or read its trace with `lightspeed"
-                " trace`)",
-                file=sys.stderr,
+            log.warning(
+                "another torch.profiler is already recording: lightspeed records nothing this"
+                " run (stop the other one, or read its trace with `lightspeed trace`)"
             )
             self._finished = True
             return
@@ -143,7 +143,7 @@ class ProfiledRun:
 
     def finish(self) -> Mapping[str, float | str] | None:
         """Stop profiling; analyse and report what was recorded (None: nothing was, as
-        when training ended before the active steps; it says so on stderr, and never
+        when training ended before the active steps; it logs a warning saying so, and never
         stops the training that called it)."""
         if self._finished:
             return self.metrics
@@ -181,23 +181,23 @@ class ProfiledRun:
 
     def _stop(self) -> Path | None:
         """Stop the profiler; the trace it wrote (None: nothing was recorded, and why is
-        said on stderr)."""
+        logged as a warning)."""
         plan, taken = self._observation.plan, self._observation.steps_taken
         try:
             self._observation.__exit__(None, None, None)
         except LightspeedError as exc:
-            print(f"lightspeed: nothing analysed: {exc}", file=sys.stderr)
+            log.warning("nothing analysed: %s", exc)
             return None
         if taken <= plan.wait + plan.warmup:
             # torch.profiler writes the warm-up it was in when stopped: not a step of it
             # was recorded, and a trace of it would only mislead.
             if self.trace_path is not None:
                 self.trace_path.unlink(missing_ok=True)
-            print(
-                f"lightspeed: nothing analysed: training ended after {taken} optimizer"
-                f" step(s), before step {plan.wait + plan.warmup + 1}, the first one recorded;"
-                " train longer or lower wait/warmup.",
-                file=sys.stderr,
+            log.warning(
+                "nothing analysed: training ended after %d optimizer step(s), before step %d,"
+                " the first one recorded; train longer or lower wait/warmup.",
+                taken,
+                plan.wait + plan.warmup + 1,
             )
             return None
         return self.trace_path
@@ -206,7 +206,7 @@ class ProfiledRun:
         try:
             sinks = open_sinks(self.log or "", self.output_dir, run_name=self.output_dir.name)
         except LightspeedError as exc:  # the report is written; training goes on
-            print(f"lightspeed: not logged: {exc}", file=sys.stderr)
+            log.warning("not logged: %s", exc)
             return
         try:
             log_result(
@@ -228,7 +228,7 @@ class ProfiledRun:
 
         render_json.write(self.json_path, render_json.render(trace_document(analysis)))
         write_html(self.html_path, json.loads(self.json_path.read_bytes()))
-        print(f"lightspeed: wrote {self.json_path} and {self.html_path}", file=sys.stderr)
+        log.info("wrote %s and %s", self.json_path, self.html_path)
 
 
 def run_settings(wait: int, warmup: int, active: int, log: str | None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ same. Columns pickle (a forked process sends its steps back packed).
 
 from __future__ import annotations
 
+import abc
 import collections
 import dataclasses
 import itertools
@@ -55,15 +56,18 @@ def pack(values: Sequence[Any]) -> Column:
     return Column(_part(list(values)), len(values))
 
 
-class _Part:
+class _Part(abc.ABC):
+    """One way of keeping a column's values."""
+
     __slots__ = ()
 
+    @abc.abstractmethod
     def get(self, i: int) -> Any:
-        raise NotImplementedError
+        """The i-th value, made again."""
 
+    @abc.abstractmethod
     def values(self, n: int) -> list[Any]:
         """All `n` values."""
-        raise NotImplementedError
 
 
 def _part(values: list[Any]) -> _Part:
