@@ -227,13 +227,14 @@ def _write_and_log(
     from lightspeed.report import render_json
     from lightspeed.report.html import write_html
 
-    write_files(doc, json_path, html_path, png_path)
+    result = write_files(doc, json_path, html_path, png_path)
     with tempfile.TemporaryDirectory(prefix="lightspeed-log-") as folder:
         saved = json_path
         if saved is None or str(saved) == "-":
             saved = Path(folder) / f"{doc.kind}.json"
             render_json.write(saved, render_json.render(doc))
-        result = json.loads(saved.read_bytes())
+        if result is None:
+            result = json.loads(saved.read_bytes())
         page = html_path
         if page is None:
             page = Path(folder) / f"{doc.kind}.html"
@@ -289,11 +290,12 @@ def emit_partial(
 
 def write_files(
     doc: Document, json_path: Path | None, html_path: Path | None, png_path: Path | None
-) -> None:
+) -> dict[str, Any] | None:
     """`doc` as JSON (stdout for '-'), as an HTML report and as a roofline PNG, each
-    where its path says (None: not written); all from one JSON object."""
+    where its path says (None: not written); all from one JSON object, which it gives
+    back where it drew pictures from it (None: it drew none)."""
     if json_path is None and html_path is None and png_path is None:
-        return
+        return None
     from lightspeed.report import render_json
 
     obj = render_json.render(doc)
@@ -306,10 +308,14 @@ def write_files(
         data = render_json.dumps_utf8(obj)
         if json_path is not None:
             sys.stdout.write(data.decode() + "\n")
-    if html_path is not None or png_path is not None:
-        # Drawn from the JSON as its file holds it: the report of a saved result is this.
-        saved = data if data is not None else Path(str(json_path)).read_bytes()
-        write_pictures(json.loads(saved), html_path, png_path)
+    if html_path is None and png_path is None:
+        return None
+    # Drawn from the JSON as its file holds it: the report of a saved result is this.
+    result: dict[str, Any] = json.loads(
+        data if data is not None else Path(str(json_path)).read_bytes()
+    )
+    write_pictures(result, html_path, png_path)
+    return result
 
 
 def write_pictures(result: dict[str, Any], html_path: Path | None, png_path: Path | None) -> None:

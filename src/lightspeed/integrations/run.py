@@ -163,11 +163,12 @@ class ProfiledRun:
         # One process: the callback runs inside a training process, which may hold threads
         # (a process group's) that a fork would copy in the middle of their work.
         self.analysis = trace.analyse(mine, workers=1)
-        self.metrics = run_metrics(self.analysis) | self._rates(self.analysis)
-        if self.report:
-            self._write_report(self.analysis)
-            if self.log:
-                self._log(self._observation.steps_taken)
+        # The figures are the report's JSON's (`sinks.result_metrics`), so a logger shows
+        # what the report says: made once, written where this process reports.
+        result = self._result(self.analysis)
+        self.metrics = result_metrics(result) | self._rates(self.analysis)
+        if self.report and self.log:
+            self._log(result, self._observation.steps_taken)
         return self.metrics
 
     def _rates(self, analysis: TraceAnalysis) -> dict[str, float | str]:
@@ -202,33 +203,33 @@ class ProfiledRun:
             return None
         return self.trace_path
 
-    def _log(self, step: int) -> None:
+    def _log(self, result: Mapping[str, Any], step: int) -> None:
         try:
             sinks = open_sinks(self.log or "", self.output_dir, run_name=self.output_dir.name)
         except LightspeedError as exc:  # the report is written; training goes on
             log.warning("not logged: %s", exc)
             return
         try:
-            log_result(
-                sinks,
-                json.loads(self.json_path.read_bytes()),
-                (self.json_path, self.html_path),
-                step,
-            )
+            log_result(sinks, result, (self.json_path, self.html_path), step)
         finally:
             for sink in sinks:
                 sink.close()
 
-    def _write_report(self, analysis: TraceAnalysis) -> None:
-        """The report's JSON, then its HTML drawn from that JSON as `lightspeed trace
-        --json --html` draws it."""
+    def _result(self, analysis: TraceAnalysis) -> Mapping[str, Any]:
+        """The report's JSON object. Where this process reports: written, read back once,
+        and its HTML drawn from it as `lightspeed trace --json --html` draws it."""
         from lightspeed.report import render_json
         from lightspeed.report.html import write_html
         from lightspeed.report.trace_report import trace_document
 
-        render_json.write(self.json_path, render_json.render(trace_document(analysis)))
-        write_html(self.html_path, json.loads(self.json_path.read_bytes()))
+        obj = render_json.render(trace_document(analysis))
+        if not self.report:
+            return obj
+        render_json.write(self.json_path, obj)
+        result: dict[str, Any] = json.loads(self.json_path.read_bytes())
+        write_html(self.html_path, result)
         log.info("wrote %s and %s", self.json_path, self.html_path)
+        return result
 
 
 def run_settings(wait: int, warmup: int, active: int, log: str | None) -> dict[str, Any]:
@@ -247,12 +248,3 @@ def _gathered(path: str | None) -> list[str | None]:
     paths: list[str | None] = [None] * dist.get_world_size()
     dist.all_gather_object(paths, path)
     return paths
-
-
-def run_metrics(analysis: TraceAnalysis) -> dict[str, float | str]:
-    """The figures a callback logs of this process's recorded steps: those of the
-    report's JSON (`sinks.result_metrics`), so a logger shows what the report says."""
-    from lightspeed.report import render_json
-    from lightspeed.report.trace_report import trace_document
-
-    return result_metrics(render_json.render(trace_document(analysis)))

@@ -7,7 +7,7 @@
 
 A wait/warm-up/active schedule of optimizer steps (`on_step_end` comes once per
 optimizer step, after gradient accumulation) is profiled and analysed as `lightspeed
-trace` does; the figures (`integrations.run.run_metrics`) join the trainer's
+trace` does; the figures (`ProfiledRun.metrics`) join the trainer's
 `state.log_history` at the step they were taken, so `trainer_state.json` keeps them. Every
 process writes its own trace; the main process (`state.is_world_process_zero`) writes the
 report, of every rank's trace where a process group is initialized.

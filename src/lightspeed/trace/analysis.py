@@ -180,7 +180,7 @@ class StepAnalyses(Sequence[WindowAnalysis]):
     @classmethod
     def joined(cls, parts: Sequence[StepAnalyses]) -> StepAnalyses:
         """The steps of `parts`, one after the other."""
-        joined = cls()
+        joined = cls.__new__(cls)  # every field set below: nothing to pack first
         joined._numbers = [c for p in parts for c in p._numbers]
         joined._results = [c for p in parts for c in p._results]
         joined._bounds = [c for p in parts for c in p._bounds]
