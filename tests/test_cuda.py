@@ -28,11 +28,12 @@ def test_synchronizer_waits_for_the_gpu() -> None:
 
 
 def test_tf32_mode_restores_the_setting() -> None:
-    before = torch.backends.cuda.matmul.allow_tf32
-    with pytest.raises(RuntimeError), tf32_mode(Device.CUDA, enabled=not before):
-        assert torch.backends.cuda.matmul.allow_tf32 is (not before)
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    with pytest.raises(RuntimeError), tf32_mode(Device.CUDA, enabled=not before[0]):
+        assert torch.backends.cuda.matmul.allow_tf32 is (not before[0])
+        assert torch.backends.cudnn.allow_tf32 is (not before[0])
         raise RuntimeError("inside")
-    assert torch.backends.cuda.matmul.allow_tf32 is before
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
 
 
 def test_gpu_calibration() -> None:

@@ -30,6 +30,9 @@ from lightspeed.measure.costs.flop_registry import (
     register_flops,
     registered_packets,
 )
+from lightspeed.measure.costs.flop_registry import (
+    aten as registry_aten,
+)
 from lightspeed.measure.costs.op_cost import OpCost, attention_causal, known_flops, op_cost
 from lightspeed.measure.torch_internals import (
     bind_arguments,
@@ -651,3 +654,14 @@ def test_matmul_flops_are_twice_the_macs(batch: int, m: int, k: int, n: int) -> 
     sdpa = aten._scaled_dot_product_flash_attention_for_cpu.default
     cost = op_cost(sdpa, (query, meta(batch, 2, n, k), meta(batch, 2, n, k)), {}, None)
     assert cost.macs is not None and 2 * cost.macs == cost.flops == 4 * batch * 2 * m * n * k
+
+
+def test_an_op_the_installed_torch_lacks_registers_nothing() -> None:
+    # Formulas name ops of the newest torch; on an older one (the package allows 2.4 on)
+    # such an op reads as None and is skipped, where the import used to fail.
+    missing = registry_aten.no_such_op_in_any_torch
+    assert missing is None
+    before = registered_packets()
+    register_flops(missing, matmul=True)(per_element(1))
+    assert registered_packets() == before
+    assert registry_aten.mm is torch.ops.aten.mm

@@ -35,13 +35,12 @@ from typing import Any
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
 
+from lightspeed.measure.costs.flop_registry import aten
 from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.measure.torch_internals import (
     storage_identity,
     written_arguments,
 )
-
-aten = torch.ops.aten
 
 # Ops that write their destination without reading it.
 _OVERWRITES = frozenset(

@@ -23,7 +23,21 @@ from torch._ops import OpOverloadPacket
 
 from lightspeed.errors import LightspeedError
 
-aten = torch.ops.aten
+
+class _InstalledAten:
+    """`torch.ops.aten` where an op the installed torch lacks reads as None.
+
+    The package supports torch 2.4 and later, and ops come and go between releases
+    (`_flash_attention_forward_no_dropout_inplace` is in 2.13, not in 2.11): a formula
+    or an op set naming a newer op must not stop the import on an older torch. The
+    registries skip such an op; a set holding None matches no op.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch.ops.aten, name, None)
+
+
+aten: Any = _InstalledAten()
 
 ShapeArgs = Mapping[str, Any]
 FlopFormula = Callable[[ShapeArgs, Any], int]
@@ -45,14 +59,17 @@ class FlopRule:
 _REGISTRY: dict[OpOverloadPacket, FlopRule] = {}
 
 
-def register_flops(*targets: OpOverloadPacket, matmul: bool = False) -> Callable[[_F], _F]:
+def register_flops(*targets: OpOverloadPacket | None, matmul: bool = False) -> Callable[[_F], _F]:
     """Decorator: count the FLOPs of every overload of `targets` with the decorated formula.
 
     `matmul=True` declares a matmul-class op (FLOPs = 2 × MACs), so its cost reports MACs.
+    A target that is None (an op this torch lacks, read through `aten`) is skipped.
     """
 
     def register(formula: _F) -> _F:
         for target in targets:
+            if target is None:
+                continue
             if target in _REGISTRY:
                 raise FlopRegistrationError(f"duplicate FLOP formula for {target}")
             _REGISTRY[target] = FlopRule(formula, matmul)
@@ -78,7 +95,7 @@ def aten_family(name: str) -> tuple[OpOverloadPacket, ...]:
     (overloads of the same packet) and its `_foreach_` list variants.
     """
     names = (name, f"{name}_", f"_foreach_{name}", f"_foreach_{name}_")
-    family = tuple(getattr(aten, n) for n in names if hasattr(aten, n))
+    family = tuple(getattr(torch.ops.aten, n) for n in names if hasattr(torch.ops.aten, n))
     if not family:  # a misspelt name would otherwise register nothing, silently
         raise FlopRegistrationError(f"no aten op is named {name!r} or a variant of it")
     return family

@@ -26,10 +26,8 @@ from typing import Any
 import torch
 from torch._ops import OpOverload
 
-from lightspeed.measure.costs.flop_registry import ShapeArgs, numel, register_flops
+from lightspeed.measure.costs.flop_registry import ShapeArgs, aten, numel, register_flops
 from lightspeed.measure.torch_internals import bind_arguments
-
-aten = torch.ops.aten
 
 
 def attention_forward_flops(query: torch.Size, key_length: int, qk_dim: int, v_dim: int) -> int:

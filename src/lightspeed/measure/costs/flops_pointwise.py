@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from lightspeed.measure.costs.flop_registry import (
     ShapeArgs,
+    aten,
     aten_family,
     output_elements,
     per_element,
@@ -26,8 +25,6 @@ from lightspeed.measure.costs.flop_registry import (
     total_numel,
     zero_flops,
 )
-
-aten = torch.ops.aten
 
 
 def _register_per_element(flops_per_element: int, *names: str) -> None:

@@ -9,18 +9,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
-
 from lightspeed.measure.costs.flop_registry import (
     ShapeArgs,
+    aten,
     aten_family,
     first_output_numel,
     numel,
     register_flops,
     zero_flops,
 )
-
-aten = torch.ops.aten
 
 
 def _window(kernel_size: list[int], spatial_dims: int) -> int:

@@ -11,18 +11,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
-
 from lightspeed.measure.costs.flop_registry import (
     ShapeArgs,
+    aten,
     aten_family,
     first_output_numel,
     numel,
     register_flops,
     total_numel,
 )
-
-aten = torch.ops.aten
 
 _MEAN_REDUCTION = 1  # torch's Reduction enum: 0 none, 1 mean, 2 sum
 

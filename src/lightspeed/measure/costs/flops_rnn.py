@@ -59,13 +59,12 @@ import torch
 
 from lightspeed.measure.costs.flop_registry import (
     ShapeArgs,
+    aten,
     numel,
     register_flops,
     shapes,
     zero_flops,
 )
-
-aten = torch.ops.aten
 
 # Gate math per hidden unit of the fused cells (derived in the module docstring).
 LSTM_CELL_FORWARD_FLOPS = 22

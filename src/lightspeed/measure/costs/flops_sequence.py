@@ -11,11 +11,7 @@ the `_foreach_` list variants where torch has them.
 
 from __future__ import annotations
 
-import torch
-
 from lightspeed.measure.costs.flop_registry import aten_family, per_element, register_flops
-
-aten = torch.ops.aten
 
 _BITWISE = ("bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor")
 register_flops(*(packet for name in _BITWISE for packet in aten_family(name)))(per_element(1))

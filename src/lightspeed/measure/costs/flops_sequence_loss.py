@@ -42,9 +42,13 @@ from typing import Any
 
 import torch
 
-from lightspeed.measure.costs.flop_registry import ShapeArgs, numel, register_flops, zero_flops
-
-aten = torch.ops.aten
+from lightspeed.measure.costs.flop_registry import (
+    ShapeArgs,
+    aten,
+    numel,
+    register_flops,
+    zero_flops,
+)
 
 CTC_ALPHA_FLOPS_PER_CELL = 13
 CTC_LOSS_FLOPS_PER_UTTERANCE = 9
