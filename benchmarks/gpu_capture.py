@@ -44,7 +44,12 @@ def capture_profile(name: str, dtype: str, device: Device, out: Path, stem: str)
     lightspeed.save_profile(prof, out / f"{stem}.profile.json")
     print(f"{stem}: profile in {time.perf_counter() - start:.1f} s", flush=True)
     memory = json.loads((out / f"{stem}.profile.json").read_text())["memory"]
-    return memory if isinstance(memory, dict) else {}
+    if not isinstance(memory, dict):
+        return {}
+    # The totals; the profile itself keeps the categories over the step.
+    return {k: v for k, v in memory.items() if k.endswith("_bytes") and not isinstance(v, dict)} | {
+        "method": memory.get("method")
+    }
 
 
 def capture_trace(name: str, dtype: str, device: Device, out: Path, stem: str) -> dict:
