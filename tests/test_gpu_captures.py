@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lightspeed import load_profile
+from lightspeed.analysis.step_roofline import analyse_ops
 from lightspeed.dtypes import Precision
 from lightspeed.facts.profile import Profile
 from lightspeed.hardware.catalog import catalog_hardware
@@ -95,3 +96,20 @@ def test_memory_matches_the_allocator(stem: str, profiles: dict[str, Profile]) -
     assert sum(memory.at_peak_bytes.values()) == memory.peak_bytes
     peak = allocator["max_allocated_bytes"] - allocator["allocated_before_bytes"]
     assert memory.peak_bytes == pytest.approx(peak, rel=0.01)
+
+
+@pytest.mark.parametrize("stem", CAPTURES)
+def test_no_matrix_op_beats_its_speed_of_light(stem: str, profiles: dict[str, Profile]) -> None:
+    analyses = analyse_ops(profiles[stem])
+    matrix = [a for a in analyses if a.op.macs is not None and a.time_s]
+    assert matrix
+    for a in matrix:
+        assert a.sol_time_s <= a.time_s, (a.op.name, a.precision, a.sol_time_s, a.time_s)
+    by_name = {a.op.name: a.precision for a in matrix}
+    if stem == "resnet50-fp32-cuda":
+        # cuDNN ran the fp32 convolutions on TF32 tensor cores (its default).
+        assert by_name["aten::convolution"] is Precision.TF32
+    if stem.endswith("bf16-cuda") and not stem.startswith("resnet50"):
+        # Not the fp32 log-sum-exp that attention's backward takes last.
+        backward = next(name for name in by_name if "attention_backward" in name)
+        assert by_name[backward] is Precision.BF16

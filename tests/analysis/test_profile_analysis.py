@@ -382,7 +382,7 @@ def test_time_in_ops_with_unknown_flops_is_reported_and_warned_above_one_percent
     assert FindingKind.UNKNOWN_FLOPS not in {f.kind for f in small.findings}
 
 
-def test_a_matmul_op_takes_the_precision_of_its_last_floating_input() -> None:
+def test_a_matmul_op_takes_the_precision_of_its_largest_floating_input() -> None:
     from lightspeed.analysis.step_roofline import op_precision
 
     # A fused RNN backward: bf16 tensors, then a byte workspace; an addmm: bias, a, b.
@@ -393,3 +393,12 @@ def test_a_matmul_op_takes_the_precision_of_its_last_floating_input() -> None:
     assert op_precision(rnn, CPU) is Precision.BF16
     plain = dataclasses.replace(rnn, input_dtypes=("uint8",))
     assert op_precision(plain, CPU) is Precision.FP32
+    # Attention's backward: bf16 gradient, q, k, v and output, then the fp32 log-sum-exp.
+    qkv = (8, 12, 1024, 64)
+    attention = dataclasses.replace(
+        rnn,
+        name="aten::_scaled_dot_product_cudnn_attention_backward",
+        input_dtypes=("bfloat16",) * 5 + ("float32", "int64"),
+        input_shapes=(qkv,) * 5 + ((8, 12, 1024, 1), ()),
+    )
+    assert op_precision(attention, CPU) is Precision.BF16

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from itertools import zip_longest
 
 from lightspeed.analysis.roofline import RooflinePoint, peak_precision, place_on
 from lightspeed.dtypes import Precision, precision_of_dtype
@@ -100,12 +101,37 @@ class Aggregate:
 
 def op_precision(op: OpRecord, hardware: Hardware) -> Precision:
     """The precision whose peak bounds `op` on `hardware` (see the module docstring)."""
-    if op.macs is not None:
-        # The last floating input: a matmul's second operand; past the byte workspace a
-        # fused RNN backward takes last.
-        floating = (precision_of_dtype(d) for d in reversed(op.input_dtypes))
-        return peak_precision(next((p for p in floating if p), Precision.FP32), hardware)
-    return peak_precision(Precision.FP32, hardware)
+    if op.macs is None:
+        return peak_precision(Precision.FP32, hardware)
+    precision = peak_precision(operand_precision(op), hardware)
+    if (
+        precision is Precision.FP32
+        and Precision.TF32 in hardware.peak_flops_per_s
+        and op.time_s
+        and op.flops / op.time_s > hardware.matmul_peak(Precision.FP32)
+    ):
+        # Faster than fp32 math allows: TF32 tensor cores ran it (cuDNN's default for
+        # convolutions, cuBLAS's under allow_tf32), as `lightspeed trace` also reads it.
+        return Precision.TF32
+    return precision
+
+
+def operand_precision(op: OpRecord) -> Precision:
+    """The precision of a matrix op's largest floating input (the later one of equal
+    size: a matmul's second operand). Not the last floating input: attention's backward
+    takes the fp32 log-sum-exp of its bf16 forward last, an fp8 product its fp32
+    scales; a fused RNN backward's byte workspace is not floating at all."""
+    best: tuple[int, int, Precision] | None = None
+    for i, (dtype, shape) in enumerate(zip_longest(op.input_dtypes, op.input_shapes, fillvalue=())):
+        precision = precision_of_dtype(dtype)
+        if precision is None:
+            continue
+        size = 1
+        for n in shape:
+            size *= n
+        if best is None or (size, i) >= best[:2]:
+            best = (size, i, precision)
+    return Precision.FP32 if best is None else best[2]
 
 
 def analyse_op(op: OpRecord, hardware: Hardware) -> OpAnalysis:
