@@ -15,9 +15,9 @@ time the op could take, so the faster roof that could apply is the one that does
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from itertools import zip_longest
 
 from lightspeed.analysis.roofline import RooflinePoint, peak_precision, place_on
 from lightspeed.dtypes import Precision, precision_of_dtype
@@ -122,13 +122,13 @@ def operand_precision(op: OpRecord) -> Precision:
     takes the fp32 log-sum-exp of its bf16 forward last, an fp8 product its fp32
     scales; a fused RNN backward's byte workspace is not floating at all."""
     best: tuple[int, int, Precision] | None = None
-    for i, (dtype, shape) in enumerate(zip_longest(op.input_dtypes, op.input_shapes, fillvalue=())):
+    for i, dtype in enumerate(op.input_dtypes):
         precision = precision_of_dtype(dtype)
         if precision is None:
             continue
-        size = 1
-        for n in shape:
-            size *= n
+        # Hand-built records may leave the shapes out: then the last floating input wins.
+        shape = op.input_shapes[i] if i < len(op.input_shapes) else ()
+        size = math.prod(shape)
         if best is None or (size, i) >= best[:2]:
             best = (size, i, precision)
     return Precision.FP32 if best is None else best[2]
