@@ -182,6 +182,17 @@ def test_default_plan_arrays_are_four_times_the_last_level_cache() -> None:
     assert plan.stream_array_bytes >= 4 * last_level_cache_bytes(Device.CPU)
 
 
+def test_a_gpu_plan_measures_no_cache_tier(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On an H200 the kernels over L2-sized sets were launch-bound, slower than memory.
+    from lightspeed.hardware import calibrate as module
+
+    monkeypatch.setattr(module, "last_level_cache_bytes", lambda device: 60 * 2**20)
+    gpu = default_plan(Device.CUDA)
+    assert gpu.cache_working_sets == ()
+    assert gpu.stream_array_bytes >= 4 * 60 * 2**20
+    assert default_plan(Device.CPU).cache_working_sets
+
+
 @pytest.mark.parametrize(
     ("text", "expected"), [("32768K", 32 * 2**20), ("1M\n", 2**20), ("512", 512)]
 )
