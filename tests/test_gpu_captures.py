@@ -5,6 +5,7 @@ and the profile's memory against the CUDA allocator's own peak."""
 
 from __future__ import annotations
 
+import collections
 import gzip
 import json
 import shutil
@@ -78,6 +79,18 @@ def test_profile_kernel_times_match_the_trace(
         assert stats.flops == pytest.approx(sum(op.flops for op in products), rel=1e-9)
     traced = statistics.median(step.results["matmuls"].time_s for step in steps)
     assert sum(op.time_s or 0.0 for op in products) == pytest.approx(traced, rel=0.05)
+    # Each product by name and FLOPs (its shape): the trace's whole window keeps every one.
+    whole = rank.whole.results["matmuls"]
+    window_steps = len(steps) - 1 if rank.last_step_left_out else len(steps)
+    traced_by_op: dict[tuple[str, int], float] = collections.defaultdict(float)
+    for point in whole.points:
+        traced_by_op[(point.name, int(point.flops))] += point.time_s / window_steps
+    profiled_by_op: dict[tuple[str, int], float] = collections.defaultdict(float)
+    for op in products:
+        profiled_by_op[(op.name, op.flops)] += op.time_s or 0.0
+    assert profiled_by_op.keys() == traced_by_op.keys()
+    for key, seconds in profiled_by_op.items():
+        assert seconds == pytest.approx(traced_by_op[key], rel=0.05), key
     # Every op's kernels: the profile's op times sum to the device's busy time a step.
     busy = statistics.median(
         s.results["temporal_breakdown"].total_s - s.results["temporal_breakdown"].idle_s
