@@ -126,3 +126,12 @@ def test_no_matrix_op_beats_its_speed_of_light(stem: str, profiles: dict[str, Pr
         # Not the fp32 log-sum-exp that attention's backward takes last.
         backward = next(name for name in by_name if "attention_backward" in name)
         assert by_name[backward] is Precision.BF16
+
+
+def test_an_optimizer_reading_its_step_counts_does_not_sync(
+    traces: dict[str, RankAnalysis],
+) -> None:
+    # AdamW reads each parameter's CPU step count with `.item()`: 150 calls a step that
+    # make no runtime call. The steps' only syncs are the timer's cudaDeviceSynchronize.
+    host = traces["gpt2-small-bf16-cuda"].whole.results["host"]
+    assert host.sync_calls == {"cudaDeviceSynchronize": 2}

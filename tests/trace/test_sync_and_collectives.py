@@ -174,3 +174,32 @@ def test_ranks_of_different_world_sizes_are_said_to_be(tmp_path: Path) -> None:
     assert analyse_traces(load_traces([tmp_path])).notes == [
         "the traces record different world sizes (2, 8): are they from one run?"
     ]
+
+
+def test_an_item_that_calls_nothing_is_no_sync(tmp_path: Path) -> None:
+    # An optimizer reading its CPU step counts: `aten::item` that makes no runtime call
+    # waits for no device (an H200 trace of GPT-2 counted 150 such "syncs" a step). One
+    # real item (t=100) copies and waits; one at t=300 overlaps a launch on another
+    # thread (the autograd engine's), which is not its own.
+    t = KinetoTrace()
+    t.step(1, 0, 600)
+    t.launch(0, 10, 400)
+    t.cpu_op("aten::item", 50, 2)
+    t.cpu_op("aten::item", 100, 320)
+    t.copy_to_host(101, 410, 2)
+    t.runtime("cudaStreamSynchronize", 110, 305)
+    t.cpu_op("aten::item", 300, 3)
+    t.launch(300, 450, 10)
+    t.events[-2]["tid"] = 2  # the launch's runtime call, on another host thread
+    (step,) = analyse_rank(load_trace(t.write(tmp_path / "t.json"))).steps
+    h = step.host
+    assert h.syncs == 1
+    assert h.sync_s == pytest.approx(320e-6)
+    assert h.sync_calls == {"aten::item": 1, "cudaStreamSynchronize": 1}
+    # Without any runtime call in the trace, nothing tells them apart: all three count.
+    cpu_only = KinetoTrace()
+    cpu_only.step(1, 0, 600)
+    for at in (50, 100, 300):
+        cpu_only.cpu_op("aten::item", at, 2)
+    (step,) = analyse_rank(load_trace(cpu_only.write(tmp_path / "c.json"))).steps
+    assert step.host.syncs == 3

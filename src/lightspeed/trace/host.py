@@ -18,7 +18,7 @@ import numpy as np
 from lightspeed.document import Unit, Value, line
 from lightspeed.rules import SMALL_OP_S
 from lightspeed.trace import intervals
-from lightspeed.trace.events import US, EventTable, Kind, Trace, seconds
+from lightspeed.trace.events import US, EventTable, IntArray, Kind, Trace, seconds
 from lightspeed.trace.names import (
     BoolArray,
     is_data_loading,
@@ -123,17 +123,46 @@ class HostIndex:
     worker_loading: BoolArray
     collective: BoolArray
     outer_ops: BoolArray  # by row of the CPU-op table
+    # The CPU ops that are host syncs (`aten::item`, `_local_scalar_dense`) and did wait
+    # on a device: what the analyses read as op-level syncs, beside the runtime's calls.
+    sync_ops: EventTable
 
 
 def host_index(trace: Trace) -> HostIndex:
+    sync = names_where(trace, is_host_sync)
+    ops = trace.table(Kind.CPU_OP)
     return HostIndex(
         launch=names_where(trace, is_launch),
-        sync=names_where(trace, is_host_sync),
+        sync=sync,
         loading=names_where(trace, is_data_loading),
         worker_loading=names_where(trace, is_worker_data_loading),
         collective=names_where(trace, is_host_collective),
-        outer_ops=top_level(trace.table(Kind.CPU_OP)),
+        outer_ops=top_level(ops),
+        sync_ops=ops.rows(blocking_sync_ops(ops, trace.table(Kind.RUNTIME), sync)),
     )
+
+
+def blocking_sync_ops(ops: EventTable, runtime: EventTable, sync: BoolArray) -> IntArray:
+    """Rows, ascending, of the CPU ops named as host syncs that made a runtime call on
+    their thread while they ran: reading a GPU tensor's value copies it and waits for
+    the stream, reading a CPU tensor's (an optimizer's step count) calls nothing and
+    waits for nothing. In a trace without runtime calls there is nothing to tell them
+    apart by, and every such op is kept."""
+    rows = np.flatnonzero(sync[ops.name])
+    if len(rows) == 0 or len(runtime) == 0:
+        return rows
+    # One sorted key per (thread, time): the runtime calls of a thread are contiguous.
+    _, codes = np.unique(np.concatenate([runtime.tid, ops.tid[rows]]), return_inverse=True)
+    t0 = min(float(runtime.ts_us.min()), float(ops.ts_us[rows].min()))
+    span = max(float(runtime.end_us.max()), float(ops.end_us[rows].max())) - t0 + 1.0
+    call_key = codes[: len(runtime)] * span + (runtime.ts_us - t0)
+    order = np.sort(call_key)
+    op_code = codes[len(runtime) :]
+    first = np.searchsorted(order, op_code * span + (ops.ts_us[rows] - t0), side="left")
+    ends = op_code * span + (ops.end_us[rows] - t0)
+    inside = first < len(order)
+    inside[inside] = order[first[inside]] <= ends[inside]
+    return rows[inside]
 
 
 def launch_stats(
@@ -181,9 +210,10 @@ def host_stats(
     worker_loading = intervals.join(
         notes.spans(index.worker_loading), ops.spans(index.worker_loading)
     )
-    syncs = intervals.join(runtime.spans(index.sync), ops.spans(index.sync))
+    sync_ops = _Overlapping(index.sync_ops, lo, hi)
+    syncs = intervals.join(runtime.spans(index.sync), sync_ops.spans(index.sync))
     sync_union = intervals.union(*syncs)
-    in_it = [t.name[in_window(t, window)] for t in (runtime.table, ops.table)]
+    in_it = [t.name[in_window(t, window)] for t in (runtime.table, index.sync_ops)]
     sync_names = np.concatenate([names[index.sync[names]] for names in in_it])
     collectives = intervals.join(notes.spans(index.collective), ops.spans(index.collective))
     ops_table = ops.table
@@ -276,7 +306,9 @@ def host_stats_steps(
     worker_loading = steps.spread(*named_spans(index.worker_loading, notes, ops, extent=extent))
     collectives = steps.spread(*named_spans(index.collective, notes, ops, extent=extent))
     syncs = steps.spread(
-        *intervals.union(*named_spans(index.sync, runtime, ops, extent=extent, lasting=True))
+        *intervals.union(
+            *named_spans(index.sync, runtime, index.sync_ops, extent=extent, lasting=True)
+        )
     )
     # Top-level ops belong to the step they start in, and are cut to it.
     starting = ops.starting_in(*extent)
@@ -295,7 +327,7 @@ def host_stats_steps(
     n_loading, n_worker = steps.counts(loading[0]), steps.counts(worker_loading[0])
     n_syncs, sync_us = steps.counts(syncs[0]), steps.lengths(syncs)
     n_ops = steps.counts(op_step)
-    sync_calls = _names_by_step(trace, steps, index.sync, runtime, ops)
+    sync_calls = _names_by_step(trace, steps, index.sync, runtime, index.sync_ops)
     idle_us = _sync_idle_steps(syncs, device_busy, steps) if len(device_busy[0]) else None
     n = len(has_device)
 

@@ -103,7 +103,7 @@ def _covered(ctx: TraceContext) -> list[tuple[str, Spans]]:
     h = index.host
 
     activities = [
-        ("in_sync_s", named_spans(h.sync, runtime, ops)),
+        ("in_sync_s", named_spans(h.sync, runtime, h.sync_ops)),
         ("loading_data_s", named_spans(h.loading, notes, ops)),
         ("in_collectives_s", named_spans(h.collective, notes, ops)),
         ("in_copy_calls_s", named_spans(h.launch & index.copy_call, runtime)),

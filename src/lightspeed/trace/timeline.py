@@ -12,15 +12,15 @@ The window is the step on the host widened to its span on the device
 (`steps.device_step_spans`: the device lags the host). Every event of a lane that
 overlaps the window is drawn, cut to it: a time slice, as a trace viewer shows it.
 
-Lanes: host threads (by thread id), then device streams (by device, then stream). A
-host lane holds the top-level CPU ops (`steps.top_level`; ProfilerStep marks are not
-ops), host-side collectives among them as collectives (`names.is_host_collective`,
-annotations such as `gloo:all_reduce` too: a CPU-only run's steps are often nothing
-else), and the outermost host syncs (`names.is_host_sync`: synchronize calls, blocking
-copies, `aten::item`); a sync cuts the op it runs inside, which is drawn around it, so
-the host's waits show. A device lane holds kernels (`^nccl.*Kernel` ones, as
-`names.kernel_type` says, as collectives) and memory copies and sets. A lane is one
-row: its events never overlap.
+Lanes: host threads (by thread id), then device streams (by device, then stream). A host
+lane holds the top-level CPU ops (`steps.top_level`; ProfilerStep marks are not ops),
+host-side collectives among them as collectives (`names.is_host_collective`, annotations
+such as `gloo:all_reduce` too: a CPU-only run's steps are often nothing else), and the
+outermost host syncs (`names.is_host_sync`: synchronize calls, blocking copies, an
+`aten::item` that waited on the device, `host.blocking_sync_ops`); a sync cuts the op it
+runs inside, which is drawn around it, so the host's waits show. A device lane holds
+kernels (`^nccl.*Kernel` ones, as `names.kernel_type` says, as collectives) and memory
+copies and sets. A lane is one row: its events never overlap.
 
 Downsampling (`trace.downsample`), so that a large trace still draws quickly: on each
 lane, runs of events shorter than 1/RESOLUTION of the window (about a pixel) merge into
@@ -213,7 +213,8 @@ def _host_blocks(ctx: TraceContext, lo: float, hi: float) -> tuple[Blocks, IntAr
     ops = ops.rows(np.flatnonzero(~step[ops.name]))
     runtime = trace.table(Kind.RUNTIME)
     calls = runtime.rows(np.flatnonzero(_overlapping(runtime, lo, hi) & sync[runtime.name]))
-    syncs = _concat(ops.rows(np.flatnonzero(sync[ops.name])), calls)
+    waited = index.sync_ops.rows(np.flatnonzero(_overlapping(index.sync_ops, lo, hi)))
+    syncs = _concat(waited, calls)
     outer = np.flatnonzero(top_level(syncs))
     syncs = syncs.rows(outer[np.argsort(syncs.ts_us[outer], kind="stable")])  # in time order
     work = ops.rows(np.flatnonzero(top_level(ops) & ~sync[ops.name]))
