@@ -150,3 +150,27 @@ def test_bert_on_an_h100_against_its_own_events() -> None:
     # 141 tokens: every product has a dimension that is no multiple of 8.
     assert m.unaligned_s == pytest.approx(m.time_s)
     assert m.fraction_of_sol is not None and 0 < m.fraction_of_sol < 1
+
+
+def test_on_a_trace_of_the_cpu_alone_each_product_is_timed_by_its_op(tmp_path: Path) -> None:
+    # Two steps with no device: a 64×32×16 product (30 µs) and a 141-wide bf16 one (20
+    # µs, unaligned for tensor cores, which a CPU has not) in the first, one in the second
+    # that starts in it and ends past it.
+    t = KinetoTrace()
+    t.step(1, 0, 100)
+    t.step(2, 100, 100)
+    fp32 = ["float", "float"]
+    t.cpu_op("aten::mm", 10, 30, **{"Input Dims": [[64, 32], [32, 16]], "Input type": fp32})
+    dims = [[4, 141, 64], [4, 64, 141]]
+    t.cpu_op("aten::bmm", 50, 20, **{"Input Dims": dims, "Input type": [BF16] * 2})
+    t.cpu_op("aten::mm", 150, 80, **{"Input Dims": [[8, 8], [8, 8]], "Input type": fp32})
+    analysis = analyse_rank(load_trace(t.write(tmp_path / "t.json")))
+    first, second = analysis.steps
+    m = first.matmuls
+    assert m is not None and m.on_host and m.ops == 2
+    assert m.flops == 2 * 64 * 32 * 16 + 2 * 4 * 141 * 64 * 141
+    assert m.time_s == pytest.approx(50e-6)
+    assert m.by_precision == pytest.approx({"fp32": 30e-6, "bf16": 20e-6})
+    assert (m.unaligned_s, m.sol_s, m.fraction_of_sol) == (0.0, None, None)
+    assert second.matmuls is not None and second.matmuls.flops == 2 * 8**3
+    assert second.matmuls.time_s == pytest.approx(80e-6)

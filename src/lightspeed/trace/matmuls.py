@@ -6,6 +6,10 @@ A trace recorded with `record_shapes=True` gives each CPU op its `Input Dims` an
 the operands and the result. Each op's kernels are found through the runtime calls
 made inside it (`External id`, then `correlation`), so each op has a kernel time.
 
+A trace of the CPU alone has no kernels: there each product is timed by its op's own
+duration, and counted in the window its op starts in (no speed of light: no catalog
+entry describes a CPU, and tensor-core shapes do not apply).
+
 When `deviceProperties` describe a GPU of the catalog (by its name, or by its SM count
 and memory where the name is generic), each op's speed of light is max(FLOPs / peak,
 bytes / bandwidth) at the peak of its matrix units in its precision (AMD's fp32 on
@@ -163,6 +167,9 @@ class MatmulIndex:
     sol_s: FloatArray | None = None
     memory_bound: BoolArray | None = None
     tf32: BoolArray | None = None
+    # A trace of the CPU alone: each product's op start and duration (µs), in op order.
+    host_start_us: FloatArray | None = None
+    host_dur_us: FloatArray | None = None
 
 
 def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
@@ -185,6 +192,17 @@ def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
             names.append(name)
     if not products:
         return None
+    if len(device) == 0:
+        return MatmulIndex(
+            flops=np.array([p.flops for p in products]),
+            bytes=np.array([p.bytes for p in products]),
+            unaligned=np.zeros(len(products), dtype=bool),
+            products=products,
+            op_of_event=np.empty(0, dtype=np.int64),
+            names=tuple(names),
+            host_start_us=ops.ts_us[rows],
+            host_dur_us=ops.dur_us[rows],
+        )
     op_of_launch = _enclosing(ops, np.array(rows), trace.table(Kind.RUNTIME))
     launched = op_of_launch >= 0
     found, dev_rows = correlate(trace.table(Kind.RUNTIME).correlation[launched], device)
@@ -294,6 +312,7 @@ class MatmulStats:
     tf32_ops: int = 0  # fp32 products faster than the fp32 peak: placed against TF32
     # The POINTS_KEPT longest, longest first (the whole trace's window only).
     points: tuple[MatmulPoint, ...] = ()
+    on_host: bool = False  # a trace of the CPU alone: timed by the ops, not by kernels
 
     @property
     def flops_per_s(self) -> float:
@@ -328,6 +347,18 @@ def matmul_stats(
     op_ids, inverse = np.unique(index.op_of_event[events], return_inverse=True)
     time_us = np.bincount(inverse, weights=dur_us[events]).astype(np.float64)
     return _stats(index, op_ids, time_us, points)
+
+
+def host_matmul_stats(index: MatmulIndex, start_us: float, end_us: float) -> MatmulStats | None:
+    """On a trace of the CPU alone: the products whose ops start in [start_us, end_us),
+    each timed by its op's duration."""
+    assert index.host_start_us is not None and index.host_dur_us is not None
+    op_ids = np.flatnonzero((index.host_start_us >= start_us) & (index.host_start_us < end_us))
+    if len(op_ids) == 0:
+        return None
+    return dataclasses.replace(
+        _stats(index, op_ids, index.host_dur_us[op_ids], False), on_host=True
+    )
 
 
 def matmul_stats_steps(
@@ -485,7 +516,10 @@ def _matmuls(w: WindowContext) -> MatmulStats | None:
     # Products one by one for the whole trace only (its window has no step number):
     # what a report draws, where every step's would repeat them.
     whole = w.window.number is None
-    return matmul_stats(w.trace.once(_index), w.rows, w.trace.device.dur_us, points=whole)
+    index = w.trace.once(_index)
+    if index is not None and index.host_start_us is not None:
+        return host_matmul_stats(index, w.window.start_us, w.window.end_us)
+    return matmul_stats(index, w.rows, w.trace.device.dur_us, points=whole)
 
 
 def _describe(m: MatmulStats | None) -> Shown:
@@ -497,7 +531,7 @@ def _describe(m: MatmulStats | None) -> Shown:
         Value(m.flops, Unit.FLOPS),
         " in ",
         Value(m.time_s, Unit.SECONDS),
-        " of kernels: ",
+        " of CPU ops: " if m.on_host else " of kernels: ",
         Value(m.flops_per_s, Unit.FLOP_RATE),
     ]
     sol = m.fraction_of_sol
@@ -522,7 +556,10 @@ def _describe(m: MatmulStats | None) -> Shown:
 
 def _matmuls_steps(sc: StepsContext) -> list[MatmulStats | None]:
     ctx = sc.trace
-    return matmul_stats_steps(ctx.once(_index), sc.owner, sc.rows, ctx.device.dur_us, len(sc))
+    index = ctx.once(_index)
+    if index is not None and index.host_start_us is not None:
+        return [host_matmul_stats(index, w.window.start_us, w.window.end_us) for w in sc.windows]
+    return matmul_stats_steps(index, sc.owner, sc.rows, ctx.device.dur_us, len(sc))
 
 
 MATMULS = WindowAnalyzer(
