@@ -37,7 +37,11 @@ class _Tiny(pl.LightningModule):  # type: ignore[misc]
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def _fit(max_steps: int, devices: int = 1, width: int = 0, **trainer_args: Any) -> Any:
+def _fit(
+    max_steps: int, devices: int = 1, width: int = 0, flops: bool = False, **trainer_args: Any
+) -> Any:
+    """`flops`: the module carries `flops_per_batch`, Lightning's own count (for its
+    ThroughputMonitor) of a batch's forward and backward."""
     data = torch.utils.data.TensorDataset(torch.randn(96, 16), torch.randint(0, 2, (96,)))
     trainer = pl.Trainer(
         max_steps=max_steps,
@@ -49,7 +53,17 @@ def _fit(max_steps: int, devices: int = 1, width: int = 0, **trainer_args: Any) 
         devices=devices,
         **trainer_args,
     )
-    trainer.fit(_Tiny(width), torch.utils.data.DataLoader(data, batch_size=4))
+    module = _Tiny(width)
+    if flops:
+        from lightning.fabric.utilities.throughput import measure_flops
+
+        with torch.device("meta"):
+            meta, x = _Tiny(width), torch.randn(4, 16)
+        y = torch.zeros(4, dtype=torch.long, device="meta")
+        module.flops_per_batch = measure_flops(
+            meta, lambda: meta.training_step((x, y), 0), loss_fn=lambda loss: loss
+        )
+    trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=4))
     return trainer
 
 
@@ -80,22 +94,31 @@ def test_the_callback_records_optimizer_steps_and_logs_to_the_trainer_s_loggers(
     assert int(row["step"]) == 5
 
 
-def test_the_throughput_agrees_with_lightning_s_own_monitor(tmp_path: Path) -> None:
-    from lightning.pytorch.callbacks import ThroughputMonitor
+def test_the_throughput_agrees_with_lightning_s_own_monitor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lightning.pytorch.callbacks import ThroughputMonitor, throughput_monitor
     from lightning.pytorch.loggers import CSVLogger
 
+    # Its table has no CPU: both take MFU against the same peak, as a user gives ours.
+    peak = 1e12
+    monkeypatch.setattr(throughput_monitor, "get_available_flops", lambda device, dtype: peak)
+
     logger = CSVLogger(tmp_path / "logs", name="run", version=0)
+
     # Its window: the 6 batches of the 3 recorded optimizer steps (7 batch ends), so both
     # time the same batches; it first in the list, so the trace's export at the window's
     # end is not in its last interval.
-    monitor = ThroughputMonitor(batch_size_fn=lambda batch: len(batch[0]), window_size=7)
-    _fit(
-        6,
-        width=512,
-        logger=logger,
-        log_every_n_steps=1,
-        callbacks=[monitor, LightspeedCallback(tmp_path / "ls", wait=1, warmup=1, active=3)],
+    def items(batch: Any) -> int:
+        return int(batch[0].numel())  # features, as a language model's tokens
+
+    monitor = ThroughputMonitor(
+        batch_size_fn=lambda batch: len(batch[0]), length_fn=items, window_size=7
     )
+    ours = LightspeedCallback(
+        tmp_path / "ls", wait=1, warmup=1, active=3, length_fn=items, peak_flops=peak
+    )
+    _fit(6, width=512, logger=logger, log_every_n_steps=1, callbacks=[monitor, ours], flops=True)
     with open(Path(logger.log_dir) / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     (ours,) = [
@@ -106,10 +129,18 @@ def test_the_throughput_agrees_with_lightning_s_own_monitor(tmp_path: Path) -> N
     # Its figures over the window that ends with the last recorded batch, the 10th.
     (theirs,) = [r for r in rows if r.get("train/batches") == "10"]
     assert ours["lightspeed/samples_per_s"] == 4 * ours["lightspeed/batches_per_s"]
-    for key in ("batches", "samples"):
+    assert ours["lightspeed/items_per_s"] == 16 * ours["lightspeed/samples_per_s"]
+    for key in ("batches", "samples", "items", "flops"):
         assert ours[f"lightspeed/{key}_per_s"] == pytest.approx(
             float(theirs[f"train/device/{key}_per_sec"]), rel=0.05
         )
+    assert ours["lightspeed/mfu"] == pytest.approx(float(theirs["train/device/mfu"]), rel=0.05)
+    # Its FLOPs are torch's FlopCounterMode's on the meta device (`measure_flops`), ours
+    # the trace's products by their recorded shapes: the same count, two batches a step.
+    module_flops = float(theirs["train/device/flops_per_sec"]) / float(
+        theirs["train/device/batches_per_sec"]
+    )
+    assert ours["lightspeed/flops_per_step"] == pytest.approx(2 * module_flops, rel=1e-9)
 
 
 def test_the_profiler_records_the_same_steps_and_sums_them_up(tmp_path: Path) -> None:

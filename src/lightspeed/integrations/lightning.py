@@ -25,7 +25,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.profilers import Profiler
 
-from lightspeed.integrations.run import ProfiledRun, run_settings
+from lightspeed.integrations.run import DEFAULT_MAX_TRACE_MB, ProfiledRun, run_settings
 
 
 class LightspeedCallback(pl.Callback):
@@ -35,7 +35,10 @@ class LightspeedCallback(pl.Callback):
     report's files (`integrations.sinks`). `batch_size_fn` and `length_fn` give a batch's
     samples and items (tokens), as for Lightning's `ThroughputMonitor`: the recorded
     steps' batches, samples and items per second are logged beside the rest (by default a
-    batch's samples are the first dimension of its first tensor)."""
+    batch's samples are the first dimension of its first tensor). `peak_flops` (FLOP/s):
+    the peak `mfu` is taken against, where the catalog has none (a CPU) or to match the
+    one a `ThroughputMonitor` uses. `max_trace_mb`: each rank's trace cut to its first
+    steps that fit (`ProfiledRun`)."""
 
     def __init__(
         self,
@@ -45,13 +48,15 @@ class LightspeedCallback(pl.Callback):
         warmup: int = 1,
         active: int = 3,
         log: str | None = None,
+        peak_flops: float | None = None,
+        max_trace_mb: float | None = DEFAULT_MAX_TRACE_MB,
         batch_size_fn: Callable[[Any], int | None] | None = None,
         length_fn: Callable[[Any], int] | None = None,
     ) -> None:
         self.output_dir = Path(output_dir)
         self.batch_size_fn = batch_size_fn or first_dimension
         self.length_fn = length_fn
-        self.settings = run_settings(wait, warmup, active, log)
+        self.settings = run_settings(wait, warmup, active, log, peak_flops, max_trace_mb)
         self.run: ProfiledRun | None = None
         self._optimizer_steps = 0
 
@@ -97,8 +102,8 @@ class LightspeedCallback(pl.Callback):
 
 class LightspeedProfiler(Profiler):
     """A Lightning `Profiler` for `Trainer(profiler=...)` that profiles the same schedule of
-    optimizer steps as `LightspeedCallback` and reports into `output_dir`; `summary()` is
-    the run's figures and bound."""
+    optimizer steps as `LightspeedCallback` and reports into `output_dir` (its arguments
+    are the callback's); `summary()` is the run's figures and bound."""
 
     def __init__(
         self,
@@ -108,10 +113,12 @@ class LightspeedProfiler(Profiler):
         warmup: int = 1,
         active: int = 3,
         log: str | None = None,
+        peak_flops: float | None = None,
+        max_trace_mb: float | None = DEFAULT_MAX_TRACE_MB,
     ) -> None:
         super().__init__(dirpath=output_dir)
         self.output_dir = Path(output_dir)
-        self.settings = run_settings(wait, warmup, active, log)
+        self.settings = run_settings(wait, warmup, active, log, peak_flops, max_trace_mb)
         self.run: ProfiledRun | None = None
         self._stepped = False  # the optimizer stepped in the batch now running
 

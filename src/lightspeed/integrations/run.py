@@ -37,9 +37,13 @@ from lightspeed.integrations.sinks import (
 )
 from lightspeed.measure.torch_internals import profiler_running
 from lightspeed.trace import TraceAnalysis
+from lightspeed.trace.trim import trim_trace
 from lightspeed.workflows.observe import Observation, observe
 
 log = logging.getLogger(__name__)
+
+# Each rank's trace at most, in MB of events' JSON: a few steps of a large model fit.
+DEFAULT_MAX_TRACE_MB = 500.0
 
 
 class ProfiledRun:
@@ -49,7 +53,12 @@ class ProfiledRun:
     recorded. `report` False: the trace is analysed and `metrics` set, but no JSON or
     HTML is written (another rank writes them). `log` ("wandb", "mlflow",
     "tensorboard", comma-separated; `integrations.sinks`): where the reporting process
-    also logs the figures, and the JSON and HTML as artifacts, under `output_dir`."""
+    also logs the figures, and the JSON and HTML as artifacts, under `output_dir`.
+    `peak_flops` (FLOP/s): the peak `mfu` is taken against, in place of the catalog GPU's
+    (a CPU, a GPU the catalog lacks, or the peak a ThroughputMonitor is given).
+    `max_trace_mb`: each rank's trace is cut to its first recorded steps whose events fit
+    in that many MB of JSON (`trace.trim`; None: no limit). The profiler records no
+    stacks, memory or modules, only what the analysis reads."""
 
     def __init__(
         self,
@@ -60,9 +69,14 @@ class ProfiledRun:
         active: int = 3,
         report: bool = True,
         log: str | None = None,
+        peak_flops: float | None = None,
+        max_trace_mb: float | None = DEFAULT_MAX_TRACE_MB,
     ) -> None:
+        run_settings(wait, warmup, active, log, peak_flops, max_trace_mb)  # checks them
         self.output_dir = Path(output_dir)
         self.report = report
+        self.peak_flops = peak_flops
+        self.max_trace_mb = max_trace_mb
         if log is not None:
             sink_names(log)  # a wrong name fails now, not after the recorded steps
         self.log = log
@@ -166,7 +180,8 @@ class ProfiledRun:
         # The figures are the report's JSON's (`sinks.result_metrics`), so a logger shows
         # what the report says: made once, written where this process reports.
         result = self._result(self.analysis)
-        self.metrics = result_metrics(result) | self._rates(self.analysis)
+        figures = result_metrics(result)
+        self.metrics = figures | self._rates(self.analysis) | self._mfu(figures)
         if self.report and self.log:
             self._log(result, self._observation.steps_taken)
         return self.metrics
@@ -179,6 +194,13 @@ class ProfiledRun:
             for key, value in self._counted.items()
             if value is not None and seconds > 0
         }
+
+    def _mfu(self, figures: Mapping[str, float | str]) -> dict[str, float | str]:
+        """With `peak_flops`: the recorded steps' matrix-product FLOPs a second over it."""
+        rate = figures.get(PREFIX + "flops_per_s")
+        if self.peak_flops is None or not isinstance(rate, float):
+            return {}
+        return {PREFIX + "mfu": rate / self.peak_flops}
 
     def _stop(self) -> Path | None:
         """Stop the profiler; the trace it wrote (None: nothing was recorded, and why is
@@ -201,6 +223,19 @@ class ProfiledRun:
                 plan.wait + plan.warmup + 1,
             )
             return None
+        if self.trace_path is not None and self.max_trace_mb is not None:
+            cut = trim_trace(self.trace_path, int(self.max_trace_mb * 1e6))
+            if cut is not None:
+                log.warning(
+                    "the trace keeps its first %d of %d recorded steps (%.0f of %.0f MB of"
+                    " events) to stay under max_trace_mb=%g; record fewer steps (active) or"
+                    " raise the limit for all of them",
+                    cut.steps_kept,
+                    cut.steps_recorded,
+                    cut.bytes_kept / 1e6,
+                    cut.bytes_recorded / 1e6,
+                    self.max_trace_mb,
+                )
         return self.trace_path
 
     def _log(self, result: Mapping[str, Any], step: int) -> None:
@@ -232,9 +267,28 @@ class ProfiledRun:
         return result
 
 
-def run_settings(wait: int, warmup: int, active: int, log: str | None) -> dict[str, Any]:
-    """What a framework adapter hands every `ProfiledRun` it makes, its own arguments."""
-    return {"wait": wait, "warmup": warmup, "active": active, "log": log}
+def run_settings(
+    wait: int,
+    warmup: int,
+    active: int,
+    log: str | None,
+    peak_flops: float | None = None,
+    max_trace_mb: float | None = DEFAULT_MAX_TRACE_MB,
+) -> dict[str, Any]:
+    """What a framework adapter hands every `ProfiledRun` it makes, its own arguments
+    (checked as the adapter is made, not once training has begun)."""
+    if peak_flops is not None and not peak_flops > 0:
+        raise LightspeedError(f"peak_flops must be a positive FLOP/s, not {peak_flops!r}.")
+    if max_trace_mb is not None and not max_trace_mb > 0:
+        raise LightspeedError(f"max_trace_mb must be a positive size, not {max_trace_mb!r}.")
+    return {
+        "wait": wait,
+        "warmup": warmup,
+        "active": active,
+        "log": log,
+        "peak_flops": peak_flops,
+        "max_trace_mb": max_trace_mb,
+    }
 
 
 def _gathered(path: str | None) -> list[str | None]:

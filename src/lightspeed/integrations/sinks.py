@@ -9,8 +9,10 @@ dependency of lightspeed. The figures of a result come from its JSON object as w
 - a trace (this process's rank, the first): `step_time_s` (the median step),
   `steps_recorded`, `bound` (of most steps), and where they apply `device_busy_fraction`,
   `fraction_of_sol` (of the matrix products), `flops_per_step` (the median step's
-  matrix-product FLOPs, from the shapes the trace recorded) and `mfu` (those FLOPs a
-  second over the catalog GPU's peak at their main precision);
+  matrix-product FLOPs, from the shapes the trace recorded; on a CPU's trace too),
+  `flops_per_s` (those of all the recorded steps over their time, as Lightning's
+  ThroughputMonitor takes its window) and `mfu` (`flops_per_s` over the catalog GPU's
+  peak at their main precision);
 - a bench run: a profile's figures for each workload, under its name.
 
 Every key starts with `lightspeed/`. Where each writes, under `directory`: W&B an
@@ -159,11 +161,14 @@ def _trace_figures(result: Mapping[str, Any]) -> dict[str, float | str]:
     if matmuls.get("fraction_of_sol") is not None:
         figures["fraction_of_sol"] = matmuls["fraction_of_sol"]
     if any(s.get("matmuls") for s in steps):
-        flops = statistics.median((s.get("matmuls") or {}).get("flops", 0.0) for s in steps)
+        each = [(s.get("matmuls") or {}).get("flops", 0.0) for s in steps]
+        flops = statistics.median(each)
         figures["flops_per_step"] = flops
+        rate = sum(each) / sum(times)
+        figures["flops_per_s"] = rate
         peak = _peak(matmuls)
         if peak:
-            figures["mfu"] = flops / statistics.median(times) / peak
+            figures["mfu"] = rate / peak
     return figures
 
 

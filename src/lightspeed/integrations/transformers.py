@@ -20,14 +20,16 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from lightspeed.integrations.run import ProfiledRun, run_settings
+from lightspeed.integrations.run import DEFAULT_MAX_TRACE_MB, ProfiledRun, run_settings
 
 
 class LightspeedCallback(TrainerCallback):
     """Profile optimizer steps `wait + 1 + warmup` to `wait + warmup + active` of a
     `Trainer` run and write the trace, the report's JSON and its HTML to `output_dir`;
     with `log` ("wandb", "mlflow", "tensorboard", comma-separated) log the figures and
-    the files there too (`integrations.sinks`)."""
+    the files there too (`integrations.sinks`). `peak_flops` (FLOP/s): the peak `mfu`
+    is taken against, where the catalog has none (a CPU) or to choose another.
+    `max_trace_mb`: each rank's trace cut to its first steps that fit (`ProfiledRun`)."""
 
     def __init__(
         self,
@@ -37,9 +39,11 @@ class LightspeedCallback(TrainerCallback):
         warmup: int = 1,
         active: int = 3,
         log: str | None = None,
+        peak_flops: float | None = None,
+        max_trace_mb: float | None = DEFAULT_MAX_TRACE_MB,
     ) -> None:
         self.output_dir = Path(output_dir)
-        self.settings = run_settings(wait, warmup, active, log)
+        self.settings = run_settings(wait, warmup, active, log, peak_flops, max_trace_mb)
         self.run: ProfiledRun | None = None
 
     def on_train_begin(
