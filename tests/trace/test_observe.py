@@ -49,7 +49,9 @@ def test_a_slow_dataset_is_data_loading_bound(tmp_path: Path) -> None:
     assert any(e.get("name", "").startswith("ProfilerStep#") for e in events)
 
 
-def test_an_item_after_every_op_is_synchronization_bound() -> None:
+def test_an_item_on_the_cpu_waits_for_nothing() -> None:
+    # On a CPU `.item()` reads a value already computed: no device to wait for, so no
+    # sync, and 200 top-level ops (mul, tanh, sum, item) a step are overhead.
     x = torch.randn(64)
     with lightspeed.observe() as obs:
         for _ in range(5):
@@ -58,9 +60,8 @@ def test_an_item_after_every_op_is_synchronization_bound() -> None:
                 x = torch.tanh(x * 1.0001)
                 total += x.sum().item()
             obs.step()
-    assert obs.bound is Bound.SYNCHRONIZATION
-    # 50 .item() calls per step among 200 top-level ops (mul, tanh, sum, item).
-    assert [w.host.syncs for w in obs.rank.steps] == [50, 50, 50]
+    assert obs.bound is not Bound.SYNCHRONIZATION
+    assert [w.host.syncs for w in obs.rank.steps] == [0, 0, 0]
 
 
 def test_many_tiny_ops_are_overhead_bound() -> None:

@@ -138,19 +138,27 @@ def host_index(trace: Trace) -> HostIndex:
         worker_loading=names_where(trace, is_worker_data_loading),
         collective=names_where(trace, is_host_collective),
         outer_ops=top_level(ops),
-        sync_ops=ops.rows(blocking_sync_ops(ops, trace.table(Kind.RUNTIME), sync)),
+        sync_ops=ops.rows(
+            blocking_sync_ops(ops, trace.table(Kind.RUNTIME), sync, bool(trace.devices))
+        ),
     )
 
 
-def blocking_sync_ops(ops: EventTable, runtime: EventTable, sync: BoolArray) -> IntArray:
+def blocking_sync_ops(
+    ops: EventTable, runtime: EventTable, sync: BoolArray, has_device: bool
+) -> IntArray:
     """Rows, ascending, of the CPU ops named as host syncs that made a runtime call on
     their thread while they ran: reading a GPU tensor's value copies it and waits for
     the stream, reading a CPU tensor's (an optimizer's step count) calls nothing and
-    waits for nothing. In a trace without runtime calls there is nothing to tell them
-    apart by, and every such op is kept."""
+    waits for nothing. A trace without runtime calls has nothing to tell them apart by:
+    every such op is kept where the trace names a device (`deviceProperties`: a GPU
+    run profiled without its CUDA activity), none where it names none (a CPU's run,
+    with no device to wait for)."""
     rows = np.flatnonzero(sync[ops.name])
-    if len(rows) == 0 or len(runtime) == 0:
+    if len(rows) == 0:
         return rows
+    if len(runtime) == 0:
+        return rows if has_device else rows[:0]
     # One sorted key per (thread, time): the runtime calls of a thread are contiguous.
     _, codes = np.unique(np.concatenate([runtime.tid, ops.tid[rows]]), return_inverse=True)
     t0 = min(float(runtime.ts_us.min()), float(ops.ts_us[rows].min()))
