@@ -64,3 +64,13 @@ def test_a_gzipped_trace_stays_gzipped_and_keeps_one_step_at_least(tmp_path: Pat
     cut = trim_trace(path, 1)
     assert cut is not None and cut.steps_kept == 1
     assert [s.step for s in analyse_rank(load_trace(path)).steps] == [1]
+
+
+def test_a_small_gzipped_trace_is_judged_by_its_trailer(tmp_path: Path) -> None:
+    from lightspeed.trace import trim
+
+    plain = _four_steps().write(tmp_path / "t.json")
+    path = tmp_path / "t.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(plain.read_bytes()))
+    assert trim._document_bytes(path) == plain.stat().st_size
+    assert trim._document_bytes(plain) == plain.stat().st_size

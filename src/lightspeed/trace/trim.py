@@ -46,6 +46,9 @@ def trim_trace(path: Path, max_bytes: int) -> Trimmed | None:
     """Rewrite the trace at `path` (gzipped where its name ends in .gz) with its first
     steps that fit in `max_bytes` of events' JSON (see the module docstring); None, and
     nothing written, where it fits already or has no ProfilerStep to cut at."""
+    known = _document_bytes(path)
+    if known is not None and known <= max_bytes:
+        return None  # its events, written compactly, are no larger than the document
     stream = TraceStream(path)
     sizes, times, step_starts = _measure(stream)
     total = int(sizes.sum())
@@ -100,6 +103,21 @@ def _measure(stream: TraceStream) -> tuple[np.ndarray, np.ndarray, list[float]]:
         dtype=np.float64,
     )
     return np.array(sizes, dtype=np.int64), times, step_starts
+
+
+def _document_bytes(path: Path) -> int | None:
+    """The size of the JSON document at `path` without reading it: a plain file's own, a
+    gzip file's from its trailer (of one member, as torch.profiler writes it), which
+    holds the size modulo 2³²: exact only where deflate, at most 1032:1, cannot reach 4
+    GiB, a file under 4 MB; None where unknown."""
+    size = path.stat().st_size
+    if not path.name.endswith(".gz"):
+        return size
+    if size * 1032 >= 2**32 or size < 18:
+        return None
+    with path.open("rb") as f:
+        f.seek(-4, os.SEEK_END)
+        return int.from_bytes(f.read(4), "little")
 
 
 def _time(event: Any) -> float:
