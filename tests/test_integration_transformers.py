@@ -31,7 +31,15 @@ class _Tokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
         }
 
 
-def _train(tmp_path: Path, callback: LightspeedCallback, max_steps: int) -> Any:
+def _train(
+    tmp_path: Path,
+    callback: LightspeedCallback,
+    max_steps: int,
+    report_to: list[str] | None = None,
+    attach: bool = False,
+) -> Any:
+    """A tiny BERT trained `max_steps` optimizer steps with `callback` (with `attach`:
+    added first by `LightspeedCallback.attach`, ahead of the `report_to` integrations)."""
     config = transformers.BertConfig(
         vocab_size=128,
         hidden_size=32,
@@ -47,7 +55,7 @@ def _train(tmp_path: Path, callback: LightspeedCallback, max_steps: int) -> Any:
         gradient_accumulation_steps=2,
         max_steps=max_steps,
         logging_steps=2,
-        report_to=[],
+        report_to=report_to or [],
         save_strategy="no",
         use_cpu=True,
         disable_tqdm=True,
@@ -56,8 +64,10 @@ def _train(tmp_path: Path, callback: LightspeedCallback, max_steps: int) -> Any:
         model=transformers.BertForSequenceClassification(config),
         args=args,
         train_dataset=_Tokens(),
-        callbacks=[callback],
+        callbacks=[] if attach else [callback],
     )
+    if attach:
+        callback.attach(trainer)
     trainer.train()
     return trainer
 
@@ -106,3 +116,26 @@ def test_a_run_shorter_than_the_schedule_trains_on_and_says_so(
     assert not (out / "lightspeed.json").exists()
     assert not list((out / "traces").glob("*.json.gz"))  # the warm-up it stopped in
     assert not any(k.startswith("lightspeed/") for h in trainer.state.log_history for k in h)
+
+
+def test_attached_first_its_figures_reach_the_trainer_s_report_to(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    callback = LightspeedCallback(tmp_path / "ls", wait=1, warmup=1, active=3)
+    trainer = _train(tmp_path, callback, max_steps=6, report_to=["tensorboard"], attach=True)
+    assert trainer.callback_handler.callbacks[0] is callback
+    assert callback.run is not None and callback.run.metrics is not None
+    (run,) = (tmp_path / "trainer" / "runs").iterdir()
+    events = EventAccumulator(str(run))
+    events.Reload()
+    # The trainer's TensorBoard integration names them train/…, at the step they were
+    # taken (the fifth: the last recorded), beside its own loss.
+    logged = {
+        k.removeprefix("train/"): events.Scalars(k)[0]
+        for k in events.Tags()["scalars"]
+        if k.startswith("train/lightspeed/")
+    }
+    numbers = {k: v for k, v in callback.run.metrics.items() if not isinstance(v, str)}
+    assert {k: e.value for k, e in logged.items()} == pytest.approx(numbers, rel=1e-6)
+    assert {e.step for e in logged.values()} == {5}

@@ -11,6 +11,14 @@ trace` does; the figures (`ProfiledRun.metrics`) join the trainer's
 `state.log_history` at the step they were taken, so `trainer_state.json` keeps them. Every
 process writes its own trace; the main process (`state.is_world_process_zero`) writes the
 report, of every rank's trace where a process group is initialized.
+
+The trainer's own reporting integrations (`report_to`: W&B, MLflow, TensorBoard, …) log
+what reaches `on_log` before them, and a callback passed to `Trainer` comes after them:
+
+    LightspeedCallback("ls").attach(trainer)   # first in line: report_to logs the figures
+
+puts it first, and the step its figures are ready the trainer logs, with them among its
+own (the numbers; the bound, a word, stays in `log_history` and the report).
 """
 
 from __future__ import annotations
@@ -45,6 +53,14 @@ class LightspeedCallback(TrainerCallback):
         self.output_dir = Path(output_dir)
         self.settings = run_settings(wait, warmup, active, log, peak_flops, max_trace_mb)
         self.run: ProfiledRun | None = None
+        # Figures ready for the trainer's next `on_log` (the reporting integrations).
+        self._pending: dict[str, float] = {}
+
+    def attach(self, trainer: Any) -> LightspeedCallback:
+        """Add this callback to `trainer` ahead of its other callbacks, so that its
+        figures reach the trainer's reporting integrations (`report_to`); returns it."""
+        trainer.callback_handler.callbacks.insert(0, self)
+        return self
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
@@ -71,6 +87,19 @@ class LightspeedCallback(TrainerCallback):
         self.run.step()
         if self.run.finished:
             self._logged(state)
+            control.should_log = bool(self._pending)
+
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if logs is not None and self._pending:
+            logs.update(self._pending)
+            self._pending = {}
 
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
@@ -83,3 +112,6 @@ class LightspeedCallback(TrainerCallback):
         assert self.run is not None
         if self.run.metrics is not None:
             state.log_history.append({**self.run.metrics, "step": state.global_step})
+            self._pending = {
+                k: float(v) for k, v in self.run.metrics.items() if not isinstance(v, str)
+            }
