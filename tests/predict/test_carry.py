@@ -320,3 +320,26 @@ def test_a_saved_profile_of_a_file_workload_is_predicted_at_another_batch(
     source.rename(tmp_path / "moved.py")
     with pytest.raises(ConfigError, match=r"mine\.py, which is not there now \(moved"):
         predict(saved, batch_size=8, time_kernels=False)
+
+
+def test_a_gpu_s_profile_is_predicted_here_on_the_cpu_s_decomposition(gpt2: object) -> None:
+    # A saved CUDA profile read on a machine without a GPU: its changed step is
+    # decomposed on the CPU, and the prediction says so (it used to stop, wanting CUDA).
+    import torch
+
+    from lightspeed.facts.device import Device
+    from lightspeed.predict.shapes import DECOMPOSED_ON_CPU, shape_settings
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the step is decomposed on it")
+    on_gpu = dataclasses.replace(
+        gpt2,
+        workload=dataclasses.replace(gpt2.workload, device=Device.CUDA),  # type: ignore[attr-defined]
+    )
+    assert shape_settings(on_gpu).device is Device.CPU  # type: ignore[arg-type]
+    predicted = predict(on_gpu, workload=get("gpt2-tiny"), batch_size=16)  # type: ignore[arg-type]
+    assert predicted.prediction is not None
+    assert DECOMPOSED_ON_CPU in predicted.prediction.assumptions
+    same_shapes = predict(gpt2, workload=get("gpt2-tiny"), batch_size=16)  # type: ignore[arg-type]
+    assert [o.flops for o in predicted.ops] == [o.flops for o in same_shapes.ops]
+    assert DECOMPOSED_ON_CPU not in (same_shapes.prediction.assumptions)  # type: ignore[union-attr]

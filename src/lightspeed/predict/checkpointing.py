@@ -41,7 +41,7 @@ from lightspeed.measure.checkpoint_cost import checkpoint_costs
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.optimize.checkpoint_plan import checkpoint_plan, merges_segments, repeated_stacks
 from lightspeed.optimize.checkpointing import checkpoint
-from lightspeed.predict.shapes import settings_of
+from lightspeed.predict.shapes import shape_settings
 from lightspeed.predict.whatif import kernels_here
 from lightspeed.workload import Workload
 
@@ -249,7 +249,7 @@ class _Memory:
             else:
                 changed = checkpoint(self.workload, list(key)) if key else self.workload
             memory = profile_shape_only(
-                changed, self.profile.hardware, settings_of(self.profile)
+                changed, self.profile.hardware, shape_settings(self.profile)
             ).memory
             assert memory is not None
             self.found[key] = (memory.peak_bytes, memory.activations_bytes)
@@ -260,7 +260,7 @@ def _block_seconds(profile: Profile, workload: Workload, blocks: list[str]) -> d
     """Seconds checkpointing each block adds: its forward again, and checkpoint's own
     work for it (on this device only)."""
     hooks = (
-        checkpoint_costs(checkpoint(workload, blocks), settings_of(profile)).by_module
+        checkpoint_costs(checkpoint(workload, blocks), shape_settings(profile)).by_module
         if kernels_here(profile)
         else {}
     )

@@ -7,7 +7,12 @@ run gives the largest batch that fits a device's memory.
 
 from __future__ import annotations
 
+import dataclasses
+
+import torch
+
 from lightspeed.errors import WorkloadError
+from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import Profile
 from lightspeed.measure.shape_only import profile_shape_only
@@ -18,6 +23,24 @@ from lightspeed.workload import Workload
 def settings_of(profile: Profile) -> StepSettings:
     """The device and precision `profile`'s step ran in."""
     return StepSettings(device=profile.workload.device, dtype=profile.workload.dtype)
+
+
+# What a prediction assumes when a GPU's step is decomposed here, on a machine without one.
+DECOMPOSED_ON_CPU = (
+    "the step's shapes are the CPU's decomposition of it (this machine has no CUDA GPU):"
+    " attention and convolution ops may differ from the GPU's, and with them their"
+    " workspaces"
+)
+
+
+def shape_settings(profile: Profile) -> StepSettings:
+    """Where `profile`'s step is decomposed on fake tensors here: its own device and
+    precision, or the CPU in its precision for a CUDA step on a machine without a GPU
+    (`DECOMPOSED_ON_CPU` says so): a saved GPU profile is predicted anywhere."""
+    settings = settings_of(profile)
+    if settings.device is Device.CUDA and not torch.cuda.is_available():
+        return dataclasses.replace(settings, device=Device.CPU)
+    return settings
 
 
 # Shape-only runs the largest-batch search may take after its first two.

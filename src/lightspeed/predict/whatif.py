@@ -19,7 +19,12 @@ from lightspeed.predict.carry import carry_over, op_key
 from lightspeed.predict.data_parallel import corun_slowdown, on_data_parallel
 from lightspeed.predict.fusion import on_fused
 from lightspeed.predict.hardware import on_hardware
-from lightspeed.predict.shapes import largest_batch, settings_of
+from lightspeed.predict.shapes import (
+    DECOMPOSED_ON_CPU,
+    largest_batch,
+    settings_of,
+    shape_settings,
+)
 from lightspeed.workload import Workload
 
 __all__ = ["checkpoint_modules", "predict"]
@@ -58,9 +63,11 @@ def predict(
     measured elsewhere).
     """
     predicted = profile
+    changes_made = False
     if batch_size is not None or dtype is not None or checkpoint is not None or fits:
         workload = (workload or workload_of(profile)).with_batch_size(profile.workload.batch_size)
         changed, changes = _changed(workload, batch_size, dtype, checkpoint)
+        changes_made = bool(changes)
         if changes:
             carried = _carried(profile, workload, changed, changes, dtype, time_kernels)
             if "dtype" in changes:  # the step it predicts runs under autocast
@@ -84,11 +91,20 @@ def predict(
         largest = largest_batch(
             _changed(workload, None, dtype, checkpoint)[0],
             predicted.hardware,
-            settings_of(profile),
+            shape_settings(profile),
         )
         made = predicted.prediction or _identity(profile)
         predicted = dataclasses.replace(
             predicted, prediction=dataclasses.replace(made, largest_batch_size=largest)
+        )
+    decomposed = (changes_made or fits) and shape_settings(profile) != settings_of(profile)
+    if decomposed and predicted.prediction is not None:
+        made = predicted.prediction
+        predicted = dataclasses.replace(
+            predicted,
+            prediction=dataclasses.replace(
+                made, assumptions=(*made.assumptions, DECOMPOSED_ON_CPU)
+            ),
         )
     return predicted
 
@@ -140,7 +156,7 @@ def _carried(
     from lightspeed.measure.shape_only import profile_shape_only
     from lightspeed.predict.precision import precision_assumptions
 
-    settings = settings_of(profile)
+    settings = shape_settings(profile)
     shapes = profile_shape_only(changed, profile.hardware, settings)
     kernel_times = None
     if time_kernels and kernels_here(profile):
