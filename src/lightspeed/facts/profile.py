@@ -118,7 +118,9 @@ class Profile:
     """One step of a workload: its timing, ops, memory, and the hardware it is placed on.
 
     `profiled_step_s` is the step's time in the profiled run, of which `unattributed_s`
-    could not be matched to a captured op (framework overhead, Python, unmatched ops).
+    could not be matched to a captured op (framework overhead, Python, unmatched ops); on
+    a GPU, the step as timed without the profiler, whose host-side recording slows a
+    launch-bound step (`measure.op_times.at_timed_step`).
     `failure` is the one-line error that cut the profile short, if one did.
     `torch_version` is the PyTorch that ran the step (None when not recorded).
     `cudnn_benchmark`: torch.backends.cudnn.benchmark during a CUDA step (None: not a

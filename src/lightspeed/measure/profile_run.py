@@ -24,7 +24,7 @@ from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import OpTimeSource, Profile
 from lightspeed.measure.capture import capturing, without_mode_artifacts
 from lightspeed.measure.memory import measure_memory
-from lightspeed.measure.op_times import profile_op_times
+from lightspeed.measure.op_times import at_timed_step, profile_op_times
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
 from lightspeed.measure.timer import TimerConfig
 from lightspeed.measure.workload_timing import prepared_info, time_step, workload_info
@@ -129,6 +129,7 @@ def profile_prepared(
                 steps=steps,
                 absorb=timing.measurement.median_s < ABSORB_BELOW_S,
             )
+        times = at_timed_step(times, timing.measurement.median_s)
         timed_ops = tuple(
             dataclasses.replace(op, time_s=t) for op, t in zip(ops, times.times_s, strict=True)
         )
