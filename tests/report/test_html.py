@@ -119,6 +119,28 @@ def test_every_kind_renders_with_its_sections(profile_doc: dict[str, Any]) -> No
     assert 'id="rank-0"' in trace_page and 'id="rank-1"' in trace_page
     with_matmuls = render_html(trace_result(ONE_WITH_MATMULS), clock=fixed_clock())
     assert 'data-chart="roofline"' in with_matmuls
+    assert (
+        "time in their kernels" in with_matmuls and "share of their speed of light" in with_matmuls
+    )
+
+
+def test_a_cpu_trace_s_matrix_products_are_in_its_rank_section(tmp_path: Path) -> None:
+    def event(cat: str, name: str, ts: int, dur: int, **args: Any) -> dict[str, Any]:
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": 1,
+                "args": args}  # fmt: skip
+
+    dims = {"Input Dims": [[64, 32], [32, 16]], "Input type": ["float", "float"]}
+    events = [
+        event("user_annotation", "ProfilerStep#1", 0, 100),
+        event("user_annotation", "ProfilerStep#2", 100, 100),
+        event("cpu_op", "aten::mm", 10, 30, **dims),
+        event("cpu_op", "aten::mm", 110, 30, **dims),
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    page = render_html(trace_result(path), clock=fixed_clock())
+    assert "matrix products" in page and "time in their CPU ops" in page
+    assert "65.5 kFLOP" in page  # 2·64·32·16, the first step's: the whole trace leaves out the last
 
 
 @pytest.mark.parametrize(

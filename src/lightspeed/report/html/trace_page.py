@@ -101,6 +101,22 @@ def _rank_section(page: Page, index: int, r: Mapping[str, Any]) -> None:
                 Value(launches.get("shorter_than_launch"), Unit.INTEGER),
             ),
         ]
+    matmuls = r.get("matmuls")
+    if matmuls:
+        timed_by = "time in their CPU ops" if matmuls.get("on_host") else "time in their kernels"
+        rows += [
+            ("matrix products", Value(matmuls.get("ops"), Unit.INTEGER)),
+            ("their FLOPs", Value(matmuls.get("flops"), Unit.FLOPS)),
+            (timed_by, Value(matmuls.get("time_s"), Unit.SECONDS)),
+            ("their rate", Value(matmuls.get("flops_per_s"), Unit.FLOP_RATE)),
+        ]
+        if matmuls.get("fraction_of_sol") is not None:
+            rows.append(
+                (
+                    f"share of their speed of light ({matmuls.get('hardware')})",
+                    Value(matmuls["fraction_of_sol"], Unit.FRACTION),
+                )
+            )
     if host:
         rows += [
             ("host syncs", f"{host.get('syncs', 0)} ({units.seconds(host.get('sync_s') or 0)})"),
@@ -121,7 +137,6 @@ def _rank_section(page: Page, index: int, r: Mapping[str, Any]) -> None:
             page.chart("timeline", timeline_figure(timeline), caption=_timeline_caption(timeline))
         )
     parts.append("<h3>Top kernels</h3>" + _kernels(page, r.get("kernels") or []))
-    matmuls = r.get("matmuls")
     if matmuls and matmuls.get("points"):
         rl = matmul_roofline(matmuls)
         parts.append(
