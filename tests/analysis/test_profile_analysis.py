@@ -402,3 +402,21 @@ def test_a_matmul_op_takes_the_precision_of_its_largest_floating_input() -> None
         input_shapes=(qkv,) * 5 + ((8, 12, 1024, 1), ()),
     )
     assert op_precision(attention, CPU) is Precision.BF16
+
+
+def test_only_a_convolution_faster_than_fp32_is_placed_on_tf32() -> None:
+    from factories import op as make_op
+    from lightspeed.analysis.step_roofline import op_precision
+    from lightspeed.hardware import catalog_hardware
+
+    a100 = catalog_hardware("a100-40gb-sxm")  # fp32 19.5 TFLOP/s, TF32 156
+    # 2 TFLOP in 50 ms: 40 TFLOP/s, twice what fp32 math allows.
+    fast = make_op(0, 2 * 10**12, 10**6, 0.05, macs=10**12)
+    conv = dataclasses.replace(fast, name="aten::convolution")
+    # cuDNN runs fp32 convolutions on TF32 by default; cuBLAS runs products in fp32 unless
+    # told otherwise, and a product that reads faster (NeuSight's shares of a node's time,
+    # with TF32 off) stays against the fp32 peak.
+    assert op_precision(conv, a100) is Precision.TF32
+    assert op_precision(fast, a100) is Precision.FP32
+    slow = dataclasses.replace(conv, time_s=1.0)
+    assert op_precision(slow, a100) is Precision.FP32
