@@ -18,6 +18,7 @@ so that one that fails or runs out of memory leaves the others whole.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import shutil
@@ -43,10 +44,10 @@ def capture_profile(name: str, dtype: str, device: Device, out: Path, stem: str)
     prof = lightspeed.profile(name, device=device, dtype=dtype, budget_s=1.0)
     lightspeed.save_profile(prof, out / f"{stem}.profile.json")
     print(f"{stem}: profile in {time.perf_counter() - start:.1f} s", flush=True)
-    memory = json.loads((out / f"{stem}.profile.json").read_text())["memory"]
-    if not isinstance(memory, dict):
+    if prof.memory is None:
         return {}
     # The totals; the profile itself keeps the categories over the step.
+    memory = dataclasses.asdict(prof.memory)
     return {k: v for k, v in memory.items() if k.endswith("_bytes") and not isinstance(v, dict)} | {
         "method": memory.get("method")
     }

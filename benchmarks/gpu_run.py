@@ -165,7 +165,7 @@ def run_step(step: Step, work: Path, timeout_s: float) -> Outcome:
     return Outcome(step.name, code, round(time.perf_counter() - start, 2), timed_out)
 
 
-def pack(work: Path, out: Path, steps: list[Step], archive: str) -> None:
+def pack(work: Path, out: Path, archive: str) -> None:
     """Write `out/ARCHIVE.tar[.gz]` afresh from what the steps landing in it wrote."""
     gz = archive in ("base", "cpu")
     target = out / (f"{archive}.tar.gz" if gz else f"{archive}.tar")
@@ -269,8 +269,9 @@ def main() -> int:
         (work / "steps.json").write_text(
             json.dumps([dataclasses.asdict(o) for o in outcomes], indent=1) + "\n"
         )
-        pack(work, out, steps, step.archive)
-        pack(work, out, steps, "base")
+        # Every step's log and outcome are in the base archive; its files in its own.
+        for archive in dict.fromkeys((step.archive, "base")):
+            pack(work, out, archive)
     failed = [o.name for o in outcomes if o.returncode != 0]
     print(f"done in {time.perf_counter() - begin:.0f} s; not ok: {', '.join(failed) or 'none'}")
     return 0 if not failed else 1

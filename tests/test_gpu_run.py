@@ -72,6 +72,6 @@ def test_a_step_past_its_timeout_is_killed_with_its_children(tmp_path: Path) -> 
     outcome = module.run_step(step, tmp_path, timeout_s=1.0)
     assert outcome.timed_out and outcome.returncode is None
     assert time.perf_counter() - start < 10
-    module.pack(tmp_path, tmp_path, [step], "base")
+    module.pack(tmp_path, tmp_path, "base")
     with tarfile.open(tmp_path / "base.tar.gz") as tar:
         assert "logs/slow.log" in tar.getnames()

@@ -26,6 +26,7 @@ import torch
 from lightning.pytorch.profilers import Profiler
 
 from lightspeed.integrations.run import DEFAULT_MAX_TRACE_MB, ProfiledRun, run_settings
+from lightspeed.integrations.sinks import numbers
 
 
 class LightspeedCallback(pl.Callback):
@@ -95,7 +96,7 @@ class LightspeedCallback(pl.Callback):
         metrics = self.run.metrics
         if metrics is None:
             return
-        numeric = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+        numeric = numbers(metrics)
         for logger in trainer.loggers:
             logger.log_metrics(numeric, step=trainer.global_step)
 

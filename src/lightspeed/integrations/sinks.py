@@ -187,7 +187,8 @@ def _peak(matmuls: Mapping[str, Any]) -> float | None:
     return float(peak) if peak else None
 
 
-def _numbers(metrics: Mapping[str, float | str]) -> dict[str, float]:
+def numbers(metrics: Mapping[str, float | str]) -> dict[str, float]:
+    """The numeric figures of `metrics` (what a logger of scalars takes; not the bound)."""
     return {k: float(v) for k, v in metrics.items() if not isinstance(v, str)}
 
 
@@ -250,7 +251,7 @@ class MlflowSink:
         self.run_id = self.client.create_run(experiment_id, run_name=run_name).info.run_id
 
     def log_metrics(self, metrics: Mapping[str, float | str], step: int) -> None:
-        for key, value in _numbers(metrics).items():
+        for key, value in numbers(metrics).items():
             self.client.log_metric(self.run_id, key, value, step=step)
         for key, text in _texts(metrics).items():
             self.client.set_tag(self.run_id, key, text)
@@ -276,7 +277,7 @@ class TensorBoardSink:
         self.writer = SummaryWriter(log_dir=str(self.log_dir))
 
     def log_metrics(self, metrics: Mapping[str, float | str], step: int) -> None:
-        for key, value in _numbers(metrics).items():
+        for key, value in numbers(metrics).items():
             self.writer.add_scalar(key, value, step)
         for key, text in _texts(metrics).items():
             self.writer.add_text(key, text, step)

@@ -29,6 +29,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from lightspeed.integrations.run import DEFAULT_MAX_TRACE_MB, ProfiledRun, run_settings
+from lightspeed.integrations.sinks import numbers
 
 
 class LightspeedCallback(TrainerCallback):
@@ -112,6 +113,4 @@ class LightspeedCallback(TrainerCallback):
         assert self.run is not None
         if self.run.metrics is not None:
             state.log_history.append({**self.run.metrics, "step": state.global_step})
-            self._pending = {
-                k: float(v) for k, v in self.run.metrics.items() if not isinstance(v, str)
-            }
+            self._pending = numbers(self.run.metrics)

@@ -167,9 +167,11 @@ class MatmulIndex:
     sol_s: FloatArray | None = None
     memory_bound: BoolArray | None = None
     tf32: BoolArray | None = None
-    # A trace of the CPU alone: each product's op start and duration (µs), in op order.
-    host_start_us: FloatArray | None = None
+    # A trace of the CPU alone: each product's op duration (µs), the products in order
+    # of their ops' start, and those starts (µs) in that order: a window's, a slice.
     host_dur_us: FloatArray | None = None
+    host_by_start: IntArray | None = None
+    host_start_us: FloatArray | None = None
 
 
 def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
@@ -193,6 +195,7 @@ def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
     if not products:
         return None
     if len(device) == 0:
+        by_start = np.argsort(ops.ts_us[rows], kind="stable")
         return MatmulIndex(
             flops=np.array([p.flops for p in products]),
             bytes=np.array([p.bytes for p in products]),
@@ -200,8 +203,9 @@ def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
             products=products,
             op_of_event=np.empty(0, dtype=np.int64),
             names=tuple(names),
-            host_start_us=ops.ts_us[rows],
             host_dur_us=ops.dur_us[rows],
+            host_by_start=by_start,
+            host_start_us=ops.ts_us[rows][by_start],
         )
     op_of_launch = _enclosing(ops, np.array(rows), trace.table(Kind.RUNTIME))
     launched = op_of_launch >= 0
@@ -352,8 +356,10 @@ def matmul_stats(
 def host_matmul_stats(index: MatmulIndex, start_us: float, end_us: float) -> MatmulStats | None:
     """On a trace of the CPU alone: the products whose ops start in [start_us, end_us),
     each timed by its op's duration."""
-    assert index.host_start_us is not None and index.host_dur_us is not None
-    op_ids = np.flatnonzero((index.host_start_us >= start_us) & (index.host_start_us < end_us))
+    starts, order = index.host_start_us, index.host_by_start
+    assert starts is not None and order is not None and index.host_dur_us is not None
+    a, b = np.searchsorted(starts, [start_us, end_us], side="left")
+    op_ids = np.sort(order[a:b])
     if len(op_ids) == 0:
         return None
     return dataclasses.replace(
