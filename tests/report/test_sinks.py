@@ -125,6 +125,17 @@ def test_an_unknown_sink_is_refused_with_the_ones_there_are(tmp_path: Path) -> N
 
     with pytest.raises(ConfigError, match="choose from"):
         ProfiledRun(tmp_path, log="neptune")
+    # The framework callbacks refuse it, and a schedule that records nothing, as they
+    # are made (they make their run only when training starts).
+    from lightspeed.integrations.run import run_settings
+
+    with pytest.raises(ConfigError, match="choose from"):
+        run_settings(1, 1, 3, "neptune")
+    with pytest.raises(ConfigError, match="active must be at least 1"):
+        run_settings(1, 1, 0, None)
+    transformers = pytest.importorskip("lightspeed.integrations.transformers")
+    with pytest.raises(ConfigError, match="choose from"):
+        transformers.LightspeedCallback(tmp_path, log="neptune")
 
 
 def test_trace_log_writes_to_tensorboard(run_cli: Any, tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from lightspeed.integrations.sinks import (
 from lightspeed.measure.torch_internals import profiler_running
 from lightspeed.trace import TraceAnalysis
 from lightspeed.trace.trim import trim_trace
-from lightspeed.workflows.observe import Observation, observe
+from lightspeed.workflows.observe import Observation, ObserveSchedule, observe
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,6 @@ class ProfiledRun:
         self.report = report
         self.peak_flops = peak_flops
         self.max_trace_mb = max_trace_mb
-        if log is not None:
-            sink_names(log)  # a wrong name fails now, not after the recorded steps
         self.log = log
         # Shapes recorded, as torchtitan and torchtune record them: a GPU's matrix
         # products placed on its roofline.
@@ -275,8 +273,12 @@ def run_settings(
     peak_flops: float | None = None,
     max_trace_mb: float | None = DEFAULT_MAX_TRACE_MB,
 ) -> dict[str, Any]:
-    """What a framework adapter hands every `ProfiledRun` it makes, its own arguments
-    (checked as the adapter is made, not once training has begun)."""
+    """What a framework adapter hands every `ProfiledRun` it makes, its own arguments,
+    checked as the adapter is made, not once training has begun: the schedule, the
+    sinks' names (known and installed), the peak and the size limit."""
+    ObserveSchedule(wait=wait, warmup=warmup, active=active)
+    if log is not None:
+        sink_names(log)
     if peak_flops is not None and not peak_flops > 0:
         raise LightspeedError(f"peak_flops must be a positive FLOP/s, not {peak_flops!r}.")
     if max_trace_mb is not None and not max_trace_mb > 0:
