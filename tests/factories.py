@@ -223,3 +223,27 @@ def vgg_workload() -> Workload:
         return F.cross_entropy(model(x), y)
 
     return Workload(name="vgg-style", model=VGGStyle, batch=batch, loss=loss, batch_size=8)
+
+
+class _Tagger(nn.Module):
+    """An Elman RNN over a sequence, then a linear head on every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = nn.RNN(6, 8, batch_first=True)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.rnn(x)[0])
+
+
+def rnn_tagger_workload() -> Workload:
+    """A tiny sequence tagger with one `nn.RNN` (20 steps, batch 2, 8 units)."""
+
+    def batch(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.randn(n, 20, 6), torch.randint(0, 3, (n, 20))
+
+    def loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        return nn.functional.cross_entropy(model(batch[0]).flatten(0, 1), batch[1].flatten())
+
+    return Workload(name="rnn-tagger", model=_Tagger, batch=batch, loss=loss, batch_size=2)

@@ -1,6 +1,6 @@
 """`lightspeed predict TARGET|PROFILE.json [--batch-size …] [--dtype …] [--checkpoint …]
-[--hardware ID] [--fuse K] [--dp N]`: a training step predicted with changes, from a
-measured profile."""
+[--hardware ID] [--scan-backward] [--fuse K] [--dp N]`: a training step predicted with
+changes, from a measured profile."""
 
 from __future__ import annotations
 
@@ -58,6 +58,13 @@ def predict_command(
         help="The hardware to predict the step on: a catalog id (see `lightspeed hw list`)"
         " or 'local' (this machine, calibrated).",
     ),
+    scan_backward: bool = typer.Option(
+        False,
+        "--scan-backward",
+        help="Predict each nn.RNN's backward as a parallel scan (BPPSA,"
+        " lightspeed.optimize.scan_backward): its levels, its extra work and its time on"
+        " the (target) hardware.",
+    ),
     fuse: int | None = typer.Option(
         None,
         "--fuse",
@@ -113,6 +120,7 @@ def predict_command(
         "dtype": autocast_to,
         "checkpoint": checkpoint,
         "hardware": target,
+        "scan_backward": scan_backward,
         "fuse": fuse,
     }
     if processes is not None:

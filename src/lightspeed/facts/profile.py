@@ -44,6 +44,31 @@ class FusionPrediction:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ScannedBackward:
+    """One `nn.RNN`'s backward predicted as a parallel scan (`predict.scan`): the RNN
+    (`module`, `steps` T, `batch`, `hidden` and `input_size` units), the scan's `levels`,
+    the FLOPs of autograd's backward and of the scan, and in seconds: the RNN's backward
+    as measured (its ops and their share of the time outside ops), the cost of each of its
+    kernels there (`per_kernel_s`), the predicted backward as autograd runs it and as the
+    scan runs it (each kernel at the larger of its speed of light and `per_kernel_s`), and
+    the measured backward carried over to the scan (measured × scan / ordinary)."""
+
+    module: str
+    steps: int
+    batch: int
+    hidden: int
+    input_size: int
+    levels: int
+    ordinary_flops: float
+    scan_flops: float
+    measured_s: float
+    per_kernel_s: float
+    ordinary_s: float
+    scan_s: float
+    predicted_s: float
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CarryValidation:
     """How well one kind of prediction matched measurement: over `pairs` comparisons, the
     `median_error` and `worst_error` of |predicted − measured| / measured (fractions),
@@ -84,6 +109,8 @@ class Prediction:
     `fusion`: what fusing K jobs gains (None: fusion not predicted).
     `carried`: on other hardware, each kind of op: how its time was carried over and how
     well that has been validated (empty: the hardware did not change).
+    `scans`: each `nn.RNN` whose backward was predicted as a parallel scan (empty: not
+    asked).
     """
 
     changes: Mapping[str, str]
@@ -95,6 +122,7 @@ class Prediction:
     largest_batch_size: int | None = None
     fusion: FusionPrediction | None = None
     carried: tuple[CarriedOps, ...] = ()
+    scans: tuple[ScannedBackward, ...] = ()
 
     def then(self, later: Prediction) -> Prediction:
         """This prediction followed by `later`, made from its result: both changes, the
@@ -110,6 +138,7 @@ class Prediction:
             largest_batch_size=later.largest_batch_size or self.largest_batch_size,
             fusion=later.fusion or self.fusion,
             carried=later.carried or self.carried,
+            scans=later.scans or self.scans,
         )
 
 

@@ -10,6 +10,9 @@ docstring names its source, its preconditions and the equivalence it keeps:
   default); `lightspeed.workflows.tune.checkpoint_for_budget` plans one for a memory budget.
 - `gist` (`encodings`): lossless encodings of the activations ReLU, ReLU6, LeakyReLU
   and max-pooling keep for backward (a bit an element; a byte a pooling window).
+- `scan_backward` (`bppsa`): an `nn.RNN`'s backward as a parallel scan over its
+  transposed Jacobians (BPPSA): 2⌈log₂(T + 1)⌉ levels of batched products instead of T
+  dependent steps; equal to autograd's gradients within rounding.
 - `compiled` (`compile`): the model under `torch.compile` (Inductor); equal within
   rounding.
 - `fuse` (`fusion`): K training jobs of one model as one job (HFTA), each job with its
@@ -37,6 +40,7 @@ _EXPORTS = {
     "autocast": "precision",
     "LossScaling": "precision",
     "checkpoint": "checkpointing",
+    "scan_backward": "bppsa",
     "checkpoint_model": "checkpointing",
     "gist": "encodings",
     "gist_model": "encodings",
@@ -66,6 +70,7 @@ __all__ = [
     "job_optimizer",
     "padding_suggestions",
     "padding_waste",
+    "scan_backward",
 ]
 
 

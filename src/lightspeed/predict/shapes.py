@@ -8,6 +8,7 @@ run gives the largest batch that fits a device's memory.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 
@@ -15,8 +16,9 @@ from lightspeed.errors import WorkloadError
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import Profile
-from lightspeed.measure.shape_only import profile_shape_only
+from lightspeed.measure.shape_only import fake_step, profile_shape_only
 from lightspeed.measure.step import StepSettings
+from lightspeed.predict.scan import RnnShape
 from lightspeed.workload import Workload
 
 
@@ -94,3 +96,32 @@ def largest_batch(workload: Workload, hardware: Hardware, settings: StepSettings
         else:
             too_big = guess if too_big is None else min(too_big, guess)
     return fits
+
+
+def rnn_shapes(workload: Workload, settings: StepSettings) -> list[RnnShape]:
+    """Each `nn.RNN` of `workload`'s model as its step runs it (time steps, batch, sizes),
+    from one step on fake tensors: nothing is computed."""
+    found: dict[str, RnnShape] = {}
+    with fake_step(workload, settings) as prepared:
+        hooks = []
+        for name, module in prepared.model.named_modules():
+            if isinstance(module, torch.nn.RNN):
+                hooks.append(module.register_forward_pre_hook(_recording(found, name, module)))
+        try:
+            prepared.step()
+        finally:
+            for hook in hooks:
+                hook.remove()
+    return list(found.values())
+
+
+def _recording(found: dict[str, RnnShape], name: str, rnn: torch.nn.RNN) -> Any:
+    def record(_: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        x = args[0]
+        if not isinstance(x, torch.Tensor):  # a packed sequence: `scan_backward` refuses it
+            return
+        steps = x.shape[1 if rnn.batch_first and x.dim() == 3 else 0]
+        batch = 1 if x.dim() == 2 else x.shape[0 if rnn.batch_first else 1]
+        found[name] = RnnShape(name, int(steps), int(batch), rnn.input_size, rnn.hidden_size)
+
+    return record

@@ -19,9 +19,11 @@ from lightspeed.predict.carry import carry_over, op_key
 from lightspeed.predict.data_parallel import corun_slowdown, on_data_parallel
 from lightspeed.predict.fusion import on_fused
 from lightspeed.predict.hardware import on_hardware
+from lightspeed.predict.scan import on_scan_backward
 from lightspeed.predict.shapes import (
     DECOMPOSED_ON_CPU,
     largest_batch,
+    rnn_shapes,
     settings_of,
     shape_settings,
 )
@@ -38,6 +40,7 @@ def predict(
     dtype: str | None = None,
     checkpoint: str | None = None,
     hardware: Hardware | None = None,
+    scan_backward: bool = False,
     fuse: int | None = None,
     data_parallel: int | None = None,
     link: Link | None = None,
@@ -52,7 +55,9 @@ def predict(
     step. `checkpoint`: "auto" (the √N segment plan) or comma-separated module names
     or patterns to checkpoint. `hardware`: another device, from the catalog or
     calibrated. These first three re-run the step's shapes, so they need the
-    `workload` the profile measured (None: loaded by the profile's workload name).
+    `workload` the profile measured (None: loaded by the profile's workload name), as
+    does `scan_backward`: each `nn.RNN`'s backward as a parallel scan
+    (`optimize.scan_backward`, predicted by `predict.scan`), on the (target) hardware.
     `fuse`: K jobs of the step fused into one (`optimize.fusion.fuse`).
     `data_parallel`: N processes, each at the (predicted) step's batch, reducing
     gradients over `link`; `corun`: how much slower processes sharing one machine
@@ -78,6 +83,10 @@ def predict(
             predicted = _then(predicted, carried)
     if hardware is not None:
         predicted = _then(predicted, on_hardware(predicted, hardware))
+    if scan_backward:
+        workload = workload or workload_of(profile)
+        rnns = rnn_shapes(workload, shape_settings(profile))
+        predicted = _then(predicted, on_scan_backward(predicted, rnns))
     if fuse is not None:
         predicted = _then(predicted, on_fused(predicted, fuse))
     if data_parallel is not None:
@@ -288,9 +297,9 @@ def workload_of(profile: Profile) -> Workload:
         loaded = load_target(source, allocates=False)
     except LightspeedError as exc:
         raise ConfigError(
-            f"predicting another batch size, precision or checkpointing runs the step's"
-            f" shapes again, and the profile's workload {source!r} cannot be loaded ({exc});"
-            " give the workload itself (TARGET) instead of its profile."
+            "predicting another batch size, precision, checkpointing or a scanned backward"
+            f" runs the step's shapes again, and the profile's workload {source!r} cannot be"
+            f" loaded ({exc}); give the workload itself (TARGET) instead of its profile."
         ) from exc
     if loaded.name != info.name:
         raise ConfigError(

@@ -26,6 +26,7 @@ from lightspeed.facts.profile import (
     OpTimeSource,
     Prediction,
     Profile,
+    ScannedBackward,
 )
 from lightspeed.facts.records import MemoryBreakdown, MemoryOverStep, OpRecord, Phase
 from lightspeed.facts.timing import Measurement, NoiseCheck, WorkloadInfo
@@ -140,6 +141,7 @@ def _prediction(p: Mapping[str, Any]) -> Prediction:
         largest_batch_size=p.get("largest_batch_size"),
         fusion=None if p.get("fusion") is None else FusionPrediction(**p["fusion"]),
         carried=tuple(_carried(c) for c in p.get("carried") or ()),
+        scans=tuple(ScannedBackward(**scan) for scan in p.get("scans") or ()),
     )
 
 

@@ -148,6 +148,8 @@ def _prediction(analysis: ProfileAnalysis) -> Section:
     blocks: list[Fields | Table] = [Fields(tuple(rows))]
     if made.carried:
         blocks.append(carried_table(made.carried))
+    if made.scans:
+        blocks.append(scan_table([dataclasses.asdict(s) for s in made.scans]))
     return Section("Prediction", tuple(blocks))
 
 
@@ -172,6 +174,52 @@ def carried_table(
         rows=tuple(carried_cells(dataclasses.asdict(c)) for c in carried),
         caption=CARRIED_CAPTION,
         bold_rows=1 if carried[-1].kind == "step" else 0,
+    )
+
+
+def scan_table(scans: Sequence[Mapping[str, Any]]) -> Table:
+    """Each RNN's backward predicted as a parallel scan (JSON objects of
+    `ScannedBackward`): its shape, levels, extra work and times."""
+    return Table(
+        title="Backward as a parallel scan (BPPSA)",
+        columns=tuple(Column(k, h, numeric=n, optional=o) for k, h, n, o in SCAN_COLUMNS),
+        rows=tuple(scan_cells(s) for s in scans),
+        caption=SCAN_CAPTION,
+    )
+
+
+# The scan table's columns, as (JSON key, header, numeric, optional).
+SCAN_COLUMNS = (
+    ("module", "RNN", False, False),
+    ("shape", "T×B, H", False, False),
+    ("levels", "levels", True, False),
+    ("work", "work", True, False),
+    ("measured_s", "measured", True, False),
+    ("predicted_s", "as a scan", True, False),
+    ("ordinary_s", "autograd, modelled", True, True),
+    ("scan_s", "scan, modelled", True, True),
+    ("per_kernel_s", "per kernel", True, True),
+)
+SCAN_CAPTION = (
+    "levels: 2⌈log₂(T + 1)⌉ batched products instead of T dependent steps; work: the"
+    " scan's FLOPs over autograd's; measured: the RNN's backward; as a scan: measured ×"
+    " (scan / autograd) as modelled, each kernel at the larger of its speed of light and"
+    " the measured cost of one of the backward's kernels"
+)
+
+
+def scan_cells(row: Mapping[str, Any]) -> tuple[Value | str, ...]:
+    """One row of the scan table, from its JSON object, in `SCAN_COLUMNS` order."""
+    return (
+        str(row["module"]) or "(model)",
+        f"{row['steps']}×{row['batch']}, {row['hidden']}",
+        Value(row["levels"], Unit.INTEGER),
+        Value(row["scan_flops"] / row["ordinary_flops"], Unit.NUMBER, spec=".1f", suffix="×"),
+        Value(row["measured_s"], Unit.SECONDS),
+        Value(row["predicted_s"], Unit.SECONDS, style=Style.BOLD),
+        Value(row["ordinary_s"], Unit.SECONDS),
+        Value(row["scan_s"], Unit.SECONDS),
+        Value(row["per_kernel_s"], Unit.SECONDS),
     )
 
 

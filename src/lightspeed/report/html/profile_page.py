@@ -20,8 +20,11 @@ from lightspeed.report.profile_report import (
     BATCH_COLUMNS,
     CARRIED_CAPTION,
     CARRIED_COLUMNS,
+    SCAN_CAPTION,
+    SCAN_COLUMNS,
     batch_cells,
     carried_cells,
+    scan_cells,
 )
 
 
@@ -95,6 +98,47 @@ def carried_parts(page: Page, made: Mapping[str, Any]) -> list[Markup]:
     ]
 
 
+def scan_parts(page: Page, made: Mapping[str, Any]) -> list[Markup]:
+    """A prediction's (JSON) RNN backwards as parallel scans: the table, and each RNN's
+    dependent steps and backward time both ways; nothing when not asked."""
+    scans = made.get("scans") or []
+    if not scans:
+        return []
+    names = [label(s["module"] or "(model)") for s in scans]
+    return [
+        page.table(
+            [Column(key, header, numeric) for key, header, numeric, _ in SCAN_COLUMNS],
+            [scan_cells(row) for row in scans],
+            caption=SCAN_CAPTION,
+            kind="scans",
+        ),
+        page.chart(
+            "scans",
+            {
+                "data": [
+                    {
+                        "type": "bar",
+                        "name": name,
+                        "x": names,
+                        "y": [s[key] for s in scans],
+                        "hovertemplate": f"%{{x}}: %{{y:.3s}}s ({name})<extra></extra>",
+                    }
+                    for name, key in (
+                        ("backward measured (autograd)", "measured_s"),
+                        ("predicted as a scan", "predicted_s"),
+                    )
+                ],
+                "layout": {
+                    "title": {"text": "Each RNN's backward: measured, and as a scan"},
+                    "yaxis": {"title": {"text": "seconds"}, "exponentformat": "SI"},
+                    "barmode": "group",
+                    "height": 320,
+                },
+            },
+        ),
+    ]
+
+
 def _prediction(page: Page, doc: Mapping[str, Any], made: Mapping[str, Any]) -> list[Markup]:
     """How the profile was predicted, and its step beside the measured one."""
     timing = doc.get("timing") or {}
@@ -115,6 +159,7 @@ def _prediction(page: Page, doc: Mapping[str, Any], made: Mapping[str, Any]) -> 
         notes(list(made.get("assumptions") or []), title="Assumptions"),
     ]
     parts += carried_parts(page, made)
+    parts += scan_parts(page, made)
     fusion = made.get("fusion")
     if fusion:
         parts[1:1] = _fusion(page, fusion)
