@@ -277,3 +277,87 @@ def test_a_segment_of_a_modulelist_or_out_of_range_is_refused() -> None:
         checkpoint_plan(ConvNet("sequential"), ["blocks.2:5"])
     with pytest.raises(ConfigError, match="overlap"):
         checkpoint_plan(ConvNet("sequential"), ["blocks.0:2", "blocks.1:3"])
+
+
+# Op-level recomputation (Echo): products, convolutions and attention kept, the rest
+# recomputed, through selective activation checkpointing.
+
+
+@pytest.mark.parametrize("name", ["gpt2-tiny", "transformer-encoder-tiny"])
+def test_op_level_recompute_equals_the_plain_step(name: str) -> None:
+    plain = stepped(suite.get(name))
+    op_level = stepped(checkpoint(suite.get(name), "ops"))
+    assert_same_step(plain, op_level)
+
+
+class _DropoutEncoder(nn.Module):
+    """Three encoder layers with dropout in attention, the MLP and the residuals."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(32, 4, 64, dropout=0.2, batch_first=True) for _ in range(3)
+        )
+        self.head = nn.Linear(32, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x.mean(1))
+
+
+def _dropout_encoder() -> Workload:
+    return Workload(
+        name="dropout-encoder",
+        model=_DropoutEncoder,
+        batch=lambda n: (torch.randn(n, 10, 32), torch.randint(0, 5, (n,))),
+        loss=lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1]),
+        batch_size=4,
+    )
+
+
+@pytest.mark.parametrize("modules", ["ops", "ops:layers.1", ["layers.0", "ops:layers.2"]])
+def test_op_level_recompute_with_dropout_and_batchnorm_equals_the_plain_step(
+    modules: str | list[str],
+) -> None:
+    """Dropout draws the same masks in the recompute (checkpoint restores the RNG), with
+    op-level modules alone or beside whole ones; BatchNorm's statistics update once."""
+    assert_same_step(stepped(_dropout_encoder()), stepped(checkpoint(_dropout_encoder(), modules)))
+    plain = stepped(convnet_workload("modulelist"))
+    op_level = stepped(checkpoint(convnet_workload("modulelist"), "ops"))
+    assert_same_step(plain, op_level)
+    assert int(op_level.model.state_dict()["blocks.0.bn.num_batches_tracked"]) == 1
+
+
+def test_op_level_recompute_keeps_the_products_and_drops_the_rest() -> None:
+    """gpt2-tiny op by op keeps what its products, attention and block inputs return and
+    recomputes its LayerNorm, GELU and residual outputs: fewer activations than the plain
+    step, with no matrix product run twice."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def activations_and_flops(workload: Workload) -> tuple[int, int]:
+        prepared = stepped(workload)
+        kept = measure_memory(prepared).activations_bytes
+        with FlopCounterMode(display=False) as counter:
+            prepared.step()
+        return kept, counter.get_total_flops()
+
+    plain, plain_flops = activations_and_flops(suite.get("gpt2-tiny"))
+    ops, ops_flops = activations_and_flops(checkpoint(suite.get("gpt2-tiny"), "ops"))
+    _, whole_flops = activations_and_flops(checkpoint(suite.get("gpt2-tiny")))
+    assert ops < plain * 0.6
+    assert ops_flops == plain_flops < whole_flops
+
+
+def test_op_level_plans() -> None:
+    model = stack_of(3, nn.ModuleList)
+    plan = checkpoint_plan(model, "ops")
+    assert plan.ops == plan.modules == ("blocks.0", "blocks.1", "blocks.2")
+    plan = checkpoint_plan(model, ["stem", "ops:blocks.1"])
+    assert plan.modules == ("stem", "blocks.1") and plan.ops == ("blocks.1",)
+    with pytest.raises(ConfigError, match="recomputed whole already"):
+        checkpoint_plan(model, ["blocks.*", "ops:blocks.1"])
+    with pytest.raises(ConfigError, match=r"for 'ops' to recompute op by op; name the modules"):
+        checkpoint_plan(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), "ops")
+    with pytest.raises(ConfigError, match="names no module"):
+        checkpoint_plan(model, "ops:nothing")

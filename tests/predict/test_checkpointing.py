@@ -39,11 +39,16 @@ def test_the_plan_is_the_cheapest_option_that_fits(
 
     assert sizes(loose.options) == sizes(weighed.options)
     assert loose.chosen == loose.plain and loose.chosen.recompute_s == 0
-    # 4 blocks: nothing, the first of two 2-block segments, full coverings by 4, 3, 2, 1.
+    # 4 blocks: nothing, the first of two 2-block segments, full coverings by 4, 3, 2, 1,
+    # then the first two and all four blocks op by op.
     specs = [o.modules for o in loose.options]
     assert specs[:2] == [(), ("blocks.0:2",)]
     assert ("blocks.0:2", "blocks.2:4") in specs and ("blocks.0:4",) in specs
-    assert len(specs) == 6
+    assert specs[-2:] == [
+        ("ops:blocks.0", "ops:blocks.1"),
+        tuple(f"ops:blocks.{i}" for i in range(4)),
+    ]
+    assert len(specs) == 8
     assert loose.sqrt_n is not None and loose.sqrt_n.modules == ("auto",)
     assert loose.sqrt_n.activations_bytes < loose.plain.activations_bytes
     lowest = min(o.peak_bytes for o in loose.options)
@@ -71,3 +76,50 @@ def test_a_budget_of_activations_takes_the_cheapest_option_under_it(
     assert choice.chosen.recompute_s == min(o.recompute_s for o in fitting)
     with pytest.raises(ConfigError, match="bounds the peak or the activations"):
         plan_checkpoint(measured, workload, half, "weights")  # type: ignore[arg-type]
+
+
+def test_op_level_recompute_time_from_a_profile_measured_elsewhere(
+    measured: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where checkpoint cannot be timed (the profile is another device's), recomputing
+    a block op by op costs its forward's ops that are not kept (convolutions are), with
+    their share of the time outside ops."""
+    from lightspeed.facts.records import Phase
+    from lightspeed.predict import checkpointing as planner
+
+    monkeypatch.setattr(planner, "kernels_here", lambda _: False)
+    weighed = checkpoint_options(measured, convnet_workload("sequential"))  # type: ignore[arg-type]
+    ops = measured.ops  # type: ignore[attr-defined]
+    outside = measured.unattributed_s or 0.0  # type: ignore[attr-defined]
+
+    def cheap_forward_s(block: str) -> float:
+        cheap = [
+            op
+            for op in ops
+            if op.phase is Phase.FORWARD
+            and op.module.startswith(block)
+            and op.name != "aten::convolution"
+        ]
+        assert cheap
+        return sum(op.time_s or 0.0 for op in cheap) + outside * len(cheap) / len(ops)
+
+    assert any(op.name == "aten::convolution" for op in ops)
+    first = next(o for o in weighed.options if o.modules == ("ops:blocks.0", "ops:blocks.1"))
+    assert first.recompute_s == pytest.approx(
+        cheap_forward_s("blocks.0") + cheap_forward_s("blocks.1")
+    )
+    whole = next(o for o in weighed.options if o.modules == ("blocks.0:2",))
+    assert first.recompute_s < whole.recompute_s
+
+
+def test_checkpoint_text_names_whole_modules_then_op_level_ones() -> None:
+    from lightspeed.predict.whatif import checkpoint_modules
+
+    assert checkpoint_modules("auto") == "auto"
+    assert checkpoint_modules("ops") == ["ops"]
+    assert checkpoint_modules("ops:h.0,h.1") == ["ops:h.0", "ops:h.1"]
+    assert checkpoint_modules("blocks.0:4,ops:blocks.4,blocks.5") == [
+        "blocks.0:4",
+        "ops:blocks.4",
+        "ops:blocks.5",
+    ]

@@ -47,9 +47,11 @@ def predict_command(
     checkpoint: str | None = typer.Option(
         None,
         "--checkpoint",
-        metavar="auto|MODULES",
-        help="Predict activation checkpointing: 'auto' (the √N segment plan) or module"
-        " names or patterns, comma-separated (blocks.*).",
+        metavar="auto|ops[:MODULES]|MODULES",
+        help="Predict activation checkpointing: 'auto' (the √N segment plan), 'ops' (every"
+        " block of those stacks recomputed op by op: products, convolutions and attention"
+        " kept, the cheap ops between them recomputed; 'ops:MODULES' for named modules),"
+        " or module names or patterns, comma-separated (blocks.*).",
     ),
     hardware: str | None = typer.Option(
         None,

@@ -48,11 +48,11 @@ def tune_command(
     checkpoint: str | None = typer.Option(
         None,
         "--checkpoint",
-        metavar="auto|MODULES",
+        metavar="auto|ops[:MODULES]|MODULES",
         help="The modules the checkpoint candidate wraps, as predict --checkpoint takes them:"
-        " 'auto' (the √N segment plan) or module names or patterns, comma-separated"
-        " (blocks.*); by default the planner chooses them (to fit --memory-budget, or to"
-        " halve the activations kept).",
+        " 'auto' (the √N segment plan), 'ops' or 'ops:MODULES' (recomputed op by op), or"
+        " module names or patterns, comma-separated (blocks.*); by default the planner"
+        " chooses them (to fit --memory-budget, or to halve the activations kept).",
     ),
     jobs: int | None = typer.Option(
         None,

@@ -27,7 +27,7 @@ from torch.utils import _pytree as pytree
 from lightspeed import progress
 from lightspeed.measure.device import synchronizer
 from lightspeed.measure.step import StepSettings, prepare
-from lightspeed.optimize.checkpointing import observing_regions
+from lightspeed.optimize.checkpointing import is_op_level, observing_regions
 from lightspeed.workload import Workload
 
 # Rounds of (plain, checkpointed, forward) a region is timed in, after one warm-up.
@@ -38,18 +38,25 @@ ROUNDS = 9
 class RegionCosts:
     """Seconds checkpoint's own work adds to one training step: `seconds`, summed over
     the `regions` it entered; `by_module`, each region's, by the name of the (first)
-    module it runs."""
+    module it runs; `added_by_module`, all a region adds to its plain forward and backward,
+    its recompute included (what an op-level region costs: it recomputes part of its
+    forward, which no profile's op says); `op_level`, the modules of the regions
+    recomputed op by op, whose figure in `by_module` and `seconds` is that of a whole
+    recompute (0, or near it)."""
 
     regions: int
     seconds: float
     by_module: dict[str, float] = dataclasses.field(default_factory=dict)
+    added_by_module: dict[str, float] = dataclasses.field(default_factory=dict)
+    op_level: frozenset[str] = frozenset()
 
 
 def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCosts:
     """Checkpoint's own cost in one step of `checkpointed` on `settings`' device (see the
     module's docstring): the step runs for real, once to warm up and once observed."""
     sync = synchronizer(settings.device)
-    costs: list[tuple[str, float]] = []
+    costs: list[tuple[str, float, float]] = []
+    op_level: set[str] = set()
     names: dict[int, str] = {}
 
     def observe(
@@ -59,8 +66,11 @@ def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCo
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        cost = _region_cost(forward, run_checkpointed, args, kwargs, sync)
-        costs.append((names.get(id(modules[0]), "") if modules else "", cost))
+        cost, added = _region_cost(forward, run_checkpointed, args, kwargs, sync)
+        name = names.get(id(modules[0]), "") if modules else ""
+        costs.append((name, cost, added))
+        if modules and is_op_level(modules[0]):
+            op_level.add(name)
         return run_checkpointed(*args, **kwargs)
 
     with progress.stage("timing checkpoint's own work, region by region"):
@@ -70,10 +80,16 @@ def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCo
         with observing_regions(observe):
             prepared.step()
     by_module: dict[str, float] = {}
-    for name, cost in costs:
+    added_by_module: dict[str, float] = {}
+    for name, cost, added in costs:
         by_module[name] = by_module.get(name, 0.0) + cost
+        added_by_module[name] = added_by_module.get(name, 0.0) + added
     return RegionCosts(
-        regions=len(costs), seconds=sum(cost for _, cost in costs), by_module=by_module
+        regions=len(costs),
+        seconds=sum(cost for _, cost, _ in costs),
+        by_module=by_module,
+        added_by_module=added_by_module,
+        op_level=frozenset(op_level),
     )
 
 
@@ -83,9 +99,10 @@ def _region_cost(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     sync: Callable[[], None],
-) -> float:
-    """Seconds one region's checkpoint adds beyond its plain step and its recompute, on
-    inputs detached from the step (their gradients go nowhere)."""
+) -> tuple[float, float]:
+    """Seconds one region's checkpoint adds beyond its plain step and its recompute, and
+    beyond its plain step alone, on inputs detached from the step (their gradients go
+    nowhere)."""
     args, kwargs = pytree.tree_map_only(torch.Tensor, _detached, (args, kwargs))
 
     def plain() -> None:
@@ -109,7 +126,8 @@ def _region_cost(
             sync()
             times[run].append(time.perf_counter() - start)
     medians = {run: statistics.median(found) for run, found in times.items()}
-    return max(medians[checkpointed] - medians[plain] - medians[recompute], 0.0)
+    added = max(medians[checkpointed] - medians[plain], 0.0)
+    return max(added - medians[recompute], 0.0), added
 
 
 def _detached(tensor: torch.Tensor) -> torch.Tensor:

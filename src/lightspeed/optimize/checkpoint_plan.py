@@ -20,6 +20,8 @@ from torch import nn
 from lightspeed.errors import ConfigError, did_you_mean
 
 AUTO = "auto"
+# `ops`, or `ops:PATTERN`: recompute op by op (Echo) rather than whole modules.
+OPS = "ops"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +34,9 @@ class CheckpointPlan:
     backward); a segment of one name is that module alone. stacks: the containers of
     repeated blocks `auto` chose (empty when modules were named). blocks: N, the blocks
     in each chosen stack, or the number of modules named. reason: one line on the plan.
+    ops: the modules of `modules` recomputed op by op (Echo): the outputs of their
+    matrix products, convolutions and attention kept, only the cheap ops between them
+    recomputed (`optimize.checkpointing.SAVED_OPS`); each is a segment of its own.
     """
 
     modules: tuple[str, ...]
@@ -39,11 +44,14 @@ class CheckpointPlan:
     stacks: tuple[str, ...]
     blocks: int
     reason: str
+    ops: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         flat = tuple(name for segment in self.segments for name in segment)
         if flat != self.modules:
             raise ValueError(f"segments {self.segments} must cover modules {self.modules}")
+        if not set(self.ops) <= {s[0] for s in self.segments if len(s) == 1}:
+            raise ValueError(f"op-level modules {self.ops} must each be a segment of one")
 
 
 def checkpoint_plan(model: nn.Module, modules: Sequence[str] | str = AUTO) -> CheckpointPlan:
@@ -60,7 +68,57 @@ def checkpoint_plan(model: nn.Module, modules: Sequence[str] | str = AUTO) -> Ch
     if isinstance(modules, str) and modules == AUTO:
         return _auto_plan(model)
     patterns = [modules] if isinstance(modules, str) else list(modules)
-    return _named_plan(model, patterns)
+    op_level = [p for p in patterns if p == OPS or p.startswith(f"{OPS}:")]
+    if not op_level:
+        return _named_plan(model, patterns)
+    return _with_ops(model, [p for p in patterns if p not in op_level], op_level)
+
+
+def _with_ops(model: nn.Module, patterns: list[str], op_level: list[str]) -> CheckpointPlan:
+    """The plan of `patterns` (whole modules and segments) and of `op_level` (`ops`: every
+    block of the stacks `auto` would choose; `ops:PATTERN`: the modules PATTERN names),
+    recomputed op by op, each module on its own."""
+    names: list[str] = []
+    for pattern in op_level:
+        if pattern == OPS:
+            names += [m for segment in _every_block(model) for m in segment]
+        else:
+            names += _named_plan(model, [pattern.removeprefix(f"{OPS}:")]).modules
+    whole = _named_plan(model, patterns) if patterns else None
+    taken = set(whole.modules) if whole else set()
+    clash = [n for n in names if n in taken or any(a in taken for a in _ancestors(n))]
+    if clash:
+        raise ConfigError(
+            f"checkpoint: {clash[0]!r} is recomputed whole already; name it once, whole or"
+            " op by op (ops:NAME)."
+        )
+    order = {name: i for i, (name, _) in enumerate(model.named_modules())}
+    chosen = set(names)
+    outermost = [n for n in dict.fromkeys(names) if not any(a in chosen for a in _ancestors(n))]
+    units = [*(whole.segments if whole else ()), *((n,) for n in outermost)]
+    units.sort(key=lambda unit: order[unit[0]])
+    reason = f"{len(outermost)} modules recomputed op by op (Echo)" + (
+        f", and {whole.reason}" if whole else ""
+    )
+    plan = _plan(units, whole.stacks if whole else (), len(units), reason)
+    return dataclasses.replace(plan, ops=tuple(outermost))
+
+
+def _every_block(model: nn.Module) -> list[tuple[str, ...]]:
+    """Every block of the stacks `auto` chooses, each on its own."""
+    try:
+        auto = _auto_plan(model)
+    except ConfigError:
+        raise ConfigError(
+            f"checkpoint: found no stack of repeated blocks in {type(model).__name__} for"
+            " 'ops' to recompute op by op; name the modules instead (ops:MODULE)."
+        ) from None
+    containers = dict(model.named_modules())
+    return [
+        (_child_name(stack, child),)
+        for stack in auto.stacks
+        for child, _ in containers[stack].named_children()
+    ]
 
 
 def segment_sizes(blocks: int) -> list[int]:

@@ -115,13 +115,19 @@ def checkpoint_model(model: nn.Module, modules: Sequence[str] | str = AUTO) -> C
     for parent, segments in by_stack.items():
         stack = named[parent]
         stack.forward = _SegmentedStack(stack, segments)
+    op_level = set(plan.ops)
     for name in plan.modules:
         parent = name.rpartition(".")[0]
         # A block of a merged segment checkpoints itself only when its Sequential is not
         # what calls it (a parent looping over the Sequential as over a list).
         stack = named[parent] if parent in by_stack else None
-        named[name].forward = _CheckpointedModule(named[name], stack)
+        named[name].forward = _CheckpointedModule(named[name], stack, name in op_level)
     return plan
+
+
+def is_op_level(module: nn.Module) -> bool:
+    """Whether `module` is recomputed op by op (`ops:` in `checkpoint`)."""
+    return bool(getattr(module.__dict__.get("forward"), "op_level", False))
 
 
 class _Checkpointed:
@@ -132,17 +138,18 @@ class _CheckpointedModule(_Checkpointed):
     """A module's forward run under checkpoint; the module's own forward inside a merged
     segment of `stack` that is checkpointed already, and when not training."""
 
-    def __init__(self, module: nn.Module, stack: nn.Module | None) -> None:
+    def __init__(self, module: nn.Module, stack: nn.Module | None, op_level: bool = False) -> None:
         # References, not ids, so that a deep copy of the model refers to its own copies.
         self.module = module
         self.original: Callable[..., Any] = module.forward
         self.stack = stack
+        self.op_level = op_level
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         inside = self.stack is not None and id(self.stack) in _RUNNING_SEGMENT.get()
         if inside or not (self.module.training and torch.is_grad_enabled()):
             return self.original(*args, **kwargs)
-        return _recomputed(self.original, [self.module], *args, **kwargs)
+        return _recomputed(self.original, [self.module], *args, op_level=self.op_level, **kwargs)
 
 
 class _SegmentedStack(_Checkpointed):
@@ -180,26 +187,98 @@ class _SegmentedStack(_Checkpointed):
 
 
 def _recomputed(
-    function: Callable[..., Any], owners: Sequence[nn.Module], *args: Any, **kwargs: Any
+    function: Callable[..., Any],
+    owners: Sequence[nn.Module],
+    *args: Any,
+    op_level: bool = False,
+    **kwargs: Any,
 ) -> Any:
     """`function(*args, **kwargs)` under non-reentrant checkpoint; the recompute updates
-    copies of the running statistics of the norm layers in `owners`."""
+    copies of the running statistics of the norm layers in `owners`. `op_level`: only the
+    ops that are not `SAVED_OPS` are recomputed (selective activation checkpointing)."""
     norms = [m for owner in owners for m in owner.modules() if _tracks_running_stats(m)]
     recompute = _ThrowawayRunningStats(norms) if norms else None
 
+    def contexts() -> tuple[Any, Any]:
+        if not op_level:
+            return contextlib.nullcontext(), recompute or contextlib.nullcontext()
+        forward, again = torch_checkpoint.create_selective_checkpoint_contexts(_keep_products)
+        # The statistics' copies are made outside the selective mode, which would take
+        # them for ops of the region that forward never ran.
+        return forward, _Both(recompute, again) if recompute else again
+
     def checkpointed(*args: Any, **kwargs: Any) -> Any:
         return torch_checkpoint.checkpoint(
-            function,
-            *args,
-            use_reentrant=False,
-            context_fn=lambda: (contextlib.nullcontext(), recompute or contextlib.nullcontext()),
-            **kwargs,
+            function, *args, use_reentrant=False, context_fn=contexts, **kwargs
         )
 
     observer = _OBSERVER.get()
     if observer is not None:
         return observer(owners, function, checkpointed, args, kwargs)
     return checkpointed(*args, **kwargs)
+
+
+def _saved_ops() -> frozenset[Any]:
+    """The aten ops whose outputs op-level recomputation keeps: matrix products,
+    convolutions and attention kernels (those this torch has)."""
+    names = (
+        "mm",
+        "addmm",
+        "bmm",
+        "baddbmm",
+        "_addmm_activation",
+        "convolution",
+        "_convolution",
+        "mkldnn_convolution",
+        "cudnn_convolution",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_flash_attention_forward",
+        "_efficient_attention_forward",
+        "_scaled_mm",
+        "mkldnn_rnn_layer",
+        "_thnn_fused_lstm_cell",
+        "_thnn_fused_gru_cell",
+    )
+    found = (getattr(torch.ops.aten, name, None) for name in names)
+    return frozenset(packet for packet in found if packet is not None)
+
+
+# What op-level recomputation keeps (Echo: the expensive ops' outputs; everything cheap
+# between them is recomputed from them in backward), and their names in a profile.
+SAVED_OPS = _saved_ops()
+SAVED_OP_NAMES = frozenset(packet._qualified_op_name for packet in SAVED_OPS)
+
+
+def _keep_products(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    """The selective-checkpoint policy of op-level recomputation."""
+    packet = getattr(op, "overloadpacket", op)
+    if packet in SAVED_OPS:
+        return torch_checkpoint.CheckpointPolicy.MUST_SAVE
+    return torch_checkpoint.CheckpointPolicy.PREFER_RECOMPUTE
+
+
+class _Both:
+    """Two context managers entered as one, the first outermost."""
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self.first, self.second = first, second
+
+    def __enter__(self) -> None:
+        self.first.__enter__()
+        try:
+            self.second.__enter__()
+        except BaseException:
+            self.first.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.second.__exit__(*exc)
+        finally:
+            self.first.__exit__(*exc)
 
 
 def _tracks_running_stats(module: nn.Module) -> bool:

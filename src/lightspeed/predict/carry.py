@@ -48,7 +48,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from lightspeed.analysis.step_roofline import analyse_op
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import Prediction, Profile
-from lightspeed.facts.records import OpRecord
+from lightspeed.facts.records import OpRecord, Phase
 from lightspeed.facts.timing import Measurement
 from lightspeed.rules import Bound
 
@@ -90,6 +90,22 @@ def per_op_overhead_s(ops: Iterable[OpRecord]) -> float:
     seconds: the host's cost of dispatching one op; 0 when none was timed."""
     times = [op.time_s for op in ops if op.flops == 0 and op.bytes == 0 and op.time_s is not None]
     return statistics.median(times) if times else 0.0
+
+
+def forward_s(profile: Profile, module: str, *, leaving_out: frozenset[str] = frozenset()) -> float:
+    """Seconds of `module`'s forward (and its submodules') in the measured step: its ops'
+    times and their share, by count, of the time outside ops, leaving out ops named in
+    `leaving_out` ("aten::mm", ...)."""
+    inside = [
+        op
+        for op in profile.ops
+        if op.phase is Phase.FORWARD
+        and (op.module == module or op.module.startswith(module + "."))
+        and op.name not in leaving_out
+    ]
+    ops_s = sum(op.time_s or 0.0 for op in inside)
+    outside = profile.unattributed_s or 0.0
+    return ops_s + (outside * len(inside) / len(profile.ops) if profile.ops else 0.0)
 
 
 def carry_over(

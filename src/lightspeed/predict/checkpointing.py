@@ -4,10 +4,13 @@ at the least recompute time.
 The step's blocks are those of its stacks of repeated blocks
 (`optimize.checkpoint_plan.repeated_stacks`; not those inside another stack's block).
 For each stack the planner weighs these options: nothing; the first k segments of
-⌈√N⌉-block segments (k = 1 … ⌈√N⌉); and every block covered by segments of s blocks, for
+⌈√N⌉-block segments (k = 1 … ⌈√N⌉); every block covered by segments of s blocks, for
 each s from 1 to N (an `nn.ModuleList`, whose blocks its parent's forward calls, only
-s = 1). Chen et al.'s √N plan (`checkpoint(workload, "auto")`) is one of them, so the
-choice is never worse than it on the figures the planner weighs:
+s = 1); and op-level recomputation (Echo, `ops:BLOCK`) of the first k·⌈N/⌈√N⌉⌉ blocks and
+of all of them: the outputs of their matrix products, convolutions and attention kept,
+the cheap ops between them recomputed. Chen et al.'s √N plan (`checkpoint(workload,
+"auto")`) is one of them, so the choice is never worse than it on the figures the planner
+weighs:
 
 - memory: the step's peak with the option's segments checkpointed (every stack's
   together), run on fake tensors (`measure.shape_only`, exact; not a sum of per-block
@@ -17,7 +20,11 @@ choice is never worse than it on the figures the planner weighs:
   for the block, timed on the device with every block checkpointed on its own
   (`measure.checkpoint_cost`; left out for a profile measured elsewhere) — a segment of
   several blocks costs less than this sum, so the time of a plan of long segments is
-  over-stated, never under.
+  over-stated, never under. An op-level block recomputes only part of its forward, which
+  no op of the profile says; on the device it is timed whole, region by region (all its
+  checkpoint adds to the block's plain forward and backward), and for a profile measured
+  elsewhere it is its forward's ops that are not kept
+  (`optimize.checkpointing.SAVED_OP_NAMES`), with their share of the time outside ops.
 
 Every combination of the stacks' options is weighed when there are at most
 `_MAX_COMBINATIONS`; beyond that each stack keeps only nothing and full coverage. The
@@ -36,11 +43,16 @@ from torch import nn
 from lightspeed import units
 from lightspeed.errors import ConfigError
 from lightspeed.facts.profile import Profile
-from lightspeed.facts.records import Phase
 from lightspeed.measure.checkpoint_cost import checkpoint_costs
 from lightspeed.measure.shape_only import profile_shape_only
-from lightspeed.optimize.checkpoint_plan import checkpoint_plan, merges_segments, repeated_stacks
-from lightspeed.optimize.checkpointing import checkpoint
+from lightspeed.optimize.checkpoint_plan import (
+    OPS,
+    checkpoint_plan,
+    merges_segments,
+    repeated_stacks,
+)
+from lightspeed.optimize.checkpointing import SAVED_OP_NAMES, checkpoint
+from lightspeed.predict.carry import forward_s
 from lightspeed.predict.shapes import shape_settings
 from lightspeed.predict.whatif import kernels_here
 from lightspeed.workload import Workload
@@ -124,6 +136,7 @@ def checkpoint_options(profile: Profile, workload: Workload) -> CheckpointOption
         )
     blocks = [block for _, names, _ in stacks for block in names]
     block_s = _block_seconds(profile, workload, blocks)
+    block_s |= _block_seconds(profile, workload, [f"{OPS}:{block}" for block in blocks])
     per_stack = [_stack_options(stack, names, merges) for stack, names, merges in stacks]
     if math.prod(len(o) for o in per_stack) > _MAX_COMBINATIONS:
         per_stack = [[options[0], options[-1]] for options in per_stack]
@@ -198,16 +211,20 @@ _StackOption = tuple[tuple[str, ...], tuple[str, ...]]
 
 def _stack_options(stack: str, blocks: list[str], merges: bool) -> list[_StackOption]:
     """Nothing, first the partial √N coverings, then full coverings by segment size;
-    full coverage with single blocks last."""
+    full coverage with single blocks last; then op-level recomputation of the first
+    blocks, a √N step at a time, and of all of them."""
     n = len(blocks)
     options: list[_StackOption] = [((), ())]
+    size = math.ceil(n / math.ceil(math.sqrt(n)))
     if not merges:
         options += [(tuple(blocks[:k]), tuple(blocks[:k])) for k in range(1, n + 1)]
-        return options
-    size = math.ceil(n / math.ceil(math.sqrt(n)))
-    for k in range(1, math.ceil(n / size)):
-        options.append(_segments(stack, blocks, size, k * size))
-    options += [_segments(stack, blocks, s, n) for s in range(n, 0, -1)]
+    else:
+        for k in range(1, math.ceil(n / size)):
+            options.append(_segments(stack, blocks, size, k * size))
+        options += [_segments(stack, blocks, s, n) for s in range(n, 0, -1)]
+    for cover in [*range(size, n, size), n]:
+        ops = tuple(f"{OPS}:{block}" for block in blocks[:cover])
+        options.append((ops, ops))
     return options
 
 
@@ -257,24 +274,22 @@ class _Memory:
 
 
 def _block_seconds(profile: Profile, workload: Workload, blocks: list[str]) -> dict[str, float]:
-    """Seconds checkpointing each block adds: its forward again, and checkpoint's own
-    work for it (on this device only)."""
-    hooks = (
-        checkpoint_costs(checkpoint(workload, blocks), shape_settings(profile)).by_module
+    """Seconds checkpointing each block adds: its forward again (for `ops:BLOCK`, its ops
+    that op-level recomputation does not keep), and checkpoint's own work for it (on this
+    device only)."""
+    costs = (
+        checkpoint_costs(checkpoint(workload, blocks), shape_settings(profile))
         if kernels_here(profile)
-        else {}
+        else None
     )
-    return {block: _forward_s(profile, block) + hooks.get(block, 0.0) for block in blocks}
-
-
-def _forward_s(profile: Profile, module: str) -> float:
-    """Seconds of `module`'s forward in the measured step: its ops' times and their
-    share, by count, of the time outside ops."""
-    inside = [
-        op
-        for op in profile.ops
-        if op.phase is Phase.FORWARD and (op.module == module or op.module.startswith(module + "."))
-    ]
-    ops_s = sum(op.time_s or 0.0 for op in inside)
-    outside = profile.unattributed_s or 0.0
-    return ops_s + (outside * len(inside) / len(profile.ops) if profile.ops else 0.0)
+    seconds = {}
+    for block in blocks:
+        module = block.removeprefix(f"{OPS}:")
+        if costs is None:  # measured elsewhere: the recompute alone, from the profile
+            kept = SAVED_OP_NAMES if module != block else frozenset()
+            seconds[block] = forward_s(profile, module, leaving_out=kept)
+        elif module != block:  # op by op: all the region adds, as timed here
+            seconds[block] = costs.added_by_module.get(module, 0.0)
+        else:
+            seconds[block] = forward_s(profile, module) + costs.by_module.get(module, 0.0)
+    return seconds

@@ -15,7 +15,7 @@ from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.link import CoRun, Link
 from lightspeed.facts.profile import Prediction, Profile
 from lightspeed.measure.step import StepSettings
-from lightspeed.predict.carry import carry_over, op_key
+from lightspeed.predict.carry import carry_over, forward_s, op_key
 from lightspeed.predict.data_parallel import corun_slowdown, on_data_parallel
 from lightspeed.predict.fusion import on_fused
 from lightspeed.predict.hardware import on_hardware
@@ -142,9 +142,18 @@ def _changed(
 
 def checkpoint_modules(text: str) -> str | list[str]:
     """What `--checkpoint TEXT` (`predict`'s `checkpoint`) names, as
-    `optimize.checkpoint` takes it: "auto" (the √N segment plan), or the comma-separated
-    module names, shell-style patterns or `STACK.I:J` segments."""
-    return "auto" if text == "auto" else text.split(",")
+    `optimize.checkpoint` takes it: "auto" (the √N segment plan), "ops" (every block of
+    those stacks recomputed op by op, Echo), or comma-separated module names, shell-style
+    patterns or `STACK.I:J` segments recomputed whole, then `ops:` and the modules
+    recomputed op by op ("ops:h.0,h.1", "blocks.0:4,ops:blocks.4")."""
+    if text == "auto":
+        return "auto"
+    names: list[str] = []
+    op_level = False
+    for name in text.split(","):
+        op_level = op_level or name.startswith("ops:")
+        names.append(name if not op_level or name.startswith("ops:") else f"ops:{name}")
+    return names
 
 
 def _carried(
@@ -213,6 +222,7 @@ def _checkpoint_hooks(
     that it is left out: for a profile measured elsewhere, or a changed step that does
     not fit here)."""
     from lightspeed.measure.checkpoint_cost import checkpoint_costs
+    from lightspeed.optimize.checkpointing import SAVED_OP_NAMES
 
     if not (time_kernels and kernels_here(profile)):
         return 0.0, (), (f"{_HOOKS_LEFT_OUT}: it is timed only where the profile was measured",)
@@ -231,13 +241,21 @@ def _checkpoint_hooks(
         costs = checkpoint_costs(changed, settings)
     except OutOfMemoryError as exc:
         return 0.0, (), (f"{_HOOKS_LEFT_OUT}: the changed step does not fit here ({exc})",)
+    # An op-level region recomputes only its cheap ops, which the changed step's ops
+    # count already: its own work is all it adds, less those ops as measured.
+    seconds = costs.seconds + sum(
+        max(
+            costs.added_by_module.get(m, 0.0)
+            - costs.by_module.get(m, 0.0)
+            - forward_s(profile, m, leaving_out=SAVED_OP_NAMES),
+            0.0,
+        )
+        for m in costs.op_level
+    )
     return (
-        costs.seconds,
+        seconds,
         (CHECKPOINT_RULE,),
-        (
-            f"checkpoint's own work: {costs.seconds * 1e3:.2f} ms a step over its"
-            f" {costs.regions} regions",
-        ),
+        (f"checkpoint's own work: {seconds * 1e3:.2f} ms a step over its {costs.regions} regions",),
     )
 
 

@@ -177,9 +177,10 @@ def _named(workload: Workload, text: str, kinds: Sequence[CandidateKind]) -> tup
 
 
 def checkpointed_modules(workload: Workload, text: str) -> tuple[str, ...]:
-    """The modules `text` (what `lightspeed predict --checkpoint` takes: "auto" or
-    comma-separated names, patterns and STACK.I:J segments) has `optimize.checkpoint`
-    wrap in `workload`'s model, written out: module names, and STACK.I:J for a run of a
+    """The modules `text` (what `lightspeed predict --checkpoint` takes: "auto", "ops",
+    "ops:MODULES" or comma-separated names, patterns and STACK.I:J segments) has
+    `optimize.checkpoint` wrap in `workload`'s model, written out: module names,
+    `ops:NAME` for a module recomputed op by op, and STACK.I:J for a run of a
     Sequential's blocks recomputed as one (a model that is itself the Sequential has its
     blocks named one by one), in model order. Raises ConfigError where
     `text` names no module (or `auto` finds no stack of blocks)."""
@@ -187,7 +188,11 @@ def checkpointed_modules(workload: Workload, text: str) -> tuple[str, ...]:
     plan = checkpoint_plan(model, checkpoint_modules(text))
     named = dict(model.named_modules())
     found = []
+    op_level = set(plan.ops)
     for segment in plan.segments:
+        if segment[0] in op_level:
+            found.append(f"ops:{segment[0]}")
+            continue
         stack, _, first = segment[0].rpartition(".")
         # STACK.I:J cannot name the model itself (""): its blocks are named one by one.
         if stack and stack in plan.stacks and merges_segments(named[stack]):
@@ -393,7 +398,9 @@ def _checkpoint(
     if not modules:
         raise ConfigError("the step fits the budget as it is: nothing to checkpoint.")
     changed = checkpoint(workload, modules)
-    predicted = predict(baseline, workload=workload, checkpoint=",".join(modules))
+    # Whole modules first: after `ops:`, `--checkpoint` reads every name as op by op.
+    text = ",".join(sorted(modules, key=lambda m: m.startswith("ops:")))
+    predicted = predict(baseline, workload=workload, checkpoint=text)
     return [
         _Trial(
             name="checkpoint",
