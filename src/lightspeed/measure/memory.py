@@ -46,6 +46,7 @@ from lightspeed.facts.records import MEMORY_CATEGORIES, MemoryBreakdown, MemoryO
 from lightspeed.measure.step import PreparedStep
 from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.measure.torch_internals import storage_identity
+from lightspeed.optimize.checkpointing import observing_kept
 from lightspeed.workload import PhaseHook
 
 CATEGORIES = MEMORY_CATEGORIES
@@ -356,11 +357,18 @@ class _SavedTensorRecorder:
         self._timeline = timeline
         self._packed: weakref.WeakSet[_Packed] = weakref.WeakSet()
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        # What op-level checkpointing keeps itself, beside what autograd saves; one
+        # context a forward (a workload's own step may run several).
+        self._kept: list[contextlib.AbstractContextManager[None]] = []
 
     def __enter__(self) -> None:
         self._hooks.__enter__()
+        kept = observing_kept(lambda tensors: self._timeline.label(tensors, "activations"))
+        kept.__enter__()
+        self._kept.append(kept)
 
     def __exit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
+        self._kept.pop().__exit__(exc_type, exc_val, exc_tb)
         self._hooks.__exit__(exc_type, exc_val, exc_tb)
 
     def _pack(self, tensor: torch.Tensor) -> _Packed:

@@ -15,7 +15,9 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils import _pytree as pytree
 from torch.utils import checkpoint as torch_checkpoint
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from lightspeed.errors import ConfigError
 from lightspeed.optimize.checkpoint_plan import (
@@ -32,6 +34,7 @@ __all__ = [
     "checkpoint",
     "checkpoint_model",
     "checkpoint_plan",
+    "observing_kept",
     "observing_regions",
 ]
 
@@ -59,6 +62,25 @@ def observing_regions(observer: RegionObserver) -> Iterator[None]:
         yield
     finally:
         _OBSERVER.reset(token)
+
+
+# Called with the tensors an op-level region keeps for backward as its forward makes them
+# (the outputs of `SAVED_OPS`, which selective checkpointing holds itself, out of sight of
+# autograd's saved-tensor hooks), for a measurement of memory (`measure.memory`).
+_KEPT: contextvars.ContextVar[Callable[[Sequence[torch.Tensor]], None] | None] = (
+    contextvars.ContextVar("lightspeed_kept_observer", default=None)
+)
+
+
+@contextlib.contextmanager
+def observing_kept(observer: Callable[[Sequence[torch.Tensor]], None]) -> Iterator[None]:
+    """Within the block, every op-level region's forward calls `observer(tensors)` with
+    the outputs it keeps for backward."""
+    token = _KEPT.set(observer)
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
 
 
 # Ids of the Sequential stacks now running one of their segments under checkpoint: the
@@ -203,6 +225,9 @@ def _recomputed(
         if not op_level:
             return contextlib.nullcontext(), recompute or contextlib.nullcontext()
         forward, again = torch_checkpoint.create_selective_checkpoint_contexts(_keep_products)
+        observer = _KEPT.get()
+        if observer is not None:  # inside the caching mode: it sees each op first
+            forward = _Both(forward, _Kept(observer))
         # The statistics' copies are made outside the selective mode, which would take
         # them for ops of the region that forward never ran.
         return forward, _Both(recompute, again) if recompute else again
@@ -258,6 +283,22 @@ def _keep_products(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
     if packet in SAVED_OPS:
         return torch_checkpoint.CheckpointPolicy.MUST_SAVE
     return torch_checkpoint.CheckpointPolicy.PREFER_RECOMPUTE
+
+
+class _Kept(TorchDispatchMode):
+    """Hands the outputs of `SAVED_OPS` to an observer as the forward makes them."""
+
+    def __init__(self, observer: Callable[[Sequence[torch.Tensor]], None]) -> None:
+        super().__init__()
+        self.observer = observer
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if getattr(func, "overloadpacket", None) in SAVED_OPS:
+            self.observer([t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)])
+        return out
 
 
 class _Both:
