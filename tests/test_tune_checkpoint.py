@@ -109,3 +109,27 @@ def test_a_reason_names_its_candidate_once(monkeypatch: pytest.MonkeyPatch) -> N
     failed = tune_module._run(trial, found.baseline, "cpu", 0.01, None)
     assert failed.verdict is Verdict.ERROR
     assert failed.reason == "'x' names no module of VGGStyle."
+
+
+def test_the_planners_options_are_reported(
+    monkeypatch: pytest.MonkeyPatch, convnet_step: Profile
+) -> None:
+    """Without modules named, the planner chooses; every option it weighed (whole blocks
+    and op-level ones) is in the result, the terminal report and the HTML page."""
+    from lightspeed.report import render_json
+    from lightspeed.report.html import render_html
+
+    monkeypatch.setattr(tune_module, "profile", lambda *args, **kwargs: convnet_step)
+    found = tune(convnet_workload("sequential"), only=["checkpoint"])
+    plans = found.checkpoint_plans
+    assert sum(p.chosen for p in plans) == 1
+    assert any(all(m.startswith("ops:") for m in p.modules) and p.modules for p in plans)
+    assert () in [p.modules for p in plans]
+    (candidate,) = found.candidates
+    assert next(p for p in plans if p.chosen).modules == candidate.arguments
+    doc = tune_document(found)
+    text = render_text(doc, width=200)
+    assert "Checkpoint plans weighed" in text and "ops:blocks.0" in text
+    assert len(doc.data["checkpoint_plans"]) == len(plans)
+    html = render_html(render_json.render(doc))
+    assert "Checkpoint plans weighed" in html and "ops:blocks.0" in html

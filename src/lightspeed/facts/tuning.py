@@ -93,6 +93,20 @@ class Candidate:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class PlannedCheckpoint:
+    """One option the checkpoint planner weighed: the `modules` it recomputes (as
+    `optimize.checkpoint` takes them; `ops:NAME` op by op), the step's peak and the
+    activations it keeps (bytes, on fake tensors), the seconds its recompute adds, and
+    whether it is the one `chosen`."""
+
+    modules: tuple[str, ...]
+    peak_bytes: int
+    activations_bytes: int
+    recompute_s: float
+    chosen: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Tuning:
     """A tuning run: the plain step's profile (`baseline`), the peak-memory budget in
     bytes it had to meet (None: none), every candidate in the order tried, and the one
@@ -106,6 +120,9 @@ class Tuning:
     # tuning failed, for the reason in `loading_error`).
     loading: LoaderTuning | None = None
     loading_error: str = ""
+    # Every option the checkpoint planner weighed for the checkpoint candidate (empty:
+    # the planner did not run: modules were named, or the candidate was not tried).
+    checkpoint_plans: tuple[PlannedCheckpoint, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

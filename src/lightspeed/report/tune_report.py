@@ -109,10 +109,61 @@ def tune_document(tuning: Tuning) -> Document:
     applied = tuple(f"{c.name}: {c.transform}" for c in tuning.candidates if c.transform)
     if applied:
         blocks.append(Notes(applied, title=APPLIED_AS))
-    return Document(
-        kind=DOCUMENT,
-        data=tune_data(tuning),
-        sections=(Section("Tune", tuple(blocks)), Section("Data loading", loading_blocks(tuning))),
+    sections = [Section("Tune", tuple(blocks))]
+    if tuning.checkpoint_plans:
+        plans = [dataclasses.asdict(p) for p in tuning.checkpoint_plans]
+        sections.append(Section(PLANS_TITLE, (plans_table(plans),)))
+    sections.append(Section("Data loading", loading_blocks(tuning)))
+    return Document(kind=DOCUMENT, data=tune_data(tuning), sections=tuple(sections))
+
+
+PLANS_TITLE = "Checkpoint plans weighed"
+PLAN_COLUMNS = (
+    Column("modules", "recomputed", shrink=True),
+    Column("kind", "how"),
+    Column("peak_bytes", "peak", numeric=True),
+    Column("activations_bytes", "kept", numeric=True, optional=True),
+    Column("recompute_s", "recompute", numeric=True),
+)
+PLANS_CAPTION = (
+    "every option the planner weighed for the checkpoint candidate, its chosen one in"
+    " bold: peak and activations kept from the step run on fake tensors, recompute time"
+    " from the profile and checkpoint's own work timed here; whole: blocks or segments"
+    " recomputed whole; ops: op by op, products, convolutions and attention kept"
+)
+
+
+def plans_table(plans: list[dict[str, Any]]) -> Table:
+    """The planner's options (JSON objects of `PlannedCheckpoint`), the chosen in bold."""
+    rows = tuple(plan_cells(p) for p in plans)
+    chosen = [i for i, p in enumerate(plans) if p["chosen"]]
+    ordered = rows if not chosen else (*rows[: chosen[0]], *rows[chosen[0] + 1 :], rows[chosen[0]])
+    return Table(
+        title=PLANS_TITLE,
+        columns=PLAN_COLUMNS,
+        rows=ordered,
+        caption=PLANS_CAPTION,
+        bold_rows=1 if chosen else 0,
+    )
+
+
+def plan_kind(modules: list[str] | tuple[str, ...]) -> str:
+    """How a plan recomputes: nothing, whole, ops, or both."""
+    ops = sum(1 for m in modules if m.startswith("ops:"))
+    if not modules:
+        return "nothing"
+    return "ops" if ops == len(modules) else "whole" if not ops else "whole + ops"
+
+
+def plan_cells(plan: dict[str, Any]) -> tuple[Value | str, ...]:
+    """One row of the plans' table, from its JSON object, in `PLAN_COLUMNS` order."""
+    modules = list(plan["modules"])
+    return (
+        ", ".join(modules) or "(nothing: the plain step)",
+        plan_kind(modules),
+        Value(plan["peak_bytes"], Unit.BYTES),
+        Value(plan["activations_bytes"], Unit.BYTES),
+        Value(plan["recompute_s"], Unit.SECONDS),
     )
 
 
@@ -254,6 +305,7 @@ def tune_data(tuning: Tuning) -> dict[str, Any]:
         "candidates": [_candidate_data(c, base.step_time_s) for c in tuning.candidates],
         "kept": tuning.chosen.name if tuning.chosen is not None else None,
         "loading": _loading_data(tuning),
+        "checkpoint_plans": [dataclasses.asdict(p) for p in tuning.checkpoint_plans],
     }
 
 

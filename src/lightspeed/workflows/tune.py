@@ -43,7 +43,14 @@ from lightspeed.errors import ConfigError, LightspeedError
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import Profile
-from lightspeed.facts.tuning import Candidate, CandidateKind, Equivalence, Tuning, Verdict
+from lightspeed.facts.tuning import (
+    Candidate,
+    CandidateKind,
+    Equivalence,
+    PlannedCheckpoint,
+    Tuning,
+    Verdict,
+)
 from lightspeed.measure.equivalence import gradients_match, loss_curves_match
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.optimize.checkpoint_plan import checkpoint_plan, merges_segments
@@ -112,10 +119,11 @@ def tune(
             loading_error = str(exc)
     makers: dict[CandidateKind, Callable[[Workload, Profile, int | None], list[_Trial]]] = {
         CandidateKind.AMP: _amp,
-        CandidateKind.CHECKPOINT: lambda w, b, budget: _checkpoint(w, b, budget, named),
+        CandidateKind.CHECKPOINT: lambda w, b, budget: _checkpoint(w, b, budget, named, plans),
         CandidateKind.GIST: _gist,
         CandidateKind.FUSE: lambda w, b, _budget: _fuse(w, b, jobs or 2),
     }
+    plans: list[PlannedCheckpoint] = []  # the checkpoint planner's options, as weighed
     candidates: list[Candidate] = []
     passed: dict[CandidateKind, Candidate] = {}  # the first equivalent one of each kind
     for kind in kinds:
@@ -142,7 +150,9 @@ def tune(
     if combined is not None:
         candidates.append(_run(combined, baseline, device, budget_s, memory_budget_bytes))
     tuning = _kept(baseline, memory_budget_bytes, candidates)
-    return dataclasses.replace(tuning, loading=loading, loading_error=loading_error)
+    return dataclasses.replace(
+        tuning, loading=loading, loading_error=loading_error, checkpoint_plans=tuple(plans)
+    )
 
 
 def _kinds(names: Sequence[str], *, asked: bool, jobs: int | None) -> list[CandidateKind]:
@@ -380,10 +390,14 @@ def _padding(workload: Workload, dtype: str) -> tuple[str, ...]:
 
 
 def _checkpoint(
-    workload: Workload, baseline: Profile, budget: int | None, named: Sequence[str] | None
+    workload: Workload,
+    baseline: Profile,
+    budget: int | None,
+    named: Sequence[str] | None,
+    plans: list[PlannedCheckpoint],
 ) -> list[_Trial]:
     """The modules `named` checkpointed, else the planner's plan (see the module's
-    docstring)."""
+    docstring), every option it weighed added to `plans`."""
     assert baseline.memory is not None
     if named is not None:
         modules = list(named)
@@ -394,6 +408,16 @@ def _checkpoint(
             )
         else:
             choice = plan_checkpoint(baseline, workload, budget)
+        plans.extend(
+            PlannedCheckpoint(
+                modules=o.modules,
+                peak_bytes=o.peak_bytes,
+                activations_bytes=o.activations_bytes,
+                recompute_s=o.recompute_s,
+                chosen=o is choice.chosen,
+            )
+            for o in choice.options
+        )
         modules = list(choice.chosen.modules)
     if not modules:
         raise ConfigError("the step fits the budget as it is: nothing to checkpoint.")

@@ -18,10 +18,15 @@ from lightspeed.report.tune_report import (
     LOADER_CAPTION,
     LOADER_COLUMNS,
     NO_LOADER,
+    PLAN_COLUMNS,
+    PLANS_CAPTION,
+    PLANS_TITLE,
     TO_PAD,
     WHY_NOT,
     candidates_caption,
     loader_setting,
+    plan_cells,
+    plan_kind,
 )
 
 _COLUMNS = tuple(Column(c.key, c.header, c.numeric) for c in COLUMNS)
@@ -85,8 +90,57 @@ def tune_page(doc: Mapping[str, Any]) -> Page:
         blocks.append(notes(applied, title=APPLIED_AS))
     if blocks:
         page.section("How", *blocks, anchor="how")
+    _plans_section(page, doc.get("checkpoint_plans") or [])
     _loading_section(page, doc.get("loading"))
     return page
+
+
+def _plans_section(page: Page, plans: list[Mapping[str, Any]]) -> None:
+    """The checkpoint planner's options: the table, and each option's peak against its
+    recompute time, whole blocks and op-level recomputation apart."""
+    if not plans:
+        return
+    kinds = sorted({plan_kind(p["modules"]) for p in plans})
+    figure = {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": kind,
+                "x": [p["recompute_s"] for p in plans if plan_kind(p["modules"]) == kind],
+                "y": [p["peak_bytes"] for p in plans if plan_kind(p["modules"]) == kind],
+                "text": [
+                    label(", ".join(p["modules"]) or "plain")
+                    for p in plans
+                    if plan_kind(p["modules"]) == kind
+                ],
+                "marker": {
+                    "size": [
+                        14 if p["chosen"] else 8 for p in plans if plan_kind(p["modules"]) == kind
+                    ]
+                },
+                "hovertemplate": "%{text}<br>recompute %{x:.3s}s, peak %{y:.3s}B<extra></extra>",
+            }
+            for kind in kinds
+        ],
+        "layout": {
+            "title": {"text": "Each option's peak against its recompute time"},
+            "xaxis": {"title": {"text": "recompute (s)"}, "exponentformat": "SI"},
+            "yaxis": {"title": {"text": "peak (bytes)"}, "exponentformat": "SI"},
+            "height": 360,
+        },
+    }
+    page.section(
+        PLANS_TITLE,
+        page.table(
+            [Column(c.key, c.header, c.numeric) for c in PLAN_COLUMNS],
+            [plan_cells(dict(p)) for p in plans],
+            caption=PLANS_CAPTION,
+            kind="plans",
+        ),
+        page.chart("plans", figure, caption="The chosen option is the larger marker."),
+        anchor="plans",
+    )
 
 
 def _loading_section(page: Page, loading: Mapping[str, Any] | None) -> None:
