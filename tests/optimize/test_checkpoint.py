@@ -367,3 +367,27 @@ def test_op_level_plans() -> None:
         checkpoint_plan(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), "ops")
     with pytest.raises(ConfigError, match="names no module"):
         checkpoint_plan(model, "ops:nothing")
+
+
+def test_op_level_recompute_compiles_in_one_graph() -> None:
+    """Under torch.compile the policy is handed to PyTorch's own selective checkpointing
+    (no graph break), and the step's gradients are the eager step's."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    torch.manual_seed(0)
+    plain = stack_of(3, nn.ModuleList)
+    model = copy.deepcopy(plain)
+    checkpoint_model(model, "ops")
+
+    def loss(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        for block in m.blocks:
+            x = torch.nn.functional.gelu(block(x))
+        return x.square().sum()
+
+    x = torch.randn(5, 4)
+    loss(plain, x).backward()
+    torch.compile(loss, backend="aot_eager")(model, x).backward()
+    assert not torch._dynamo.utils.counters["graph_break"]
+    for p, q in zip(plain.parameters(), model.parameters(), strict=True):
+        torch.testing.assert_close(q.grad, p.grad)
+    torch._dynamo.reset()

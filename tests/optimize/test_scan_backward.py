@@ -10,11 +10,11 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from factories import rnn_tagger_workload
 from lightspeed.errors import ConfigError
 from lightspeed.optimize import scan_backward
 from lightspeed.optimize.bppsa import scan_hidden_gradients
 from lightspeed.predict.scan import scan_levels
-from lightspeed.workload import Workload
 
 
 def _relative(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -147,31 +147,16 @@ def test_refuses_twice_and_packed_sequences() -> None:
         scan_backward("rnn")  # type: ignore[arg-type]
 
 
-class _Tagger(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.rnn = nn.RNN(6, 8, batch_first=True)
-        self.head = nn.Linear(8, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.rnn(x)[0])
-
-
 def test_a_workload_trains_the_same() -> None:
-    workload = Workload(
-        name="tagger",
-        model=_Tagger,
-        batch=lambda: (torch.randn(4, 30, 6), torch.randint(0, 3, (4, 30))),
-        loss=lambda m, b: nn.functional.cross_entropy(m(b[0]).flatten(0, 1), b[1].flatten()),
-    )
+    workload = rnn_tagger_workload()
     scanned = scan_backward(workload)
-    assert scanned.name == "tagger+scan-backward"
+    assert scanned.name == "rnn-tagger+scan-backward"
     torch.manual_seed(3)
     plain_model = workload.model()
     torch.manual_seed(3)
     scanned_model = scanned.model()
     assert plain_model.state_dict().keys() == scanned_model.state_dict().keys()
-    batch = workload.batch()
+    batch = workload.batch(workload.batch_size)
     for model in (plain_model, scanned_model):
         workload.loss(model, batch).backward()
     for p, q in zip(plain_model.parameters(), scanned_model.parameters(), strict=True):

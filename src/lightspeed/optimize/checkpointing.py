@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -225,7 +226,9 @@ def _recomputed(
         if not op_level:
             return contextlib.nullcontext(), recompute or contextlib.nullcontext()
         forward, again = torch_checkpoint.create_selective_checkpoint_contexts(_keep_products)
-        observer = _KEPT.get()
+        # A measurement's observers are not read under torch.compile (a context
+        # variable breaks its graph), where no measurement runs.
+        observer = None if torch.compiler.is_compiling() else _KEPT.get()
         if observer is not None:  # inside the caching mode: it sees each op first
             forward = _Both(forward, _Kept(observer))
         # The statistics' copies are made outside the selective mode, which would take
@@ -233,11 +236,20 @@ def _recomputed(
         return forward, _Both(recompute, again) if recompute else again
 
     def checkpointed(*args: Any, **kwargs: Any) -> Any:
-        return torch_checkpoint.checkpoint(
-            function, *args, use_reentrant=False, context_fn=contexts, **kwargs
-        )
+        if not torch.compiler.is_compiling():
+            return torch_checkpoint.checkpoint(
+                function, *args, use_reentrant=False, context_fn=contexts, **kwargs
+            )
+        # torch.compile takes a selective policy only as a partial of PyTorch's own
+        # contexts, and no context of ours (the norms' statistics are then updated by the
+        # recompute too).
+        if op_level:
+            kwargs["context_fn"] = functools.partial(
+                torch_checkpoint.create_selective_checkpoint_contexts, _keep_products
+            )
+        return torch_checkpoint.checkpoint(function, *args, use_reentrant=False, **kwargs)
 
-    observer = _OBSERVER.get()
+    observer = None if torch.compiler.is_compiling() else _OBSERVER.get()
     if observer is not None:
         return observer(owners, function, checkpointed, args, kwargs)
     return checkpointed(*args, **kwargs)
