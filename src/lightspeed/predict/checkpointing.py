@@ -6,9 +6,9 @@ The step's blocks are those of its stacks of repeated blocks
 For each stack the planner weighs these options: nothing; the first k segments of
 ⌈√N⌉-block segments (k = 1 … ⌈√N⌉); every block covered by segments of s blocks, for
 each s from 1 to N (an `nn.ModuleList`, whose blocks its parent's forward calls, only
-s = 1); and op-level recomputation (Echo, `ops:BLOCK`) of the first k·⌈N/⌈√N⌉⌉ blocks and
-of all of them: the outputs of their matrix products, convolutions and attention kept,
-the cheap ops between them recomputed. Chen et al.'s √N plan (`checkpoint(workload,
+s = 1); and op-level recomputation (Echo, `ops:BLOCK`) of the first k blocks, k = 1 … N:
+the outputs of their matrix products, convolutions and attention kept, the cheap ops
+between them recomputed. Chen et al.'s √N plan (`checkpoint(workload,
 "auto")`) is one of them, so the choice is never worse than it on the figures the planner
 weighs:
 
@@ -211,18 +211,18 @@ _StackOption = tuple[tuple[str, ...], tuple[str, ...]]
 
 def _stack_options(stack: str, blocks: list[str], merges: bool) -> list[_StackOption]:
     """Nothing, first the partial √N coverings, then full coverings by segment size;
-    full coverage with single blocks last; then op-level recomputation of the first
-    blocks, a √N step at a time, and of all of them."""
+    full coverage with single blocks last; then op-level recomputation of the first k
+    blocks, for each k."""
     n = len(blocks)
     options: list[_StackOption] = [((), ())]
-    size = math.ceil(n / math.ceil(math.sqrt(n)))
     if not merges:
         options += [(tuple(blocks[:k]), tuple(blocks[:k])) for k in range(1, n + 1)]
     else:
+        size = math.ceil(n / math.ceil(math.sqrt(n)))
         for k in range(1, math.ceil(n / size)):
             options.append(_segments(stack, blocks, size, k * size))
         options += [_segments(stack, blocks, s, n) for s in range(n, 0, -1)]
-    for cover in [*range(size, n, size), n]:
+    for cover in range(1, n + 1):
         ops = tuple(f"{OPS}:{block}" for block in blocks[:cover])
         options.append((ops, ops))
     return options

@@ -1,0 +1,223 @@
+"""Op-level recomputation (Echo, `checkpoint(workload, "ops")`) against whole blocks and
+against PyTorch's own: the min-cut rematerialization partitioner of `torch.compile` and its
+`activation_memory_budget`.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/recompute_vs_compile.py [--time]
+
+For each model (the suite's transformer encoder and GPT-2 small, and its LSTM
+encoder-decoder, at the sizes below), one training step's:
+
+- **kept**: bytes held from the forward for the backward. Eager: the activations
+  `measure.memory` labels (what autograd saves, and what op-level checkpointing keeps
+  in its own store), from one step on fake tensors. Compiled: the tensors the partitioner
+  passes from the forward graph to the backward graph (the backward graph's inputs that
+  are neither tangents nor the forward's own inputs, parameters and batch), from their
+  recorded shapes.
+- **recomputed**: FLOPs of the step (`torch.utils.flop_counter`) less the plain eager
+  step's. Compiled, the graphs AOTAutograd makes are run as they are (no Inductor code),
+  so what is counted is what the partitioner chose.
+- **peak** (eager only): the step's peak from the same fake-tensor run.
+
+Compiled variants: the min-cut partitioner as Inductor calls it, with the default
+budget (1.0) and `activation_memory_budget` 0.5 and 0.1; and lightspeed's op-level policy
+under the same partitioner. With `--time`, each variant's step is also timed for real
+(eager, and compiled by Inductor with its compile time apart), the variants taking turns
+over `--rounds` rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import functools
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from lightspeed.hardware.catalog import catalog_hardware
+from lightspeed.measure.shape_only import profile_shape_only
+from lightspeed.measure.step import StepSettings, prepare
+from lightspeed.optimize.checkpointing import checkpoint
+from lightspeed.suite import get
+from lightspeed.workload import Workload
+
+# Each model: its batch, and its whole-module and op-level plans as `checkpoint` takes them.
+MODELS: dict[str, tuple[int, str | list[str], str | list[str]]] = {
+    "transformer-encoder": (8, "auto", "ops"),
+    "gpt2-small": (1, "auto", "ops"),
+    "lstm-seq2seq": (32, ["encoder", "decoder"], ["ops:encoder", "ops:decoder"]),
+    "transformer-encoder-tiny": (4, "auto", "ops"),
+}
+BUDGETS = (1.0, 0.8, 0.6, 0.5, 0.3, 0.1)
+MB = 2**20
+
+
+def workload_of(name: str, batch: int) -> Workload:
+    return get(name).with_batch_size(batch)
+
+
+def eager_figures(workload: Workload) -> tuple[int, int, float]:
+    """(kept bytes, peak bytes) of one step on fake tensors, and the FLOPs of one real
+    step (after a first)."""
+    shapes = profile_shape_only(workload, catalog_hardware("h100-sxm"), StepSettings())
+    assert shapes.memory is not None
+    torch.manual_seed(0)
+    prepared = prepare(workload, StepSettings())
+    prepared.step()
+    with FlopCounterMode(display=False) as counter:
+        prepared.step()
+    flops = float(counter.get_total_flops())
+    return shapes.memory.activations_bytes, shapes.memory.peak_bytes, flops
+
+
+@contextlib.contextmanager
+def memory_budget(budget: float) -> Iterator[None]:
+    from torch._functorch import config
+
+    before = config.activation_memory_budget
+    config.activation_memory_budget = budget
+    try:
+        yield
+    finally:
+        config.activation_memory_budget = before
+
+
+def partitioned_backend(kept: list[int], flops: list[int]) -> Any:
+    """An AOTAutograd backend that partitions as Inductor does and runs the graphs as
+    they are, adding each backward graph's saved bytes to `kept` and each graph's FLOPs
+    to `flops` (counted as it is compiled, on its fake inputs: a counter around the
+    compiled step would make torch.compile run it eagerly)."""
+    from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+    from torch._dynamo.backends.common import aot_autograd
+
+    def counted(gm: torch.fx.GraphModule, inputs: Any) -> Callable[..., Any]:
+        # On the compile-time (fake) inputs: the graph as it will run, once.
+        fake = torch._guards.detect_fake_mode(inputs)
+        with fake or contextlib.nullcontext(), FlopCounterMode(display=False) as counter:
+            gm(*inputs)
+        flops.append(counter.get_total_flops())
+        return make_boxed_func(gm.forward)
+
+    def forward(gm: torch.fx.GraphModule, inputs: Any) -> Callable[..., Any]:
+        return counted(gm, inputs)
+
+    def backward(gm: torch.fx.GraphModule, inputs: Any) -> Callable[..., Any]:
+        saved = 0
+        for node in gm.graph.nodes:
+            value = node.meta.get("val")
+            # The forward's own inputs (parameters, the batch) are not activations.
+            forward_input = node.name.startswith(("tangents", "primals"))
+            if node.op == "placeholder" and not forward_input and isinstance(value, torch.Tensor):
+                saved += value.numel() * value.element_size()
+        kept.append(saved)
+        return counted(gm, inputs)
+
+    return aot_autograd(
+        fw_compiler=forward,
+        bw_compiler=backward,
+        partition_fn=functools.partial(min_cut_rematerialization_partition, compiler="inductor"),
+    )
+
+
+def compiled_loss(prepared: Any, backend: Any) -> None:
+    """`prepared`'s loss (its model's forward and the loss on it) under torch.compile."""
+    torch._dynamo.reset()
+    loss = torch.compile(prepared.workload.loss, backend=backend)
+    prepared.workload = dataclasses.replace(prepared.workload, loss=loss)
+
+
+def compiled_figures(workload: Workload, budget: float) -> tuple[int, float] | None:
+    """(kept bytes, FLOPs) of one step of `workload` with its loss compiled with the
+    min-cut partitioner at `budget`, its graphs run as they are; None where torch.compile
+    breaks the graph (what runs between graphs is in neither figure)."""
+    kept: list[int] = []
+    flops: list[int] = []
+    torch.manual_seed(0)
+    prepared = prepare(workload, StepSettings())
+    with memory_budget(budget):
+        compiled_loss(prepared, partitioned_backend(kept, flops))
+        torch._dynamo.utils.counters.clear()
+        prepared.step()  # compiles: each graph's saved bytes and FLOPs, once
+    if torch._dynamo.utils.counters["graph_break"]:
+        return None
+    return sum(kept), float(sum(flops))
+
+
+def step_s(workload: Workload, compiled: bool, rounds: int) -> tuple[float, float]:
+    """(median seconds a step over `rounds` steps after two, compile seconds)."""
+    torch.manual_seed(0)
+    prepared = prepare(workload, StepSettings())
+    compile_s = 0.0
+    if compiled:
+        compiled_loss(prepared, "inductor")
+        start = time.perf_counter()
+        prepared.step()
+        compile_s = time.perf_counter() - start
+    prepared.step()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        prepared.step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), compile_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="transformer-encoder,gpt2-small,lstm-seq2seq")
+    parser.add_argument("--time", action="store_true", help="also time the steps for real")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}")
+    for name in args.models.split(","):
+        batch, whole, ops = MODELS[name]
+        base = workload_of(name, batch)
+        print(f"\n### {name}, batch {base.batch_size}\n")
+        print("| variant | kept | recomputed | peak (eager) |")
+        print("|---|---|---|---|")
+        plain_kept, plain_peak, plain_flops = eager_figures(base)
+        rows: list[tuple[str, int, float, int | None]] = [
+            ("eager, plain", plain_kept, 0.0, plain_peak)
+        ]
+        for label, modules in ((f"eager, whole: {whole}", whole), (f"eager, op by op: {ops}", ops)):
+            kept, peak, flops = eager_figures(checkpoint(base, modules))
+            rows.append((label, kept, flops - plain_flops, peak))
+        compiled = [(f"compiled, min-cut, budget {budget}", base, budget) for budget in BUDGETS]
+        compiled.append(("compiled, min-cut, op by op", checkpoint(base, ops), 1.0))
+        broken = False
+        for label, workload, budget in compiled:
+            found = compiled_figures(workload, budget)
+            if found is None:
+                broken = True
+                break
+            rows.append((label, found[0], found[1] - plain_flops, None))
+        for label, kept, recomputed, peak in rows:
+            peak_text = f"{peak / MB:.1f} MiB" if peak is not None else "—"
+            print(
+                f"| {label} | {kept / MB:.1f} MiB | {recomputed / 1e9:.3f} GFLOP | {peak_text} |",
+                flush=True,
+            )
+        if broken:
+            print("| compiled | torch.compile breaks the graph: not comparable | | |")
+        if args.time:
+            print("\n| variant | step | compile |")
+            print("|---|---|---|")
+            variants = {
+                "eager, plain": (base, False),
+                "eager, op by op": (checkpoint(base, ops), False),
+                "compiled (Inductor)": (base, True),
+                "compiled (Inductor), op by op": (checkpoint(base, ops), True),
+            }
+            for label, (workload, compiled) in variants.items():
+                s, c = step_s(workload, compiled, args.rounds)
+                print(f"| {label} | {s * 1e3:.1f} ms | {c:.1f} s |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
