@@ -391,3 +391,15 @@ def test_op_level_recompute_compiles_in_one_graph() -> None:
     for p, q in zip(plain.parameters(), model.parameters(), strict=True):
         torch.testing.assert_close(q.grad, p.grad)
     torch._dynamo.reset()
+
+
+def test_under_torch_compile_running_statistics_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Compiled, the recompute would update BatchNorm's statistics a second time (no
+    context of ours can swap them): refused with a clear line."""
+    model = convnet_workload("modulelist").model()
+    checkpoint_model(model, "ops")
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    with pytest.raises(ConfigError, match="running statistics"):
+        model.blocks[0](torch.randn(2, 3, 8, 8))

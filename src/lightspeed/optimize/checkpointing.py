@@ -3,6 +3,10 @@
 Source: Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost", with
 `torch.utils.checkpoint.checkpoint(use_reentrant=False)` doing the recompute. The plan
 (`checkpoint_plan`) says which modules; this module makes their forward checkpointed.
+Modules named `ops:NAME` are recomputed op by op (Echo: Zheng et al., "Echo: Compiler-based
+GPU Memory Footprint Reduction for LSTM RNN Training", ISCA 2020): the outputs of their
+matrix products, convolutions and attention (`SAVED_OPS`) are kept and only the cheap ops
+between them run again, through PyTorch's selective activation checkpointing.
 """
 
 from __future__ import annotations
@@ -97,9 +101,12 @@ def checkpoint(workload: Workload, modules: Sequence[str] | str = AUTO) -> Workl
 
     Source: Chen et al. 2016 ("Training Deep Nets with Sublinear Memory Cost"), through
     `torch.utils.checkpoint.checkpoint(use_reentrant=False)`. `modules` is "auto" (the
-    ⌈√N⌉ segments of the model's longest stack of repeated blocks) or fully-qualified
-    module names, shell-style patterns allowed (see `checkpoint_plan`). The plan is made
-    when the model is built, so a name that matches nothing raises then.
+    ⌈√N⌉ segments of the model's longest stack of repeated blocks), "ops" (every block of
+    those stacks recomputed op by op, Echo) or fully-qualified module names, shell-style
+    patterns allowed, `ops:NAME` for one recomputed op by op (see `checkpoint_plan`). The
+    plan is made when the model is built, so a name that matches nothing raises then.
+    Under torch.compile an op-level module's policy is handed to PyTorch's own selective
+    checkpointing; a module with BatchNorm-style statistics is refused there.
 
     Preconditions: each selected module's forward is a function of its inputs, its
     parameters and the RNG (which checkpoint restores, so dropout recomputes the same
@@ -241,8 +248,14 @@ def _recomputed(
                 function, *args, use_reentrant=False, context_fn=contexts, **kwargs
             )
         # torch.compile takes a selective policy only as a partial of PyTorch's own
-        # contexts, and no context of ours (the norms' statistics are then updated by the
-        # recompute too).
+        # contexts, and no context of ours: the norms' statistics would be updated by
+        # the recompute too.
+        if norms:
+            raise ConfigError(
+                f"checkpoint: {type(owners[0]).__name__} tracks running statistics (BatchNorm),"
+                " which the recompute would update a second time under torch.compile;"
+                " checkpoint it without torch.compile, or compile it without checkpoint."
+            )
         if op_level:
             kwargs["context_fn"] = functools.partial(
                 torch_checkpoint.create_selective_checkpoint_contexts, _keep_products
@@ -286,7 +299,7 @@ def _saved_ops() -> frozenset[Any]:
 # What op-level recomputation keeps (Echo: the expensive ops' outputs; everything cheap
 # between them is recomputed from them in backward), and their names in a profile.
 SAVED_OPS = _saved_ops()
-SAVED_OP_NAMES = frozenset(packet._qualified_op_name for packet in SAVED_OPS)
+SAVED_OP_NAMES = frozenset(f"aten::{packet.__name__}" for packet in SAVED_OPS)
 
 
 def _keep_products(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
