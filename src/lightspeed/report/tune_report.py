@@ -126,8 +126,8 @@ PLAN_COLUMNS = (
     Column("recompute_s", "recompute", numeric=True),
 )
 PLANS_CAPTION = (
-    "every option the planner weighed for the checkpoint candidate, its chosen one in"
-    " bold: peak and activations kept from the step run on fake tensors, recompute time"
+    "every option the planner weighed for the checkpoint candidate: peak and activations"
+    " kept from the step run on fake tensors, recompute time"
     " from the profile and checkpoint's own work timed here; whole: blocks or segments"
     " recomputed whole; ops: op by op, products, convolutions and attention kept"
 )
@@ -139,7 +139,7 @@ def plans_table(plans: list[dict[str, Any]]) -> Table:
     chosen = [i for i, p in enumerate(plans) if p["chosen"]]
     ordered = rows if not chosen else (*rows[: chosen[0]], *rows[chosen[0] + 1 :], rows[chosen[0]])
     return Table(
-        title=PLANS_TITLE,
+        title="Every option, the one chosen last (in bold)",
         columns=PLAN_COLUMNS,
         rows=ordered,
         caption=PLANS_CAPTION,
