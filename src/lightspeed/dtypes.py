@@ -89,6 +89,17 @@ class StepDtype(str, enum.Enum):
 
 
 # torch attribute names, so that reading traces and catalogs never imports torch.
+# Bytes of one element stored in each precision (TF32 is stored as fp32).
+ELEMENT_BYTES = {
+    Precision.FP64: 8,
+    Precision.FP32: 4,
+    Precision.TF32: 4,
+    Precision.BF16: 2,
+    Precision.FP16: 2,
+    Precision.FP8: 1,
+    Precision.INT8: 1,
+}
+
 TORCH_DTYPE_NAMES = {
     Precision.FP64: "float64",
     Precision.FP32: "float32",

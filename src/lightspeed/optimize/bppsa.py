@@ -144,6 +144,7 @@ class _ScanRNN(torch.autograd.Function):
         out, h_n = plain(x, h0)
         ctx.batch_first = batch_first
         ctx.nonlinearity = plain.__self__.nonlinearity
+        ctx.biased = len(weights) == 4  # w_ih, w_hh, then b_ih, b_hh when the RNN has them
         ctx.save_for_backward(x, h0, out, *weights)
         return out, h_n
 
@@ -173,7 +174,7 @@ class _ScanRNN(torch.autograd.Function):
         d_x = delta @ w_ih
         if ctx.batch_first:
             d_x = d_x.transpose(0, 1)
-        bias_grads = (d_bias, d_bias) if len(ctx.saved_tensors) == 7 else ()
+        bias_grads = (d_bias, d_bias) if ctx.biased else ()
         return None, None, d_x, grads[0].unsqueeze(0), d_w_ih, d_w_hh, *bias_grads
 
 

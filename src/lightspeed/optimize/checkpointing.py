@@ -237,10 +237,10 @@ def _recomputed(
         # variable breaks its graph), where no measurement runs.
         observer = None if torch.compiler.is_compiling() else _KEPT.get()
         if observer is not None:  # inside the caching mode: it sees each op first
-            forward = _Both(forward, _Kept(observer))
+            forward = _both(forward, _Kept(observer))
         # The statistics' copies are made outside the selective mode, which would take
         # them for ops of the region that forward never ran.
-        return forward, _Both(recompute, again) if recompute else again
+        return forward, _both(recompute, again) if recompute else again
 
     def checkpointed(*args: Any, **kwargs: Any) -> Any:
         if not torch.compiler.is_compiling():
@@ -326,25 +326,11 @@ class _Kept(TorchDispatchMode):
         return out
 
 
-class _Both:
+@contextlib.contextmanager
+def _both(first: Any, second: Any) -> Iterator[None]:
     """Two context managers entered as one, the first outermost."""
-
-    def __init__(self, first: Any, second: Any) -> None:
-        self.first, self.second = first, second
-
-    def __enter__(self) -> None:
-        self.first.__enter__()
-        try:
-            self.second.__enter__()
-        except BaseException:
-            self.first.__exit__(None, None, None)
-            raise
-
-    def __exit__(self, *exc: Any) -> None:
-        try:
-            self.second.__exit__(*exc)
-        finally:
-            self.first.__exit__(*exc)
+    with first, second:
+        yield
 
 
 def _tracks_running_stats(module: nn.Module) -> bool:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 
 from lightspeed import units
 from lightspeed.analysis.step_roofline import analyse_ops
-from lightspeed.dtypes import Precision
+from lightspeed.dtypes import ELEMENT_BYTES
 from lightspeed.errors import ConfigError
 from lightspeed.facts.device import Device
 from lightspeed.facts.link import CoRun, Link
@@ -48,17 +48,6 @@ from lightspeed.rules import Bound
 FIRST_BUCKET_BYTES = 2**20
 # DistributedDataParallel's default bucket_cap_mb (25 MiB).
 DEFAULT_BUCKET_BYTES = 25 * 2**20
-
-# Bytes of one parameter element, for a profile without a memory breakdown.
-_ELEMENT_BYTES = {
-    Precision.FP64: 8,
-    Precision.FP32: 4,
-    Precision.TF32: 4,
-    Precision.BF16: 2,
-    Precision.FP16: 2,
-    Precision.FP8: 1,
-    Precision.INT8: 1,
-}
 
 RULES = (
     "gradients in buckets, in reverse parameter order: the first of 1 MiB, then of the"
@@ -172,7 +161,7 @@ def gradient_bytes(profile: Profile) -> int:
     if profile.memory is not None and profile.memory.gradients_bytes > 0:
         return profile.memory.gradients_bytes
     count = profile.workload.parameter_count or 0
-    return count * _ELEMENT_BYTES[profile.workload.precision]
+    return count * ELEMENT_BYTES[profile.workload.precision]
 
 
 def backward_s(profile: Profile) -> float:

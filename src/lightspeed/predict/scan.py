@@ -29,7 +29,7 @@ import math
 from collections.abc import Sequence
 
 from lightspeed.analysis.roofline import place_on
-from lightspeed.dtypes import Precision
+from lightspeed.dtypes import ELEMENT_BYTES, Precision
 from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.profile import Prediction, Profile, ScannedBackward
@@ -44,8 +44,6 @@ __all__ = [
     "predict_scan",
     "scan_levels",
 ]
-
-_BYTES = {Precision.FP64: 8, Precision.FP32: 4, Precision.BF16: 2, Precision.FP16: 2}
 
 
 def scan_levels(steps: int) -> int:
@@ -137,7 +135,7 @@ def predict_scan(
         )
     if per_kernel_s < 0:
         raise ValueError(f"per_kernel_s {per_kernel_s} must be 0 or more")
-    size = _BYTES.get(precision, 4)
+    size = ELEMENT_BYTES[precision]
     t, b, h, i = steps, batch, hidden, input_size
     n = 1 << math.ceil(math.log2(t + 1))  # the scanned elements, padded
 

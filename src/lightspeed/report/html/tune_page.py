@@ -100,28 +100,22 @@ def _plans_section(page: Page, plans: list[Mapping[str, Any]]) -> None:
     recompute time, whole blocks and op-level recomputation apart."""
     if not plans:
         return
-    kinds = sorted({plan_kind(p["modules"]) for p in plans})
+    by_kind: dict[str, list[Mapping[str, Any]]] = {}
+    for plan in plans:
+        by_kind.setdefault(plan_kind(plan["modules"]), []).append(plan)
     figure = {
         "data": [
             {
                 "type": "scatter",
                 "mode": "markers",
                 "name": kind,
-                "x": [p["recompute_s"] for p in plans if plan_kind(p["modules"]) == kind],
-                "y": [p["peak_bytes"] for p in plans if plan_kind(p["modules"]) == kind],
-                "text": [
-                    label(", ".join(p["modules"]) or "plain")
-                    for p in plans
-                    if plan_kind(p["modules"]) == kind
-                ],
-                "marker": {
-                    "size": [
-                        14 if p["chosen"] else 8 for p in plans if plan_kind(p["modules"]) == kind
-                    ]
-                },
+                "x": [p["recompute_s"] for p in group],
+                "y": [p["peak_bytes"] for p in group],
+                "text": [label(", ".join(p["modules"]) or "plain") for p in group],
+                "marker": {"size": [14 if p["chosen"] else 8 for p in group]},
                 "hovertemplate": "%{text}<br>recompute %{x:.3s}s, peak %{y:.3s}B<extra></extra>",
             }
-            for kind in kinds
+            for kind, group in sorted(by_kind.items())
         ],
         "layout": {
             "title": {"text": "Each option's peak against its recompute time"},
