@@ -1,5 +1,5 @@
 """An nn.RNN's backward as a parallel scan (BPPSA, `optimize.scan_backward`) against
-autograd's, measured and predicted, on this CPU.
+autograd's, measured and predicted, on this CPU (or a GPU, `--device cuda`).
 
     PYTHONPATH=src .venv/bin/python benchmarks/bppsa.py --rounds 7
 
@@ -10,7 +10,9 @@ the backward's wall time (the forward and the loss are outside it). Beside each,
 gradients' norm-wise difference from autograd's, and `predict.scan.predict_scan` on the
 calibrated local CPU, every kernel at the larger of its speed of light and the cost of
 one small op on this CPU (measured here, before, by timing a tiny product: nothing is
-fitted to the RNN's own times).
+fitted to the RNN's own times). On a GPU, the same against the GPU's catalog entry, one
+small op being a tiny product's share of 1,000 launched back to back, and autograd's
+backward being cuDNN's.
 
 Part 2, a whole step: a tagger (an `nn.RNN` of 32 units over 16 inputs, 200 steps, batch
 8, then a linear head) profiled, `lightspeed.predict(profile, scan_backward=True)`
@@ -32,6 +34,7 @@ from torch import nn
 import lightspeed
 from lightspeed.facts.device import Device
 from lightspeed.hardware.resolve import resolve_hardware
+from lightspeed.measure.step import StepSettings
 from lightspeed.measure.timer import TimerConfig
 from lightspeed.optimize import scan_backward
 from lightspeed.predict.scan import predict_scan
@@ -39,10 +42,26 @@ from lightspeed.predict.scan import predict_scan
 BATCH, INPUTS = 4, 8
 
 
-def small_op_s(repeats: int = 2000) -> float:
-    """The median time of a tiny product (2 × 2 by 2 × 2) on this CPU, in seconds: what
-    one kernel costs when it does next to nothing."""
-    a, b = torch.randn(2, 2), torch.randn(2, 2)
+def sync(device: Device) -> None:
+    if device is Device.CUDA:
+        torch.cuda.synchronize()
+
+
+def small_op_s(device: Device = Device.CPU, repeats: int = 2000) -> float:
+    """The median time of a tiny product (2 × 2 by 2 × 2) on `device`, in seconds: what
+    one kernel costs when it does next to nothing. On a GPU, a thousand launched back to
+    back, per product (the launch rate, not one launch's latency)."""
+    a, b = torch.randn(2, 2, device=device.value), torch.randn(2, 2, device=device.value)
+    if device is Device.CUDA:
+        rounds = []
+        for _ in range(7):
+            sync(device)
+            start = time.perf_counter()
+            for _ in range(1000):
+                torch.mm(a, b)
+            sync(device)
+            rounds.append((time.perf_counter() - start) / 1000)
+        return statistics.median(rounds[1:])
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -51,12 +70,16 @@ def small_op_s(repeats: int = 2000) -> float:
     return statistics.median(times)
 
 
-def backward_s(model: nn.Module, x: torch.Tensor) -> tuple[float, list[torch.Tensor]]:
+def backward_s(
+    model: nn.Module, x: torch.Tensor, device: Device = Device.CPU
+) -> tuple[float, list[torch.Tensor]]:
     model.zero_grad(set_to_none=True)
     out, _ = model(x)
     loss = out.sum()
+    sync(device)
     start = time.perf_counter()
     loss.backward()
+    sync(device)
     took = time.perf_counter() - start
     return took, [p.grad for p in model.parameters() if p.grad is not None]
 
@@ -65,9 +88,9 @@ def relative(got: list[torch.Tensor], want: list[torch.Tensor]) -> float:
     return max(float((g - w).norm() / w.norm()) for g, w in zip(got, want, strict=True))
 
 
-def part1(rounds: int) -> None:
-    hw = resolve_hardware("local", Device.CPU)
-    per_kernel = small_op_s()
+def part1(rounds: int, device: Device = Device.CPU) -> None:
+    hw = resolve_hardware("local", device)
+    per_kernel = small_op_s(device)
     print(f"one small op: {per_kernel * 1e6:.2f} µs")
     print(
         "| T | H | autograd | scan | scan / autograd | gradients' difference | levels |"
@@ -77,14 +100,14 @@ def part1(rounds: int) -> None:
     for steps in (1000, 4000, 16000):
         for hidden in (8, 16, 32):
             torch.manual_seed(0)
-            plain = nn.RNN(INPUTS, hidden)
+            plain = nn.RNN(INPUTS, hidden).to(device.value)
             scanned = scan_backward(copy.deepcopy(plain))
-            x = torch.randn(steps, BATCH, INPUTS)
+            x = torch.randn(steps, BATCH, INPUTS, device=device.value)
             times: dict[str, list[float]] = {"plain": [], "scan": []}
             error = 0.0
             for _ in range(rounds + 1):  # the first round warms up
-                t_plain, g_plain = backward_s(plain, x)
-                t_scan, g_scan = backward_s(scanned, x)
+                t_plain, g_plain = backward_s(plain, x, device)
+                t_scan, g_scan = backward_s(scanned, x, device)
                 times["plain"].append(t_plain)
                 times["scan"].append(t_scan)
                 error = relative(g_scan, g_plain)
@@ -120,15 +143,16 @@ def tagger() -> lightspeed.Workload:
     )
 
 
-def part2(rounds: int, budget: float) -> None:
+def part2(rounds: int, budget: float, device: Device = Device.CPU) -> None:
     workload = tagger()
-    profile = lightspeed.profile(workload, budget_s=budget)
+    settings = StepSettings(device=device)
+    profile = lightspeed.profile(workload, device=device, budget_s=budget)
     predicted = lightspeed.predict(profile, workload=workload, scan_backward=True)
     scanned = scan_backward(workload)
     steps: dict[str, list[float]] = {"plain": [], "scan": []}
     for _ in range(rounds):
         for name, w in (("plain", workload), ("scan", scanned)):
-            timing = lightspeed.time_workload(w, config=TimerConfig(budget_s=budget))
+            timing = lightspeed.time_workload(w, settings, config=TimerConfig(budget_s=budget))
             steps[name].append(timing.measurement.median_s)
     plain_s = statistics.median(steps["plain"])
     scan_s = statistics.median(steps["scan"])
@@ -163,12 +187,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--budget", type=float, default=1.0, help="seconds a step timing takes")
     parser.add_argument("--part", choices=["1", "2", "both"], default="both")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
+    device = Device.parse(args.device)
     print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads")
+    if device is Device.CUDA:
+        print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     if args.part in ("1", "both"):
-        part1(args.rounds)
+        part1(args.rounds, device)
     if args.part in ("2", "both"):
-        part2(args.rounds, args.budget)
+        part2(args.rounds, args.budget, device)
 
 
 if __name__ == "__main__":

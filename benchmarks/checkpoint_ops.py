@@ -11,7 +11,9 @@ the profile and checkpoint's own work timed here). Budgets: each whole-block opt
 own peak. At each, the whole-only choice (the least recompute among whole-block options
 that fit) and the choice among all options. Then every distinct plan chosen, and the plain
 step, are timed for real (`lightspeed.time_workload`), taking turns over `--rounds`
-rounds; the figures are medians.
+rounds; the figures are medians. `--device cuda` runs it on a GPU, where each plan's
+peak is also measured (`torch.cuda.max_memory_allocated` over its timing, less what was
+allocated before it was built).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import statistics
 import torch
 
 import lightspeed
+from lightspeed.facts.device import Device
+from lightspeed.measure.step import StepSettings
 from lightspeed.measure.timer import TimerConfig
 from lightspeed.optimize.checkpointing import checkpoint
 from lightspeed.predict.checkpointing import CheckpointOption, checkpoint_options
@@ -49,11 +53,17 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--budget", type=float, default=2.0, help="seconds a timing takes")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
+    device = Device.parse(args.device)
+    cuda = device is Device.CUDA
+    settings = StepSettings(device=device)
     print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads")
+    if cuda:
+        print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     for model in args.models.split(","):
         workload = get(model).with_batch_size(MODELS[model])
-        plain = lightspeed.profile(workload, budget_s=args.budget)
+        plain = lightspeed.profile(workload, device=device, budget_s=args.budget)
         assert plain.step_time_s is not None
         weighed = checkpoint_options(plain, workload).options
         print(f"\n### {model}, batch {workload.batch_size}: plain step {plain.step_time_s:.3f} s\n")
@@ -89,19 +99,33 @@ def main() -> None:
                 flush=True,
             )
         steps: dict[tuple[str, ...], list[float]] = {k: [] for k in chosen}
+        peaks: dict[tuple[str, ...], int] = {}
         for _ in range(args.rounds):
             for modules in chosen:
                 changed = checkpoint(workload, list(modules)) if modules else workload
-                timing = lightspeed.time_workload(changed, config=TimerConfig(budget_s=args.budget))
+                if cuda:
+                    torch.cuda.empty_cache()
+                    torch.cuda.reset_peak_memory_stats()
+                    before = torch.cuda.memory_allocated()
+                timing = lightspeed.time_workload(
+                    changed, settings, config=TimerConfig(budget_s=args.budget)
+                )
                 steps[modules].append(timing.measurement.median_s)
+                if cuda:
+                    peaks[modules] = torch.cuda.max_memory_allocated() - before
         base = statistics.median(steps[()])
-        print("\n| plan | recompute predicted | step measured | measured − plain |")
-        print("|---|---|---|---|")
+        print(
+            "\n| plan | peak predicted | peak measured | recompute predicted | step measured |"
+            " measured − plain |"
+        )
+        print("|---|---|---|---|---|---|")
         for modules, option in chosen.items():
             s = statistics.median(steps[modules])
+            measured = f"{peaks[modules] / MB:.1f} MiB" if modules in peaks else "—"
             print(
-                f"| {name(option)} | {option.recompute_s * 1e3:.0f} ms | {s * 1e3:.0f} ms |"
-                f" {(s - base) * 1e3:+.0f} ms |",
+                f"| {name(option)} | {option.peak_bytes / MB:.1f} MiB | {measured} |"
+                f" {option.recompute_s * 1e3:.1f} ms | {s * 1e3:.2f} ms |"
+                f" {(s - base) * 1e3:+.2f} ms |",
                 flush=True,
             )
 

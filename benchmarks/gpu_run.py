@@ -12,19 +12,28 @@ back:
 
 1. `env`: the GPU, driver, torch and CUDA versions (`nvidia-smi`, torch);
 2. `tests`: `pytest -m cuda` (junit XML and its log);
-3. `calibrate`: `lightspeed hw calibrate --device cuda --json` (matmul peaks in bf16,
-   fp16, TF32 and fp32; memory bandwidth);
-4. `capture`: GPT-2 small, BERT-base and ResNet-50 in bf16 then fp32, each one process
+3. `capture`: GPT-2 small, BERT-base and ResNet-50 in bf16 then fp32, each one process
    of `benchmarks/gpu_capture.py` (profile, trace, allocator peak);
-5. `ddp`: `benchmarks/predict_data_parallel.py`, 2 processes over gloo on the CPU,
+4. `whatif`: `benchmarks/gpu_whatif.py`, traces of steps beside the same steps changed
+   (the optimizer's kind, CUDA graphs), each variant measured;
+5. `bppsa`: `benchmarks/bppsa.py --device cuda`, an RNN's backward as a scan against
+   cuDNN's, measured and predicted (its figures in its log);
+6. `checkpoint-ops`: `benchmarks/checkpoint_ops.py --device cuda`, the checkpoint plans
+   with and without op-level recomputation, peaks predicted and measured;
+7. `calibrate`: `lightspeed hw calibrate --device cuda --json` (matmul peaks in bf16,
+   fp16, TF32 and fp32; memory bandwidth);
+8. `ddp`: `benchmarks/predict_data_parallel.py`, 2 processes over gloo on the CPU,
    measured against its prediction;
-6. `cpu`: `lightspeed profile NAME --quick` of the same workloads on the machine's CPU.
+9. `cpu`: `lightspeed profile NAME --quick` of the same workloads on the machine's CPU.
+
+`--only` keeps the steps whose names start with one of its words, in this order.
 
 At most 8 files come back from a lent machine, so `--out` receives `base.tar.gz`
 (environment, tests, calibration, every step's log and `steps.json`: each step's exit
-status, seconds and whether it timed out), one `capture-NAME-DTYPE.tar` per capture,
-and `cpu.tar.gz` (DDP and CPU profiles). `--dry-run` runs the same plan on the CPU with
-the tiny workloads, no calibration and one round of nothing slow: what `make test` runs.
+status, seconds and whether it timed out), one `capture-DTYPE.tar` per precision,
+`whatif.tar`, and `cpu.tar.gz` (DDP and CPU profiles). `--dry-run` runs the same plan on
+the CPU with the tiny workloads, no calibration and one round of nothing slow: what
+`make test` runs.
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ CUDA_TEST_FILES = (
     "tests/test_cuda.py",
     "tests/measure/test_memory.py",
     "tests/measure/test_op_times.py",
+    "tests/optimize/test_scan_backward.py",
 )
 
 
@@ -95,28 +105,50 @@ def plan(work: Path, *, dry_run: bool) -> list[Step]:
             "base",
         ),
     ]  # fmt: skip
+    for dtype in dtypes:
+        for name in workloads:
+            steps.append(
+                Step(
+                    f"capture-{name}-{dtype}",
+                    [py, str(HERE / "gpu_capture.py"), name, dtype, "--device", device,
+                     "--out", str(work / f"capture-{dtype}" / name)],
+                    120,
+                    f"capture-{dtype}",
+                )
+            )  # fmt: skip
+    steps.append(
+        Step(
+            "whatif",
+            [py, str(HERE / "gpu_whatif.py"), "--out", str(work / "whatif"),
+             *(["--dry-run", "--rounds", "1", "--steps", "2"] if dry_run else [])],
+            200,
+            "whatif",
+        )
+    )  # fmt: skip
     if not dry_run:
-        steps.append(
+        steps += [
+            Step(
+                "bppsa",
+                [py, str(HERE / "bppsa.py"), "--device", "cuda", "--rounds", "5",
+                 "--budget", "0.5"],
+                120,
+                "base",
+            ),
+            Step(
+                "checkpoint-ops",
+                [py, str(HERE / "checkpoint_ops.py"), "--device", "cuda", "--rounds", "3",
+                 "--budget", "0.5"],
+                150,
+                "base",
+            ),
             Step(
                 "calibrate",
                 [*lightspeed, "hw", "calibrate", "--device", "cuda", "--force",
                  "--json", str(work / "calibrate-cuda.json")],
                 150,
                 "base",
-            )
-        )  # fmt: skip
-    for dtype in dtypes:
-        for name in workloads:
-            tag = f"{name}-{dtype}"
-            steps.append(
-                Step(
-                    f"capture-{tag}",
-                    [py, str(HERE / "gpu_capture.py"), name, dtype, "--device", device,
-                     "--out", str(work / f"capture-{tag}")],
-                    120,
-                    f"capture-{tag}",
-                )
-            )  # fmt: skip
+            ),
+        ]  # fmt: skip
     if not dry_run:
         steps.append(
             Step(

@@ -41,20 +41,23 @@ def test_dry_run_packs_every_capture(tmp_path: Path, calibrated_cpu: Hardware) -
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(p.name for p in out.iterdir()) == [
         "base.tar.gz",
-        "capture-mlp-tiny-fp32.tar",
+        "capture-fp32.tar",
         "cpu.tar.gz",
+        "whatif.tar",
     ]
     unpacked = tmp_path / "unpacked"
     for archive in out.iterdir():
         with tarfile.open(archive) as tar:
             tar.extractall(unpacked, filter="data")
     steps = json.loads((unpacked / "steps.json").read_text())
-    assert [s["name"] for s in steps] == ["env", "tests", "capture-mlp-tiny-fp32", "cpu-mlp-tiny"]
+    assert [s["name"] for s in steps] == [
+        "env", "tests", "capture-mlp-tiny-fp32", "whatif", "cpu-mlp-tiny"
+    ]  # fmt: skip
     assert all(s["returncode"] == 0 and not s["timed_out"] for s in steps)
     assert json.loads((unpacked / "env.json").read_text())["cuda_available"] in (True, False)
     # The collected CUDA tests are named in the junit file even where they cannot run.
     assert "test_gpu_calibration" in (unpacked / "logs" / "tests.log").read_text()
-    capture = unpacked / "capture-mlp-tiny-fp32"
+    capture = unpacked / "capture-fp32" / "mlp-tiny"
     profile = json.loads((capture / "mlp-tiny-fp32-cpu.profile.json").read_text())
     assert profile["workload"]["name"] == "mlp-tiny"
     analysis = analyse_traces(load_traces([capture / "mlp-tiny-fp32-cpu.pt.trace.json.gz"]))
@@ -62,6 +65,13 @@ def test_dry_run_packs_every_capture(tmp_path: Path, calibrated_cpu: Hardware) -
     memory = json.loads((capture / "mlp-tiny-fp32-cpu.memory.json").read_text())
     assert memory["profile_memory"]["peak_bytes"] > 0
     assert (unpacked / "cpu" / "mlp-tiny-fp32-cpu.profile.json").exists()
+    # Each variant of the changed step is traced and timed.
+    whatif = json.loads((unpacked / "whatif" / "whatif.json").read_text())
+    (result,) = whatif["results"]
+    assert set(result["median_s"]) == {"forloop", "foreach", "fused"}
+    assert all(t > 0 for t in result["median_s"].values())
+    fused = load_traces([unpacked / "whatif" / "mlp-tiny-fp32-fused.pt.trace.json.gz"])
+    assert len(analyse_traces(fused).ranks[0].steps) == 3
 
 
 def test_a_step_past_its_timeout_is_killed_with_its_children(tmp_path: Path) -> None:

@@ -12,6 +12,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from factories import rnn_tagger_workload
 from lightspeed.errors import ConfigError
+from lightspeed.facts.device import Device
+from lightspeed.hardware.calibrate import tf32_mode
 from lightspeed.optimize import scan_backward
 from lightspeed.optimize.bppsa import scan_hidden_gradients
 from lightspeed.predict.scan import scan_levels
@@ -161,3 +163,19 @@ def test_a_workload_trains_the_same() -> None:
         workload.loss(model, batch).backward()
     for p, q in zip(plain_model.parameters(), scanned_model.parameters(), strict=True):
         assert _relative(q.grad, p.grad) < 1e-5
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_gradients_equal_cudnns() -> None:
+    torch.manual_seed(2)
+    # fp64 runs the native recurrence, fp32 cuDNN's; the scan's products are cuBLAS's.
+    rnn = nn.RNN(3, 8).double().cuda()
+    x = torch.randn(4_000, 2, 3, dtype=torch.float64, device="cuda")
+    assert _compare(rnn, x, None, "both") < 1e-10
+    rnn = nn.RNN(3, 8).cuda()
+    with torch.no_grad():
+        rnn.weight_hh_l0.mul_(0.9 / torch.linalg.eigvals(rnn.weight_hh_l0.cpu()).abs().max())
+    # cuDNN's recurrence may run on TF32 otherwise, too coarse to be the reference.
+    with tf32_mode(Device.CUDA, enabled=False):
+        assert _compare(rnn, torch.randn(1_000, 2, 3, device="cuda"), None, "every") < 1e-4
