@@ -99,7 +99,14 @@ def captured(step: PreparedStep) -> Callable[[], None]:
     optimizer.zero_grad(set_to_none=True)
     with torch.cuda.graph(graph):
         once()
-    return graph.replay
+
+    def replay() -> None:
+        # The model, batch and optimizer state live outside the graph's pool: the step
+        # is held here so that their memory is not handed to anything else.
+        assert step.model is not None
+        graph.replay()
+
+    return replay
 
 
 def variants(case: str, name: str, dtype: str, device: Device) -> dict[str, Callable[[], None]]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+import lightspeed
+from factories import rnn_tagger_workload
 from lightspeed.dtypes import Precision
 from lightspeed.facts.device import Device
 from lightspeed.facts.hardware import DeviceKind
@@ -12,9 +14,12 @@ from lightspeed.hardware.calibrate import CalibrationPlan, calibrate, tf32_mode
 from lightspeed.hardware.catalog import catalog_id_for_device_name
 from lightspeed.hardware.resolve import local_catalog_gpu, resolve_hardware
 from lightspeed.measure.device import synchronizer
+from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.measure.step import StepSettings
 from lightspeed.measure.timer import TimerConfig
 from lightspeed.measure.workload_timing import time_workload
+from lightspeed.optimize.checkpointing import checkpoint
+from lightspeed.predict.scan import scan_levels
 from lightspeed.suite import get
 
 pytestmark = [
@@ -74,3 +79,27 @@ def test_time_on_cuda() -> None:
     assert timing.measurement.n >= 5
     # GPU steps of this size take well under a second; a broken sync would read ~µs.
     assert 1e-5 < timing.measurement.median_s < 1.0
+
+
+def test_shape_only_on_cuda_sees_a_checkpoints_lower_peak() -> None:
+    # Fake parameters are made on the GPU (a fake module cannot be moved there), and a
+    # step on fake tensors allocates nothing, so its peak is the tracked one.
+    encoder = get("transformer-encoder").with_batch_size(8)
+    settings = StepSettings(device=Device.CUDA)
+    hw = resolve_hardware(None, Device.CUDA)
+    plain = profile_shape_only(encoder, hw, settings)
+    layers = ["encoder.layers.0", "encoder.layers.1"]
+    checkpointed = profile_shape_only(checkpoint(encoder, layers), hw, settings)
+    assert plain.memory is not None and checkpointed.memory is not None
+    assert plain.memory.method == "tracked-storages"
+    assert checkpointed.memory.activations_bytes < plain.memory.activations_bytes
+    assert checkpointed.memory.peak_bytes < plain.memory.peak_bytes
+
+
+def test_scan_prediction_from_a_cuda_profile() -> None:
+    workload = rnn_tagger_workload()
+    profile = lightspeed.profile(workload, device="cuda", budget_s=0.3)
+    predicted = lightspeed.predict(profile, workload=workload, scan_backward=True)
+    assert predicted.prediction is not None
+    (scan,) = predicted.prediction.scans
+    assert scan.levels == scan_levels(20)

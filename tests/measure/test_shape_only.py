@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from factories import FAKE_CPU
 from lightspeed import Workload
@@ -16,7 +17,8 @@ from lightspeed.facts.records import OpRecord, Phase
 from lightspeed.measure.capture import capturing, without_mode_artifacts
 from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.shape_only import profile_shape_only
-from lightspeed.measure.step import StepSettings, prepare
+from lightspeed.measure.step import StepSettings, _already_on, prepare
+from lightspeed.measure.torch_internals import adopt_fake_tensors
 from lightspeed.predict.speed_of_light import at_speed_of_light
 from lightspeed.report.profile_report import profile_document
 from lightspeed.suite import get, names
@@ -184,3 +186,19 @@ def test_a_shape_only_report_warns_of_no_timing() -> None:
     shapes = at_speed_of_light(profile_shape_only(get("mlp-tiny"), FAKE_CPU))
     assert shapes.timing is not None and shapes.timing.warnings  # one "replicate"
     assert profile_document(analyse(shapes)).warnings == ()
+
+
+def test_fake_parameters_are_made_on_the_steps_device() -> None:
+    # On a GPU the step's device is not the one a model is built on; a module of fake
+    # parameters cannot be moved afterwards (the swap is refused), so they are made
+    # there from the start. The meta device stands in for CUDA on this CPU.
+    mode = FakeTensorMode()
+    moved_later = nn.Linear(2, 3)
+    adopt_fake_tensors(moved_later, mode, torch.float32)
+    with mode, pytest.raises(RuntimeError, match="swap"):
+        moved_later.to("meta")
+    made_there = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3))
+    adopt_fake_tensors(made_there, mode, torch.float32, torch.device("meta"))
+    tensors = [*made_there.parameters(), *made_there.buffers()]
+    assert all(isinstance(t, FakeTensor) and t.device.type == "meta" for t in tensors)
+    assert _already_on(made_there, torch.device("meta"), torch.float32)

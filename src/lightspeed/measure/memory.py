@@ -20,7 +20,8 @@ each counted once however many tensors view it, so tied weights count once.
 On the CPU the peak is the timeline's (method "tracked-storages"). On CUDA (method
 "cuda-allocator") it is the tracked GPU bytes live at the step's start plus the caching
 allocator's growth over the step (`max_memory_allocated()` after it minus
-`memory_allocated()` before it; memory other code holds on the GPU stays out), so
+`memory_allocated()` before it; memory other code holds on the GPU stays out; a step on
+fake tensors, which allocates nothing, keeps the timeline's peak), so
 allocator rounding, kernel workspaces and buffers no op returns are in it. Those are what
 the timeline cannot see, so `at_peak_bytes` is the timeline's breakdown at its own peak
 with the difference counted as temporaries (`fit_to_peak`). Only GPU storages are on
@@ -45,7 +46,7 @@ from lightspeed.facts.device import Device
 from lightspeed.facts.records import MEMORY_CATEGORIES, MemoryBreakdown, MemoryOverStep, Phase
 from lightspeed.measure.step import PreparedStep
 from lightspeed.measure.tensor_walk import tensors_in
-from lightspeed.measure.torch_internals import storage_identity
+from lightspeed.measure.torch_internals import is_fake, storage_identity
 from lightspeed.optimize.checkpointing import observing_kept
 from lightspeed.workload import PhaseHook
 
@@ -63,7 +64,11 @@ def measure_memory(prepared: PreparedStep, watch: PhaseHook | None = None) -> Me
     one `PreparedStep.step()` runs, with the same result; `prepared.last_loss` is set.
     `watch`, a phase hook of another observer (the op capture), watches the same step.
     """
-    on_cuda = prepared.settings.device is Device.CUDA
+    # A step on fake tensors (shape-only analysis) allocates nothing on the GPU: its peak
+    # is the timeline's, as on the CPU.
+    on_cuda = prepared.settings.device is Device.CUDA and not any(
+        is_fake(p) for p in prepared.model.parameters()
+    )
     # Python's collector frees what reference cycles hold (checkpoint's recompute keeps
     # its tensors in one) when its allocation counts say so; starting from a collection,
     # it runs at the same points of every run of the step, so the peak is repeatable.

@@ -124,7 +124,7 @@ def fake_step(
     def model() -> torch.nn.Module:
         built = workload.model()
         if isinstance(built, torch.nn.Module):  # else `prepare` says what it is
-            adopt_fake_tensors(built, mode, dtype)
+            adopt_fake_tensors(built, mode, dtype, device)
         return built
 
     fake = dataclasses.replace(workload, model=model, batch=lambda _: batch)

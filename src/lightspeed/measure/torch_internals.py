@@ -128,13 +128,23 @@ def fake_tensors() -> fake_tensor.FakeTensorMode:
     return fake_tensor.FakeTensorMode(allow_non_fake_inputs=True)
 
 
+def is_fake(tensor: torch.Tensor) -> bool:
+    """Whether `tensor` is a fake tensor (shapes, dtypes and devices; no storage)."""
+    return isinstance(tensor, fake_tensor.FakeTensor)
+
+
 def adopt_fake_tensors(
-    model: torch.nn.Module, mode: fake_tensor.FakeTensorMode, dtype: torch.dtype | None = None
+    model: torch.nn.Module,
+    mode: fake_tensor.FakeTensorMode,
+    dtype: torch.dtype | None = None,
+    device: torch.device | None = None,
 ) -> None:
     """Make every parameter and buffer of `model` a fake tensor of `mode`, its floating
     ones in `dtype` when given (what `model.to(dtype)` would make of them: a fake tensor
     cannot be cast in place once made, and a model may create some in fp32 whatever the
-    default dtype, as transformers' models do).
+    default dtype, as transformers' models do), and on `device` when given: moving a
+    module of fake parameters later swaps them (`torch.utils.swap_tensors`), which the
+    mode's own references to them refuse.
 
     `copy.deepcopy` of a fake tensor (as `nn.TransformerEncoder` clones its layers) gives
     one of a new mode; `mode` would take it for a real input and copy it at every op, so
@@ -146,17 +156,18 @@ def adopt_fake_tensors(
 
     def own(tensor: torch.Tensor) -> torch.Tensor:
         wanted = dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype
+        where = device if device is not None else tensor.device
         if (
             isinstance(tensor, fake_tensor.FakeTensor)
             and tensor.fake_mode is mode
             and tensor.dtype == wanted
+            and tensor.device.type == where.type
+            and where.index in (None, tensor.device.index)
         ):
             return tensor
         if id(tensor) not in replaced:
             with mode:
-                new = torch.empty_strided(
-                    tensor.shape, tensor.stride(), dtype=wanted, device=tensor.device
-                )
+                new = torch.empty_strided(tensor.shape, tensor.stride(), dtype=wanted, device=where)
             if isinstance(tensor, torch.nn.Parameter):
                 new = torch.nn.Parameter(new, requires_grad=tensor.requires_grad)
             replaced[id(tensor)] = new

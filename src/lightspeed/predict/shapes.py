@@ -100,9 +100,12 @@ def largest_batch(workload: Workload, hardware: Hardware, settings: StepSettings
 
 def rnn_shapes(workload: Workload, settings: StepSettings) -> list[RnnShape]:
     """Each `nn.RNN` of `workload`'s model as its step runs it (time steps, batch, sizes),
-    from one step on fake tensors: nothing is computed."""
+    from one step on fake tensors: nothing is computed. The step runs on the CPU
+    whatever `settings.device`: the shapes are the same on a GPU, where cuDNN's fused
+    recurrence has no fake backward (it asks for the flat weight buffer that fake
+    parameters lack)."""
     found: dict[str, RnnShape] = {}
-    with fake_step(workload, settings) as prepared:
+    with fake_step(workload, dataclasses.replace(settings, device=Device.CPU)) as prepared:
         hooks = []
         for name, module in prepared.model.named_modules():
             if isinstance(module, torch.nn.RNN):
