@@ -84,6 +84,17 @@ def backward_s(
     return took, [p.grad for p in model.parameters() if p.grad is not None]
 
 
+def kernels(model: nn.Module, x: torch.Tensor) -> int:
+    """How many GPU kernels one backward of `model` on `x` launches."""
+    out, _ = model(x)
+    loss = out.sum()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        loss.backward()
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
 def relative(got: list[torch.Tensor], want: list[torch.Tensor]) -> float:
     return max(float((g - w).norm() / w.norm()) for g, w in zip(got, want, strict=True))
 
@@ -114,6 +125,8 @@ def part1(rounds: int, device: Device = Device.CPU) -> None:
             a = statistics.median(times["plain"][1:])
             s = statistics.median(times["scan"][1:])
             p = predict_scan(steps, BATCH, hidden, INPUTS, hw, per_kernel_s=per_kernel)
+            if device is Device.CUDA:
+                print(f"kernels: autograd {kernels(plain, x)}, scan {kernels(scanned, x)}")
             print(
                 f"| {steps} | {hidden} | {a * 1e3:.1f} ms | {s * 1e3:.1f} ms | {s / a:.2f} |"
                 f" {error:.1e} | {p.levels} | {p.ordinary_s * 1e3:.1f} ms |"

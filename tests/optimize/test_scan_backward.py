@@ -16,7 +16,7 @@ from lightspeed.facts.device import Device
 from lightspeed.hardware.calibrate import tf32_mode
 from lightspeed.optimize import scan_backward
 from lightspeed.optimize.bppsa import scan_hidden_gradients
-from lightspeed.predict.scan import scan_levels
+from lightspeed.predict.scan import autograd_ops, scan_levels, scan_ops
 
 
 def _relative(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -84,13 +84,15 @@ def test_unbatched_input_and_no_initial_state() -> None:
 
 
 class _Products(TorchDispatchMode):
-    """Counts the batched products run inside it."""
+    """Counts the batched products run inside it, and every op (`dispatched`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.count = 0
+        self.dispatched = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.dispatched += 1
         if func in (torch.ops.aten.bmm.default, torch.ops.aten.mm.default):
             self.count += 1
         return func(*args, **(kwargs or {}))
@@ -179,3 +181,18 @@ def test_on_a_gpu_gradients_equal_cudnns() -> None:
     # cuDNN's recurrence may run on TF32 otherwise, too coarse to be the reference.
     with tf32_mode(Device.CUDA, enabled=False):
         assert _compare(rnn, torch.randn(1_000, 2, 3, device="cuda"), None, "every") < 1e-4
+
+
+@pytest.mark.parametrize("steps", [2, 3, 100, 1000])
+def test_the_predictions_op_counts_are_what_each_backward_dispatches(steps: int) -> None:
+    # predict.scan charges every dispatched op one op's overhead: its counts must be the
+    # ones the pinned torch and this scan dispatch (a bias, a loss at every step).
+    for scanned, expected in ((False, autograd_ops(steps)), (True, scan_ops(steps))):
+        rnn = nn.RNN(8, 16)
+        module = scan_backward(rnn) if scanned else rnn
+        out, _ = module(torch.randn(steps, 4, 8))
+        loss = out.sum()
+        counter = _Products()
+        with counter:
+            loss.backward()
+        assert counter.dispatched == expected, (scanned, steps)

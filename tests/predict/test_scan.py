@@ -3,6 +3,7 @@ as a scan."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -14,9 +15,10 @@ import lightspeed
 from factories import FAKE_CPU, RunCli, rnn_tagger_workload
 from lightspeed import Hardware
 from lightspeed.errors import ConfigError
+from lightspeed.facts.records import Phase
 from lightspeed.hardware import catalog_hardware
 from lightspeed.optimize.bppsa import scan_hidden_gradients
-from lightspeed.predict.scan import on_scan_backward, predict_scan, scan_levels
+from lightspeed.predict.scan import RnnShape, on_scan_backward, predict_scan, scan_levels
 from lightspeed.report.profile_json import load_profile, save_profile
 
 H100 = catalog_hardware("h100-sxm")
@@ -48,8 +50,13 @@ def test_at_the_speed_of_light_alone_the_scan_never_wins() -> None:
 
 def test_where_each_step_costs_a_kernels_overhead_the_scan_wins() -> None:
     p = predict_scan(10_000, 4, 16, 8, H100, per_kernel_s=5e-6)
-    assert p.ordinary_s >= 6 * 10_000 * 5e-6  # six dependent kernels a step
-    assert p.scan_s < 100 * 5e-6  # a few dozen levels and kernels
+    # Every op either side dispatches costs at least the overhead: 14 a step against
+    # 21 a level of the scan's 28.
+    assert p.ordinary_s >= (14 * 10_000 + 9) * 5e-6
+    assert sum(k.count for k in p.ordinary) == 14 * 10_000 + 9
+    assert sum(k.count for k in p.scan) == 21 * 28 + 96
+    # Its products are small on an H100: the overhead is nearly all of it.
+    assert p.scan_s < 1.05 * (21 * 28 + 96) * 5e-6
     assert p.speedup > 100
     with pytest.raises(ValueError, match="no backward"):
         predict_scan(0, 4, 16, 8, H100)
@@ -83,6 +90,27 @@ def test_the_step_with_the_scan(tagger_profile: lightspeed.Profile, tmp_path: Pa
     path = tmp_path / "p.json"
     save_profile(predicted, path)
     assert load_profile(path).prediction == made
+
+
+def test_a_fused_backward_is_replaced_by_the_scan_predicted_outright(
+    tagger_profile: lightspeed.Profile,
+) -> None:
+    # As on a GPU, where the RNN's backward is one cuDNN op: the step-by-step count does
+    # not describe it, so the scan is predicted on its own, each op at least the step's
+    # time per op.
+    ops = list(tagger_profile.ops)
+    mine = [i for i, op in enumerate(ops) if op.module == "rnn" and op.phase is Phase.BACKWARD]
+    ops[mine[0]] = dataclasses.replace(ops[mine[0]], name="aten::_cudnn_rnn_backward")
+    fused = dataclasses.replace(tagger_profile, ops=tuple(ops))
+    made = on_scan_backward(fused, [RnnShape("rnn", 20, 2, 6, 8)]).prediction
+    assert made is not None
+    (scan,) = made.scans
+    assert tagger_profile.step_time_s is not None
+    assert scan.per_kernel_s == pytest.approx(tagger_profile.step_time_s / len(ops))
+    assert scan.ordinary_s == scan.measured_s
+    assert scan.predicted_s == pytest.approx(scan.scan_s)
+    alone = predict_scan(20, 2, 8, 6, fused.hardware, per_kernel_s=scan.per_kernel_s)
+    assert scan.scan_s == pytest.approx(alone.scan_s)
 
 
 def test_refusals(tagger_profile: lightspeed.Profile) -> None:

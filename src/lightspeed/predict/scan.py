@@ -15,6 +15,14 @@ Both are counted kernel by kernel and each kernel placed on the device's rooflin
   down-sweep's as many levels of matrix–vector products, then the parameters' gradients
   as single contractions over all steps. Each level is one batched kernel.
 
+Besides these kernels, each side dispatches ops that move no data worth counting: views,
+transposes, the scan's slicing and padding, the engine's gradient adds. Each costs at
+least one op's overhead too, so each side ends with an "other ops" entry: the ops it
+dispatches (`autograd_ops`, `scan_ops`: counted by dispatch and tested against the pinned
+torch) less the kernels above. On a CPU every op pays its dispatch; on a GPU the scan's
+ops are bound by their launches, while autograd's backward there is cuDNN's fused kernel,
+which this count does not describe (`on_scan_backward` keeps its measured time).
+
 The up-sweep does about H times the ordinary backward's FLOPs (dense Jacobians), so at
 the speed of light alone the scan is never faster: it wins where the T dependent steps
 are bound by per-kernel overhead, which `per_kernel_s` carries. The FLOPs count what
@@ -40,10 +48,33 @@ __all__ = [
     "RnnShape",
     "ScanKernel",
     "ScanPrediction",
+    "autograd_ops",
     "on_scan_backward",
     "predict_scan",
     "scan_levels",
+    "scan_ops",
 ]
+
+
+# Ops one backward dispatches, views included, for a one-layer RNN with biases and a loss
+# at every step (ATen's step-by-step backward; `scan_backward`'s scan). Counted by a
+# dispatch mode under torch 2.13; tests/optimize/test_scan_backward.py checks them.
+_AUTOGRAD_OPS_PER_STEP = 14
+_AUTOGRAD_OPS_ONCE = 9
+_SCAN_OPS_PER_LEVEL = 21
+_SCAN_OPS_ONCE = 96
+
+
+def autograd_ops(steps: int) -> int:
+    """The ops autograd's backward of a one-layer `nn.RNN` (biases, a loss at every step)
+    dispatches over `steps` time steps on a CPU, views included."""
+    return _AUTOGRAD_OPS_PER_STEP * steps + _AUTOGRAD_OPS_ONCE
+
+
+def scan_ops(steps: int) -> int:
+    """The ops `scan_backward`'s backward dispatches over `steps` (≥ 2) time steps,
+    views included."""
+    return _SCAN_OPS_PER_LEVEL * scan_levels(steps) + _SCAN_OPS_ONCE
 
 
 def scan_levels(steps: int) -> int:
@@ -157,7 +188,7 @@ def predict_scan(
             "W_ih gradient (δᵀ·x), all steps", 2 * t * b * h * i, (t * b * (h + i) + h * i) * size
         ),
     )
-    ordinary = (
+    ordinary: tuple[ScanKernel, ...] = (
         kernel("activation backward", b * h, 3 * b * h * size, t, matrix=False),
         kernel("hidden gradient (δ·W_hh)", 2 * b * h * h, (2 * b * h + h * h) * size, t),
         kernel(
@@ -202,6 +233,18 @@ def predict_scan(
         kernel("bias gradient, all steps", t * b * h, (t * b * h + h) * size, matrix=False),
         *once,
     ]
+
+    def other(kernels: Sequence[ScanKernel], dispatched: int) -> ScanKernel:
+        return ScanKernel(
+            "other ops (views, copies, the engine's adds)",
+            0.0,
+            0.0,
+            max(dispatched - sum(k.count for k in kernels), 0),
+            per_kernel_s,
+        )
+
+    ordinary = (*ordinary, other(ordinary, autograd_ops(t)))
+    scan.append(other(scan, scan_ops(t)))
     return ScanPrediction(
         steps=t,
         batch=b,
@@ -228,12 +271,16 @@ class RnnShape:
     hidden: int
 
 
+# Backward ops that run a whole recurrence in one call: cuDNN's, MIOpen's, oneDNN's.
+_FUSED_RNN_BACKWARDS = ("_cudnn_rnn_backward", "miopen_rnn_backward", "mkldnn_rnn_layer_backward")
+
 SCAN_RULES = (
     "an nn.RNN's backward as a parallel scan (BPPSA): its measured backward (its ops and"
     " their share of the time outside ops, on the scale of the step timed without the"
     " profiler) carried over by the scan's predicted time over autograd's, both counted"
     " kernel by kernel at the larger of the roofline and the cost of one of its"
-    " backward's kernels as measured",
+    " backward's kernels as measured; where that backward is one fused op (cuDNN's), the"
+    " scan predicted outright, each op at least the step's time per op",
 )
 
 
@@ -272,7 +319,11 @@ def on_scan_backward(profile: Profile, rnns: Sequence[RnnShape]) -> Profile:
             )
         in_ops = sum(ops[i].time_s or 0.0 for i in mine)
         measured = (in_ops + outside_per_op * len(mine)) * to_timed
-        per_kernel = measured / len(mine)
+        fused = any(ops[i].name.endswith(_FUSED_RNN_BACKWARDS) for i in mine)
+        # A fused backward (cuDNN's on a GPU) is not the step-by-step one the count
+        # describes: the scan is predicted outright, each op at least the step's time
+        # per op it dispatches (on a GPU bound by launches, about one launch).
+        per_kernel = (step or profiled) / len(ops) if fused else measured / len(mine)
         p = predict_scan(
             rnn.steps,
             rnn.batch,
@@ -282,7 +333,8 @@ def on_scan_backward(profile: Profile, rnns: Sequence[RnnShape]) -> Profile:
             precision=precision,
             per_kernel_s=per_kernel,
         )
-        ratio = p.scan_s / p.ordinary_s
+        ordinary_s = measured if fused else p.ordinary_s
+        ratio = p.scan_s / ordinary_s
         for i in mine:
             ops[i] = dataclasses.replace(ops[i], time_s=(ops[i].time_s or 0.0) * ratio)
         outside -= outside_per_op * len(mine) * (1 - ratio)
@@ -298,7 +350,7 @@ def on_scan_backward(profile: Profile, rnns: Sequence[RnnShape]) -> Profile:
                 scan_flops=p.scan_flops,
                 measured_s=measured,
                 per_kernel_s=per_kernel,
-                ordinary_s=p.ordinary_s,
+                ordinary_s=ordinary_s,
                 scan_s=p.scan_s,
                 predicted_s=measured * ratio,
             )
