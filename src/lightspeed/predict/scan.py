@@ -288,8 +288,10 @@ def on_scan_backward(profile: Profile, rnns: Sequence[RnnShape]) -> Profile:
     """`profile` with the backward of each of `rnns` computed as a parallel scan
     (`optimize.scan_backward`): each RNN's backward ops (by module path, in the backward
     phase) and their share of the time outside ops, scaled by `predict_scan`'s scan time
-    over its ordinary time on the profile's hardware and precision. Raises ConfigError
-    when `rnns` is empty or an RNN's backward was not measured."""
+    over its ordinary time on the profile's hardware and precision. Where the measured
+    backward is one fused op (cuDNN's on a GPU), the scan's predicted time replaces it
+    outright, each of its ops at least the step's time per op. Raises ConfigError when
+    `rnns` is empty or an RNN's backward was not measured."""
     if not rnns:
         raise ConfigError(
             "--scan-backward: the model has no nn.RNN to scan (the scan covers single-layer,"

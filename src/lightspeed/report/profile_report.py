@@ -204,7 +204,9 @@ SCAN_CAPTION = (
     "levels: 2⌈log₂(T + 1)⌉ batched products instead of T dependent steps; work: the"
     " scan's FLOPs over autograd's; measured: the RNN's backward; as a scan: measured ×"
     " (scan / autograd) as modelled, each kernel at the larger of its speed of light and"
-    " the measured cost of one of the backward's kernels"
+    " the measured cost of one of the backward's kernels (a fused backward, cuDNN's, is"
+    " not modelled: its measured time stands for autograd's, and each of the scan's ops"
+    " costs at least the step's time per op)"
 )
 
 
