@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+from torch.multiprocessing.spawn import ProcessExitedException
 
 pl = pytest.importorskip("lightning.pytorch")
 
@@ -163,14 +164,26 @@ def test_beside_a_profiler_the_user_runs_it_records_nothing_and_says_so(
 
 
 def test_two_processes_write_a_trace_each_and_rank_0_reports_both(tmp_path: Path) -> None:
+    def fit(out: Path) -> None:
+        _fit(
+            6,
+            logger=False,
+            strategy="ddp_spawn",
+            devices=2,
+            callbacks=[LightspeedCallback(out, wait=1, warmup=1, active=3)],
+        )
+
     out = tmp_path / "ls"
-    _fit(
-        6,
-        logger=False,
-        strategy="ddp_spawn",
-        devices=2,
-        callbacks=[LightspeedCallback(out, wait=1, warmup=1, active=3)],
-    )
+    try:
+        fit(out)
+    except ProcessExitedException as error:
+        # Now and then a spawned process aborts in gloo's teardown once training has
+        # ended ("terminate called without an active exception"), taking the other
+        # down with it: torch's, not the callback's. One more run, in a folder of its own.
+        if error.signal_name != "SIGABRT":
+            raise
+        out = tmp_path / "again"
+        fit(out)
     assert len(list((out / "traces").glob("*.pt.trace.json.gz"))) == 2
     doc = json.loads((out / "lightspeed.json").read_text())
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]
