@@ -1,0 +1,98 @@
+"""A trace's steps replayed from its dependency graph (`trace.replay`): hand-built
+timelines whose replay follows by hand, the same replay whatever the traced start times,
+and real GPU traces reproduced."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from kineto import KinetoTrace
+from trace_paths import SHARED_TRACES
+
+from lightspeed.trace.load import load_trace
+from lightspeed.trace.replay import replay_steps, summary
+
+GPU_DATA = Path(__file__).parent.parent / "data" / "gpu"
+
+
+def _sync_bound(t: KinetoTrace, at: float = 0.0) -> None:
+    # 20 launches of 5 µs every 10 µs, kernels of 100 µs queued behind each other, then
+    # the host waits in cudaDeviceSynchronize and ends the step 8 µs after it returns.
+    t.step(1, at + 0, 2030)
+    for i in range(20):
+        t.launch(at + 10 * i, at + 20 + 100 * i, 100)
+    t.runtime("cudaDeviceSynchronize", at + 200, 1822)
+    t.step(2, at + 2030, 100)
+    t.launch(at + 2040, at + 2050, 10)
+
+
+def test_a_sync_lasts_as_long_as_what_it_waits_for(tmp_path: Path) -> None:
+    t = KinetoTrace()
+    _sync_bound(t)
+    replay = replay_steps(load_trace(t.write(tmp_path / "t.json")))
+    (step,) = replay.steps  # the last step, cut by the profiler, is left out
+    assert (step.number, replay.syncs) == (1, 1)
+    # Each kernel is ready when its launch returns: the first at 5, the last ends at
+    # 2005, when the sync returns; the step ends 8 µs later.
+    assert step.replayed_s == pytest.approx(2013e-6)
+    assert step.traced_s == pytest.approx(2030e-6)
+    assert step.replayed_busy_s == pytest.approx(2000e-6)
+    assert step.traced_busy_s == pytest.approx(2000e-6)
+
+
+def test_the_replay_reads_no_traced_start_but_for_order(tmp_path: Path) -> None:
+    t = KinetoTrace()
+    _sync_bound(t)
+    document = t.document()
+    shifted = json.loads(json.dumps(document))
+    jitter = random.Random(0)
+    for event in shifted["traceEvents"]:
+        event["ts"] += 1_000_000
+        if event["cat"] == "kernel":  # later, in the same order, as a busier GPU would
+            event["ts"] += 3 * event["args"]["correlation"] + jitter.uniform(0, 2)
+    a = tmp_path / "a.json"
+    b = tmp_path / "b.json"
+    a.write_text(json.dumps(document))
+    b.write_text(json.dumps(shifted))
+    (one,) = replay_steps(load_trace(a)).steps
+    (other,) = replay_steps(load_trace(b)).steps
+    assert other.replayed_s == pytest.approx(one.replayed_s, abs=1e-12)
+    assert other.replayed_busy_s == pytest.approx(one.replayed_busy_s, abs=1e-12)
+
+
+def test_a_launch_bound_step_is_its_host(tmp_path: Path) -> None:
+    # Kernels of 2 µs launched every 20 µs: the device waits on the host, and the step
+    # is the host's 400 µs whatever the kernels take.
+    t = KinetoTrace()
+    t.step(1, 0, 400)
+    for i in range(20):
+        t.launch(20 * i, 20 * i + 6, 2)
+    t.step(2, 400, 50)
+    (step,) = replay_steps(load_trace(t.write(tmp_path / "t.json"))).steps
+    assert step.replayed_s == pytest.approx(400e-6)
+    assert step.replayed_busy_s == pytest.approx(40e-6)
+    assert step.idle_points == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize(
+    "name", ["bert-base-fp32-cuda", "gpt2-small-bf16-cuda", "resnet50-bf16-cuda"]
+)
+def test_h200_traces_replay_within_two_percent(name: str) -> None:
+    trace = load_trace(GPU_DATA / f"{name}.pt.trace.json.gz")
+    replay = replay_steps(trace)
+    assert len(replay.steps) == 2
+    largest, _ = summary(replay.steps)
+    assert largest < 0.02
+    assert all(abs(s.idle_points) < 2 for s in replay.steps)
+
+
+@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="the shared traces are not here")
+def test_a_shared_data_parallel_trace_replays_its_steps() -> None:
+    trace = load_trace(SHARED_TRACES / "hta-a100-ddp-train-rank0of2.json.gz")
+    replay = replay_steps(trace)
+    assert len(replay.steps) == 2 and replay.syncs > 0
+    largest, _ = summary(replay.steps)
+    assert largest < 0.01
