@@ -6,9 +6,10 @@ idle share, per trace.
 
 Every `.json.gz` trace under the folders given with `ProfilerStep` markers, leaving out
 the sampled 128-rank recommendation traces, the CPU-only one and MTIA's (no GPU
-streams), lightspeed's own profiles, and each trace's last step (cut by the profiler). Prints one row per trace: its
-steps, the largest and the median |error| of the replayed step durations, the largest
-difference of the device's idle share in points, the graph's size and the replay's time.
+streams), lightspeed's own profiles, and each trace's last step (cut by the profiler).
+Prints one row per trace: its steps, the largest and the median |error| of the replayed
+step durations, the largest difference of the device's idle share in points, the graph's
+size and the replay's time.
 """
 
 from __future__ import annotations

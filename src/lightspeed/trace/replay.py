@@ -27,15 +27,19 @@ each other (other than through syncs), and collectives joined across ranks.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 
-from lightspeed.trace.events import NO_ID, Kind, Trace
-from lightspeed.trace.steps import DEVICE_KINDS, step_windows
+from lightspeed.trace.events import NO_ID, FloatArray, Kind, Trace
+from lightspeed.trace.steps import DEVICE_KINDS, StepWindow, step_windows, window_index
 
-__all__ = ["ReplayedStep", "StepReplay", "replay_steps"]
+__all__ = ["DeviceDurations", "ReplayedStep", "StepReplay", "replay_steps", "step_timeline"]
+
+# New durations (µs) of a trace's device events, per kind, row for row of its tables.
+DeviceDurations = dict[Kind, FloatArray]
 
 # Runtime calls that return only once device work launched before them has ended: the
 # whole device's, or one stream's (old traces do not name it: the stream of the thread's
@@ -69,6 +73,15 @@ class ReplayedStep:
     replayed_s: float
     traced_busy_s: float
     replayed_busy_s: float
+    # From the first start to the last end of the device work the step launched.
+    device_span_s: float = 0.0
+
+    @property
+    def step_s(self) -> float:
+        """The step's time as a loop of such steps runs it: its host's span, or its
+        device work's where that is longer (a host that queues ahead of its GPU, with
+        no sync to wait in, still waits for it steps later)."""
+        return max(self.replayed_s, self.device_span_s)
 
     @property
     def error(self) -> float:
@@ -101,27 +114,54 @@ class _Graph:
     durations: list[float]
     blocking: list[int]  # _NONE, _DEVICE or _STREAM
     launches: list[list[int]]  # the device tasks each call launches (rows of `device`)
+    names: list[str]  # each host task's runtime call ("" for the host's own work)
     markers: dict[int, int]  # host task index → step number
     first_start: dict[int, float]  # thread → its first task's traced start (µs)
+    # Host task index → (the task on another thread that woke it, µs after that one's
+    # end): for a task after an idle gap of its thread, in place of the gap.
+    woken_by: dict[int, tuple[int, float]]
     # Device tasks: stream, duration, and traced start and end (for the traced busy time).
     streams: np.ndarray
     device_dur: np.ndarray
     device_ts: np.ndarray
+    # Per device task, the step number of the call that launched it (-1: none).
+    device_step: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
 
 
-def _device_tasks(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every device task of the trace: stream, start, duration, correlation, in order."""
-    tables = [trace.table(kind) for kind in DEVICE_KINDS if kind in trace.tables]
+def _device_tasks(
+    trace: Trace, durations: DeviceDurations | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every device task of the trace: stream, start, duration (`durations`' where given),
+    correlation, in each stream's order."""
+    kinds = [kind for kind in DEVICE_KINDS if kind in trace.tables]
+    tables = [trace.table(kind) for kind in kinds]
     streams = np.concatenate([t.tid for t in tables]) if tables else np.zeros(0, np.int64)
     ts = np.concatenate([t.ts_us for t in tables]) if tables else np.zeros(0)
-    dur = np.concatenate([t.dur_us for t in tables]) if tables else np.zeros(0)
+    dur = (
+        np.concatenate([durations.get(k, t.dur_us) for k, t in zip(kinds, tables, strict=True)])
+        if tables and durations is not None
+        else np.concatenate([t.dur_us for t in tables])
+        if tables
+        else np.zeros(0)
+    )
     corr = np.concatenate([t.correlation for t in tables]) if tables else np.zeros(0, np.int64)
     order = np.lexsort((ts, streams))
     return streams[order], ts[order], dur[order], corr[order]
 
 
-def _graph(trace: Trace) -> _Graph:
-    streams, device_ts, device_dur, device_corr = _device_tasks(trace)
+def _device_names(trace: Trace) -> list[str]:
+    """Every device task's name, in `_device_tasks`' order."""
+    tables = [trace.table(kind) for kind in DEVICE_KINDS if kind in trace.tables]
+    if not tables:
+        return []
+    streams = np.concatenate([t.tid for t in tables])
+    ts = np.concatenate([t.ts_us for t in tables])
+    names = np.concatenate([t.name for t in tables])
+    return [trace.names[n] for n in names[np.lexsort((ts, streams))].tolist()]
+
+
+def _graph(trace: Trace, durations: DeviceDurations | None, graphs: bool) -> _Graph:
+    streams, device_ts, device_dur, device_corr = _device_tasks(trace, durations)
     by_correlation: dict[int, list[int]] = {}
     for row, corr in enumerate(device_corr.tolist()):
         if corr != NO_ID:
@@ -142,37 +182,154 @@ def _graph(trace: Trace) -> _Graph:
             )
     windows = step_windows(trace)
     if windows:
-        annotations = trace.table(Kind.ANNOTATION)
         main = _step_thread(trace)
         for w in windows:
             assert w.number is not None
             rows.append((w.start_us, 0.0, main, "", NO_ID, w.number))
             rows.append((w.end_us, 0.0, main, "", NO_ID, -2 - w.number))
-        del annotations
     rows.sort(key=lambda r: (r[0], r[5] < 0))
-    graph = _Graph([], [], [], [], {}, {}, streams, device_dur, device_ts)
+    main = _step_thread(trace) if windows else 0
+    capture = (
+        _captured(rows, windows, by_correlation, main) if graphs else _Capture({}, set(), set())
+    )
+    graph = _Graph([], [], [], [], [], {}, {}, {}, streams, device_dur, device_ts)
+    graph.device_step = np.full(len(device_dur), -1, dtype=np.int64)
+    numbers = np.array([-1 if w.number is None else w.number for w in windows], dtype=np.int64)
     last_end: dict[int, float] = {}
-    for ts, dur, tid, name, corr, step in rows:
-        if tid not in last_end:
+    busy = _cpu_spans(trace)
+    # Per thread, the traced ends of its tasks so far and their indices, in order.
+    ends: dict[int, list[float]] = {}
+    tasks: dict[int, list[int]] = {}
+    for position, (ts, dur, tid, name, corr, step) in enumerate(rows):
+        gap = ts - last_end[tid] if tid in last_end else 0.0
+        idle = tid != main and (
+            tid not in last_end or not _covered(busy.get(tid), last_end[tid], ts)
+        )
+        waker = _waker(ends, tasks, tid, ts) if idle else None
+        if waker is not None:
+            graph.woken_by[len(graph.durations)] = (waker[0], ts - waker[1])
+        elif tid not in last_end:
             graph.first_start[tid] = ts
-        else:
-            gap = ts - last_end[tid]
-            if gap > 0:
-                _add(graph, tid, gap, blocking=_NONE, launches=[])
+        elif position not in capture.zero and gap > 0:
+            _add(graph, tid, gap, blocking=_NONE, launches=[])
+        if tid not in last_end and waker is not None:
+            graph.first_start[tid] = ts
         last_end[tid] = max(last_end.get(tid, ts), ts + dur)
+        ends.setdefault(tid, []).append(ts + dur)
+        tasks.setdefault(tid, []).append(len(graph.durations))
+        if position in capture.zero:
+            dur = 0.0
         if step != -1:
             graph.markers[len(graph.durations)] = step
             _add(graph, tid, 0.0, blocking=_NONE, launches=[])
             continue
-        _add(graph, tid, dur, blocking=_blocking(name), launches=by_correlation.get(corr, []))
+        if position in capture.graph_launch:
+            launched = capture.graph_launch[position]
+        elif position in capture.launched_in_graph:
+            launched = []
+        else:
+            launched = by_correlation.get(corr, [])
+        _add(graph, tid, dur, blocking=_blocking(name), launches=launched, name=name)
+        if launched and windows:
+            at = window_index(np.array([ts]), list(windows))[0]
+            if at >= 0:
+                graph.device_step[launched] = numbers[at]
     return graph
 
 
-def _add(graph: _Graph, tid: int, dur: float, *, blocking: int, launches: list[int]) -> None:
+@dataclasses.dataclass
+class _Capture:
+    """Each step's device work as one CUDA graph: the row that launches it (the step's
+    first launch, on any thread) with every device task launched in the step, and the
+    rows that then take no time, nor any host time before them."""
+
+    graph_launch: dict[int, list[int]]  # row position → the device rows it launches
+    launched_in_graph: set[int]  # positions of the launches the graph replaces
+    zero: set[int]
+
+
+def _captured(
+    rows: Sequence[tuple[float, float, int, str, int, int]],
+    windows: Sequence[StepWindow],
+    by_correlation: dict[int, list[int]],
+    main: int,
+) -> _Capture:
+    """What capturing each step's device work as one CUDA graph changes (`_Capture`).
+    On the step's thread (`main`), from its first launch to its last, the host's work
+    and the launches take no time: the graph runs none of the host's code in between.
+    Syncs, and everything outside those spans, stay."""
+    capture = _Capture({}, set(), set())
+    if not windows:
+        return capture
+    starts = np.array([w.start_us for w in windows])
+    ends = np.array([w.end_us for w in windows])
+    launches: dict[int, list[int]] = {}  # step → positions of its launches, any thread
+    for position, (ts, _, _, _, corr, step) in enumerate(rows):
+        if step == -1 and corr in by_correlation:
+            i = int(np.searchsorted(starts, ts, side="right")) - 1
+            if i >= 0 and ts < ends[i]:
+                launches.setdefault(i, []).append(position)
+    for positions in launches.values():
+        first = positions[0]
+        capture.graph_launch[first] = [r for p in positions for r in by_correlation[rows[p][4]]]
+        capture.launched_in_graph.update(positions[1:])
+        on_main = [p for p in positions if rows[p][2] == main]
+        if not on_main:
+            continue
+        for position in range(on_main[0] + 1, on_main[-1] + 1):
+            row = rows[position]
+            if row[2] == main and row[5] == -1 and _blocking(row[3]) == _NONE:
+                capture.zero.add(position)
+    return capture
+
+
+def _add(
+    graph: _Graph, tid: int, dur: float, *, blocking: int, launches: list[int], name: str = ""
+) -> None:
+    graph.names.append(name)
     graph.threads.append(tid)
     graph.durations.append(dur)
     graph.blocking.append(blocking)
     graph.launches.append(launches)
+
+
+def _cpu_spans(trace: Trace) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per thread, its CPU ops' starts (sorted) and the running latest end up to each:
+    to tell a gap in which the thread computed from one in which it waited."""
+    if Kind.CPU_OP not in trace.tables:
+        return {}
+    ops = trace.table(Kind.CPU_OP)
+    spans = {}
+    for tid in np.unique(ops.tid).tolist():
+        mine = np.flatnonzero(ops.tid == tid)
+        order = mine[np.argsort(ops.ts_us[mine], kind="stable")]
+        spans[tid] = (ops.ts_us[order], np.maximum.accumulate(ops.end_us[order]))
+    return spans
+
+
+def _covered(spans: tuple[np.ndarray, np.ndarray] | None, lo: float, hi: float) -> bool:
+    """Whether a CPU op of the thread runs at the middle of [lo, hi)."""
+    if spans is None or hi <= lo:
+        return True  # no ops recorded, or no gap: the thread's own time
+    starts, reach = spans
+    middle = (lo + hi) / 2
+    i = int(np.searchsorted(starts, middle, side="right")) - 1
+    return i >= 0 and reach[i] > middle
+
+
+def _waker(
+    ends: dict[int, list[float]], tasks: dict[int, list[int]], tid: int, ts: float
+) -> tuple[int, float] | None:
+    """The task on another thread that ended last before `ts` (its index and traced end),
+    the one whose end let a waiting thread go on; None when there is none."""
+    best: tuple[int, float] | None = None
+    for other, mine in ends.items():
+        if other == tid or not mine:
+            continue
+        i = bisect.bisect_right(mine, ts) - 1
+        if i >= 0 and (best is None or mine[i] > best[1]):
+            best = (tasks[other][i], mine[i])
+    return best
 
 
 def _step_thread(trace: Trace) -> int:
@@ -184,9 +341,9 @@ def _step_thread(trace: Trace) -> int:
     return 0
 
 
-def _simulate(graph: _Graph) -> tuple[list[float], np.ndarray, np.ndarray]:
-    """Each host task's replayed start, and each device task's replayed start and end
-    (µs), from the graph's durations and edges."""
+def _simulate(graph: _Graph) -> tuple[list[float], list[float], np.ndarray, np.ndarray]:
+    """Each host task's replayed start and end, and each device task's replayed start
+    and end (µs), from the graph's durations and edges."""
     clock: dict[int, float] = {}
     stream_free: dict[int, float] = {}
     # A stream's tasks run in their traced order: a task waits for the one before it.
@@ -231,8 +388,13 @@ def _simulate(graph: _Graph) -> tuple[list[float], np.ndarray, np.ndarray]:
     for stream in streams_rows:
         release(stream)
     last_stream: dict[int, int] = {}  # thread → the stream of its last launch
+    host_end: list[float] = []
     for index, tid in enumerate(graph.threads):
-        start = clock.get(tid, graph.first_start[tid])
+        start = clock.get(tid, graph.first_start.get(tid, 0.0))
+        if index in graph.woken_by:
+            waker, after = graph.woken_by[index]
+            woken = host_end[waker] + after
+            start = woken if tid not in clock else max(start, woken)
         host_start.append(start)
         blocking = graph.blocking[index]
         # A sync lasts as long as what it waits for: its traced duration is that wait.
@@ -246,7 +408,8 @@ def _simulate(graph: _Graph) -> tuple[list[float], np.ndarray, np.ndarray]:
         elif blocking == _STREAM:
             end = max(end, stream_free.get(last_stream[tid], end))
         clock[tid] = end
-    return host_start, device_start, device_end
+        host_end.append(end)
+    return host_start, host_end, device_start, device_end
 
 
 def _busy(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> float:
@@ -268,12 +431,16 @@ def _busy(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> float:
     return float((lengths - firsts).sum())
 
 
-def replay_steps(trace: Trace) -> StepReplay:
-    """Replay `trace`'s steps from its dependency graph, unchanged (see the module's
-    docstring): each `ProfilerStep#N` but the last, its traced and replayed duration and
-    device busy time."""
-    graph = _graph(trace)
-    host_start, device_start, device_end = _simulate(graph)
+def replay_steps(
+    trace: Trace, durations: DeviceDurations | None = None, *, graphs: bool = False
+) -> StepReplay:
+    """Replay `trace`'s steps from its dependency graph (see the module's docstring):
+    each `ProfilerStep#N` but the last, its traced and replayed duration and device busy
+    time. Unchanged by default; `durations` (µs, per device-event kind, row for row of
+    the trace's tables) replaces the device tasks' durations, and `graphs` captures each
+    step's device work as one CUDA graph (`_captured`)."""
+    graph = _graph(trace, durations, graphs)
+    host_start, _, device_start, device_end = _simulate(graph)
     starts: dict[int, float] = {}
     ends: dict[int, float] = {}
     for index, number in graph.markers.items():
@@ -297,6 +464,7 @@ def replay_steps(trace: Trace) -> StepReplay:
                 replayed_s=(hi - lo) * 1e-6,
                 traced_busy_s=_busy(traced_ts, traced_end, w.start_us, w.end_us) * 1e-6,
                 replayed_busy_s=_busy(device_start, device_end, lo, hi) * 1e-6,
+                device_span_s=_span(device_start, device_end, graph.device_step == w.number),
             )
         )
     return StepReplay(
@@ -307,9 +475,83 @@ def replay_steps(trace: Trace) -> StepReplay:
     )
 
 
+def _span(starts: np.ndarray, ends: np.ndarray, mine: np.ndarray) -> float:
+    """Seconds from the first start to the last end of the tasks in `mine` (0: none)."""
+    keep = mine & np.isfinite(starts)
+    if not keep.any():
+        return 0.0
+    return float(ends[keep].max() - starts[keep].min()) * 1e-6
+
+
 def summary(replays: Sequence[ReplayedStep]) -> tuple[float, float]:
     """The largest and the median |error| of the replayed steps' durations."""
     errors = sorted(abs(s.error) for s in replays)
     if not errors:
         return 0.0, 0.0
     return errors[-1], float(np.median(errors))
+
+
+# At most this many events a timeline draws: the longest, the rest summed in the caption.
+TIMELINE_EVENTS = 4000
+
+
+def step_timeline(
+    trace: Trace,
+    durations: DeviceDurations | None = None,
+    *,
+    graphs: bool = False,
+    limit: int = TIMELINE_EVENTS,
+) -> dict[str, object] | None:
+    """The first whole step of `trace` as replayed (changed as `replay_steps` changes
+    it): a lane per host thread and device stream, each task an event (seconds from the
+    step's start), in the layout `lightspeed trace`'s timeline uses; None without steps."""
+    windows = step_windows(trace)
+    if len(windows) < 2:
+        return None
+    graph = _graph(trace, durations, graphs)
+    host_start, host_end, device_start, device_end = _simulate(graph)
+    number = windows[0].number
+    marks = {n: i for i, n in graph.markers.items()}
+    if number is None or number not in marks or -2 - number not in marks:
+        return None
+    lo, hi = host_start[marks[number]], host_start[marks[-2 - number]]
+    hi = max(hi, lo + _span(device_start, device_end, graph.device_step == number) * 1e6)
+    events: list[tuple[str, float, float, str, str]] = []  # lane, start, end, name, category
+    for i, tid in enumerate(graph.threads):
+        a, b = host_start[i], host_end[i]
+        if b > a and a < hi and b > lo:
+            name = graph.names[i] or "host work"
+            category = "sync" if graph.blocking[i] != _NONE else "cpu-op"
+            events.append((f"thread {tid}", a, b, name, category))
+    names = _device_names(trace)
+    for row in range(len(graph.device_dur)):
+        a, b = float(device_start[row]), float(device_end[row])
+        if np.isfinite(a) and b > a and a < hi and b > lo:
+            name = names[row]
+            category = (
+                "collective"
+                if name.startswith("nccl")
+                else "memory"
+                if name.startswith(("Memcpy", "Memset"))
+                else "kernel"
+            )
+            events.append((f"stream {int(graph.streams[row])}", a, b, name, category))
+    total = len(events)
+    if total > limit:
+        events = sorted(events, key=lambda e: e[2] - e[1], reverse=True)[:limit]
+    lanes = sorted({e[0] for e in events}, key=lambda n: (n.startswith("stream"), n))
+    lane_of = {name: i for i, name in enumerate(lanes)}
+    return {
+        "step": number,
+        "duration_s": (hi - lo) * 1e-6,
+        "events_in_window": total,
+        "events_kept": len(events),
+        "lanes": [{"name": name} for name in lanes],
+        "events": {
+            "lane": [lane_of[e[0]] for e in events],
+            "start_s": [(max(e[1], lo) - lo) * 1e-6 for e in events],
+            "duration_s": [(min(e[2], hi) - max(e[1], lo)) * 1e-6 for e in events],
+            "name": [e[3] for e in events],
+            "category": [e[4] for e in events],
+        },
+    }

@@ -1,0 +1,191 @@
+"""What-ifs predicted from a GPU trace (Daydream): its steps' dependency graph
+(`trace.replay`) changed, then replayed, beside the same graph replayed unchanged.
+
+Changes, each with what it assumes (`TracePrediction.assumptions`):
+- another GPU: every device task carried over (`trace.carry`), host time kept;
+- mixed precision: the fp32 matrix products with recorded shapes run in bf16 or fp16
+  under autocast, their inputs' casts added (`trace.carry.in_precision_durations`);
+- CUDA graphs: each step's device work captured as one graph (`replay._captured`);
+- communication X× faster: each NCCL kernel's time divided by X.
+
+A change's effect is the changed replay over the unchanged one, applied to nothing
+else: the unchanged replay is the baseline, so the graph's own error cancels. A step's
+time, replayed or predicted, is its host's span or, where longer, the span of the device
+work it launched: a host with no sync to wait in runs ahead of its GPU only so far.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lightspeed.dtypes import Precision
+from lightspeed.errors import ConfigError
+from lightspeed.facts.hardware import Hardware
+from lightspeed.trace.carry import (
+    CARRY_RULES,
+    carried_durations,
+    communication_kernels,
+    in_precision_durations,
+    trace_hardware,
+)
+from lightspeed.trace.events import Kind, Trace
+from lightspeed.trace.replay import DeviceDurations, replay_steps, step_timeline
+
+__all__ = ["PredictedStep", "TracePrediction", "predict_trace"]
+
+# What the benchmarks measured each change against (docs/benchmarks.md).
+VALIDATED = {
+    "cuda_graphs": "CUDA graphs: 3 models' steps captured and measured on an H200,"
+    " predicted 4.6–7.9 % long",
+    "hardware": "another GPU: the compute kernels' time per step of one recommendation"
+    " model, A100 ↔ V100: 3.8–11.8 % off for 4 steps of 5, 38–54 % for the fifth",
+    "dtype": "autocast to bf16: 3 models on an H200, +11 % where the GPU bounds the step,"
+    " −18 to −30 % where the host does (autocast's own host time is not modelled)",
+}
+GRAPHS_ASSUMPTION = (
+    "CUDA graphs: each step's device work captured as one graph, launched where the"
+    " step's first launch was; the host's work and launches between the step thread's"
+    " first and last launch gone; the kernels in each stream's order, back to back"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictedStep:
+    """One step: traced, replayed unchanged, and predicted with the changes (seconds),
+    and the device's busy time replayed unchanged and predicted."""
+
+    number: int
+    traced_s: float
+    replayed_s: float
+    predicted_s: float
+    replayed_busy_s: float
+    predicted_busy_s: float
+
+    @property
+    def speedup(self) -> float:
+        """The step replayed unchanged over the step predicted (> 1: faster)."""
+        return self.replayed_s / self.predicted_s if self.predicted_s > 0 else float("nan")
+
+
+@dataclasses.dataclass(frozen=True)
+class TracePrediction:
+    """A trace's steps predicted with `changes`, and what they assume and which of them
+    the benchmarks measured (`validated`)."""
+
+    path: str
+    source: str
+    target: str
+    changes: dict[str, str]
+    steps: tuple[PredictedStep, ...]
+    assumptions: tuple[str, ...]
+    validated: tuple[str, ...]
+    # The device time carried by time alone (no recorded shapes), of all carried, s.
+    by_time_s: float = 0.0
+    carried_s: float = 0.0
+    # The first step's timeline replayed unchanged and predicted (`replay.step_timeline`).
+    timelines: dict[str, object] = dataclasses.field(default_factory=dict)
+
+
+def predict_trace(
+    trace: Trace,
+    *,
+    hardware: Hardware | None = None,
+    precision: Precision | None = None,
+    cuda_graphs: bool = False,
+    comm_speedup: float | None = None,
+) -> TracePrediction:
+    """`trace`'s steps predicted with the changes given (see the module's docstring).
+    Raises ConfigError when none is given, or the trace has no `ProfilerStep`."""
+    if hardware is None and precision is None and not cuda_graphs and comm_speedup is None:
+        raise ConfigError(
+            "predict --trace: give a change to predict: --hardware ID, --dtype bf16|fp16,"
+            " --cuda-graphs or --comm-speedup X."
+        )
+    if comm_speedup is not None and not comm_speedup > 0:
+        raise ConfigError(
+            f"--comm-speedup {comm_speedup}: give a positive factor (2: twice as fast)."
+        )
+    if precision is not None and precision not in (Precision.BF16, Precision.FP16):
+        raise ConfigError(
+            f"--dtype {precision.value}: from a trace, autocast to bf16 or fp16 is predicted."
+        )
+    source = trace_hardware(trace)
+    target = hardware or source
+    durations: DeviceDurations | None = None
+    assumptions: list[str] = []
+    changes: dict[str, str] = {}
+    by_time = carried = 0.0
+    if precision is not None:
+        durations = in_precision_durations(trace, precision, source)
+        changes["dtype"] = precision.value
+        assumptions.append(
+            f"autocast to {precision.value}: fp32 matrix products with recorded shapes at"
+            " their speed of light in it over the one they ran at, plus their inputs'"
+            " casts at the memory bandwidth; other kernels and the host's time kept (the"
+            " casts' dispatch on the host is not added)"
+        )
+    if hardware is not None:
+        carried_to, by_shapes = carried_durations(trace, target, source)
+        if durations is not None:  # both: the products' new times, carried over
+            traced = trace.table(Kind.KERNEL).dur_us
+            scale = carried_to[Kind.KERNEL] / np.where(traced > 0, traced, 1.0)
+            carried_to[Kind.KERNEL] = durations[Kind.KERNEL] * scale
+        durations = carried_to
+        kernels = trace.table(Kind.KERNEL)
+        carried = float(kernels.dur_us.sum()) * 1e-6
+        by_time = float(kernels.dur_us[~by_shapes].sum()) * 1e-6
+        changes["hardware"] = target.id
+        assumptions += [*CARRY_RULES, "the host's time, launches included, kept"]
+    if comm_speedup is not None:
+        kernels = trace.table(Kind.KERNEL)
+        base = durations[Kind.KERNEL] if durations is not None else kernels.dur_us.astype(float)
+        communication = communication_kernels(trace)
+        durations = dict(durations or {})
+        durations[Kind.KERNEL] = np.where(communication, base / comm_speedup, base)
+        changes["comm_speedup"] = f"{comm_speedup:g}×"
+        assumptions.append(
+            f"communication {comm_speedup:g}× faster: each NCCL kernel's traced time divided"
+            " by it, the time it waited for other ranks included (as if they sped up alike)"
+        )
+    if cuda_graphs:
+        changes["cuda_graphs"] = "each step"
+        assumptions.append(GRAPHS_ASSUMPTION)
+    unchanged = replay_steps(trace)
+    if not unchanged.steps:
+        raise ConfigError(
+            f"{trace.path}: no whole ProfilerStep to predict; trace a few steps with"
+            " torch.profiler's schedule (lightspeed.observe does)."
+        )
+    changed = replay_steps(trace, durations, graphs=cuda_graphs)
+    by_number = {s.number: s for s in changed.steps}
+    steps = tuple(
+        PredictedStep(
+            number=s.number,
+            traced_s=s.traced_s,
+            replayed_s=s.step_s,
+            predicted_s=by_number[s.number].step_s,
+            replayed_busy_s=s.replayed_busy_s,
+            predicted_busy_s=by_number[s.number].replayed_busy_s,
+        )
+        for s in unchanged.steps
+        if s.number in by_number
+    )
+    validated = tuple(VALIDATED[k] for k in ("cuda_graphs", "hardware", "dtype") if k in changes)
+    timelines = {
+        "replayed": step_timeline(trace),
+        "predicted": step_timeline(trace, durations, graphs=cuda_graphs),
+    }
+    return TracePrediction(
+        path=trace.path,
+        source=source.id,
+        target=target.id,
+        changes=changes,
+        steps=steps,
+        assumptions=tuple(assumptions),
+        validated=validated,
+        by_time_s=by_time,
+        carried_s=carried,
+        timelines={k: v for k, v in timelines.items() if v is not None},
+    )
