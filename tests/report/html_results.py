@@ -255,3 +255,17 @@ def loadtest_result() -> dict[str, Any]:
     from lightspeed.report.loadtest_report import loadtest_document
 
     return as_json(loadtest_document(search_load()))
+
+
+GPU_DATA = Path(__file__).parent.parent / "data" / "gpu"
+
+
+def trace_prediction_result() -> dict[str, Any]:
+    """CUDA graphs predicted from an H200 trace of ResNet-50 in bf16, as `lightspeed
+    predict --trace --cuda-graphs --json` writes it."""
+    from lightspeed.report.trace_whatif_report import trace_prediction_document
+    from lightspeed.trace.load import load_trace
+    from lightspeed.trace.whatif import predict_trace
+
+    trace = load_trace(GPU_DATA / "resnet50-bf16-cuda.pt.trace.json.gz")
+    return as_json(trace_prediction_document(predict_trace(trace, cuda_graphs=True)))

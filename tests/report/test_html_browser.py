@@ -1,8 +1,8 @@
 """The HTML reports as a reader's browser shows them: each page opened in headless
 Chromium (tests/report/browser.py), and what it drew read back from the page — never
 from the renderer's input. A tiny profile, a bench run, a one-rank trace with matrix
-products, a two-rank trace, a tuning run, a sweep, a latency profile, a serving plan and
-a load test's rate search.
+products, a two-rank trace, a tuning run, a sweep, a latency profile, a serving plan, a
+load test's rate search and CUDA graphs predicted from an H200 trace.
 
 Without Chromium these tests skip with one line saying how to install it; in CI (`CI`
 set) they fail instead."""
@@ -26,6 +26,7 @@ from html_results import (
     predicted_profile,
     sweep_result,
     tiny_profile,
+    trace_prediction_result,
     trace_result,
     tune_result,
 )
@@ -49,6 +50,7 @@ def results() -> dict[str, dict[str, Any]]:
         "latency": latency_result(),
         "plan": plan_result(),
         "loadtest": loadtest_result(),
+        "whatif": trace_prediction_result(),
     }
 
 
@@ -80,6 +82,7 @@ KINDS = (
     "latency",
     "plan",
     "loadtest",
+    "whatif",
 )
 
 

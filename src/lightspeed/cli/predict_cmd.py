@@ -81,6 +81,23 @@ def predict_command(
         help="Predict N-way data parallelism (DDP): N processes at the step's batch each,"
         " gradients all-reduced over --link.",
     ),
+    trace: bool = typer.Option(
+        False,
+        "--trace",
+        help="SOURCE is a torch.profiler trace of GPU steps: predict --hardware, --dtype"
+        " (autocast) or --cuda-graphs from it by replaying its dependency graph.",
+    ),
+    cuda_graphs: bool = typer.Option(
+        False,
+        "--cuda-graphs",
+        help="With --trace: each step's device work captured as one CUDA graph.",
+    ),
+    comm_speedup: float | None = typer.Option(
+        None,
+        "--comm-speedup",
+        metavar="X",
+        help="With --trace: communication (NCCL's kernels) X times faster.",
+    ),
     link_id: str = typer.Option(
         "measured",
         "--link",
@@ -109,6 +126,10 @@ def predict_command(
     from lightspeed.workload.targets import load_target
 
     use_threads(threads)
+    if trace or cuda_graphs or comm_speedup is not None:
+        what = {"cuda_graphs": cuda_graphs, "comm_speedup": comm_speedup}
+        _from_trace(source, trace, hardware, dtype, what, json_path, html_path, wide)
+        return
     sizes = _batch_sizes(batch_sizes)
     autocast_to = None if dtype is None else autocast_precision(dtype)
     workload = None
@@ -147,6 +168,42 @@ def predict_command(
     if len(predictions) > 1:
         doc = with_batch_sizes(doc, predictions)
     report(doc, json_path, wide=wide, html_path=html_path, png_path=png_path)
+
+
+def _from_trace(
+    source: str,
+    trace: bool,
+    hardware: str | None,
+    dtype: str | None,
+    changes: dict[str, Any],
+    json_path: Path | None,
+    html_path: Path | None,
+    wide: bool,
+) -> None:
+    """`predict --trace`: the trace's steps predicted with the changes given."""
+    from lightspeed.dtypes import Precision
+    from lightspeed.errors import ConfigError
+    from lightspeed.facts.device import Device
+    from lightspeed.hardware.resolve import resolve_hardware
+    from lightspeed.report.trace_whatif_report import trace_prediction_document
+    from lightspeed.trace.load import load_trace
+    from lightspeed.trace.whatif import predict_trace
+
+    if not trace:
+        raise ConfigError(
+            "--cuda-graphs and --comm-speedup are predicted from a trace: add --trace."
+        )
+    if hardware == "local":
+        raise ConfigError(
+            "--hardware local: from a trace, name a catalog GPU (`lightspeed hw list`)."
+        )
+    target = None if hardware is None else resolve_hardware(hardware, Device.CUDA)
+    autocast_to = None if dtype is None else autocast_precision(dtype)
+    precision = None if autocast_to is None else Precision(autocast_to)
+    predicted = predict_trace(
+        load_trace(Path(source)), hardware=target, precision=precision, **changes
+    )
+    report(trace_prediction_document(predicted), json_path, wide=wide, html_path=html_path)
 
 
 def _reloaded(measured: Any) -> Any:

@@ -1,0 +1,69 @@
+"""The HTML report of what-ifs predicted from a trace (`lightspeed predict --trace`), from
+its JSON document: the changes, each step traced, replayed and predicted, the first step's
+timeline replayed unchanged above the same step predicted, what the prediction assumes
+and what was measured of it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lightspeed.document import Unit, Value
+from lightspeed.report.html.markup import Column, Page, fields, notes
+from lightspeed.report.html.trace_page import timeline_figure
+
+
+def trace_prediction_page(doc: Mapping[str, Any]) -> Page:
+    """The prediction's report."""
+    page = Page("What-ifs from a trace")
+    hardware = (
+        doc["source"] if doc["source"] == doc["target"] else f"{doc['source']} → {doc['target']}"
+    )
+    changes = ", ".join(f"{k} {v}" for k, v in doc["changes"].items())
+    page.section(
+        "Summary",
+        fields([("trace", doc["path"]), ("hardware", hardware), ("changes", changes)]),
+        anchor="summary",
+    )
+    columns = (
+        Column("step", "step", numeric=True),
+        Column("traced_s", "traced", numeric=True),
+        Column("replayed_s", "replayed", numeric=True),
+        Column("predicted_s", "predicted", numeric=True),
+        Column("speedup", "replayed / predicted", numeric=True),
+    )
+    rows = [
+        (
+            Value(s["number"], Unit.INTEGER),
+            Value(s["traced_s"], Unit.SECONDS),
+            Value(s["replayed_s"], Unit.SECONDS),
+            Value(s["predicted_s"], Unit.SECONDS),
+            Value(s["speedup"], Unit.NUMBER, ".2f", "×"),
+        )
+        for s in doc["steps"]
+    ]
+    page.section("Steps", page.table(columns, rows), anchor="steps")
+    charts = []
+    for which, title in (("replayed", "replayed unchanged"), ("predicted", "predicted")):
+        timeline = doc["timelines"].get(which)
+        if timeline is None:
+            continue
+        figure = timeline_figure(timeline)
+        figure["layout"]["title"] = {"text": f"ProfilerStep#{timeline['step']}, {title}"}
+        caption = (
+            f"{timeline['events_kept']:,} of its {timeline['events_in_window']:,} tasks drawn"
+            " (the longest); host threads above, device streams below."
+        )
+        charts.append(page.chart("timeline", figure, caption=caption))
+    if charts:
+        page.section("The first step, replayed and predicted", *charts, anchor="timelines")
+    page.section(
+        "Assumptions",
+        notes(doc["assumptions"], title="What the prediction assumes"),
+        notes(
+            doc["validated"] or ["nothing: no benchmark measured these changes from a trace"],
+            title="Validated",
+        ),
+        anchor="assumptions",
+    )
+    return page

@@ -1,0 +1,66 @@
+"""The report of what-ifs predicted from a trace (`lightspeed predict --trace`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lightspeed.document import Column, Document, Fields, Notes, Section, Table, Unit, Value, line
+from lightspeed.trace.whatif import TracePrediction
+
+DOCUMENT = "trace-prediction"
+
+
+def trace_prediction_document(p: TracePrediction) -> Document:
+    """Each step traced, replayed unchanged and predicted with the changes; what each
+    change assumes, and which were measured."""
+    changes = ", ".join(f"{k} {v}" for k, v in p.changes.items())
+    facts = [
+        ("trace", line(p.path)),
+        ("hardware", line(p.source if p.source == p.target else f"{p.source} → {p.target}")),
+        ("changes", line(changes)),
+    ]
+    if p.carried_s > 0:
+        facts.append(
+            (
+                "carried by time alone",
+                line(
+                    Value(p.by_time_s / p.carried_s, Unit.FRACTION),
+                    " of the kernels' time (no shapes recorded for it)",
+                ),
+            )
+        )
+    table = Table(
+        title="Steps: traced, replayed unchanged, predicted",
+        columns=(
+            Column("step", "step", numeric=True),
+            Column("traced_s", "traced", numeric=True),
+            Column("replayed_s", "replayed", numeric=True),
+            Column("predicted_s", "predicted", numeric=True),
+            Column("speedup", "replayed / predicted", numeric=True),
+            Column("predicted_busy_s", "device busy, predicted", numeric=True, optional=True),
+        ),
+        rows=tuple(
+            (
+                Value(s.number, Unit.INTEGER),
+                Value(s.traced_s, Unit.SECONDS),
+                Value(s.replayed_s, Unit.SECONDS),
+                Value(s.predicted_s, Unit.SECONDS),
+                Value(s.speedup, Unit.NUMBER, ".2f", "×"),
+                Value(s.predicted_busy_s, Unit.SECONDS),
+            )
+            for s in p.steps
+        ),
+        caption="replayed: the step's dependency graph run again unchanged, the baseline;"
+        " predicted: the same graph changed. A traced step bound by its host is longer"
+        " than the same step without the profiler.",
+    )
+    notes = Notes(p.assumptions, title="What the prediction assumes")
+    validated = Notes(
+        p.validated or ("nothing: no benchmark measured these changes from a trace",),
+        title="Validated",
+    )
+    data = dataclasses.asdict(p) | {
+        "steps": [dataclasses.asdict(s) | {"speedup": s.speedup} for s in p.steps]
+    }
+    section = Section("Predicted from a trace", (Fields(tuple(facts)), table, notes, validated))
+    return Document(kind=DOCUMENT, data=data, sections=(section,))

@@ -1,0 +1,148 @@
+"""What-ifs predicted from a trace (`trace.whatif`, `trace.carry`): each change on a
+hand-built trace whose answer follows by hand, the refusals, and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from kineto import KinetoTrace
+
+from factories import RunCli, printed_labels
+from lightspeed import glossary
+from lightspeed.analysis.roofline import place_on
+from lightspeed.dtypes import Precision
+from lightspeed.errors import ConfigError
+from lightspeed.hardware import catalog_hardware
+from lightspeed.report.trace_whatif_report import trace_prediction_document
+from lightspeed.trace.carry import carried_durations, in_precision_durations
+from lightspeed.trace.events import Kind
+from lightspeed.trace.load import load_trace
+from lightspeed.trace.whatif import predict_trace
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _launch_bound(path: Path) -> Path:
+    # 20 kernels of 2 µs launched every 20 µs (5 µs each), a sync at 400 that waits for
+    # nothing (1 µs), the step ending at 430; then a second step, cut by the profiler.
+    t = KinetoTrace(device_name=H100)
+    t.step(1, 0, 430)
+    for i in range(20):
+        t.launch(20 * i, 20 * i + 6, 2, name="relu")
+    t.runtime("cudaDeviceSynchronize", 400, 1)
+    t.step(2, 430, 50)
+    t.launch(440, 446, 2, name="relu")
+    return t.write(path)
+
+
+def test_a_cuda_graph_leaves_the_kernels_and_the_host_outside_it(tmp_path: Path) -> None:
+    trace = load_trace(_launch_bound(tmp_path / "t.json"))
+    (step,) = predict_trace(trace, cuda_graphs=True).steps
+    # A sync lasts what it waits for: this one's own 1 µs is not replayed.
+    assert step.replayed_s == pytest.approx(429e-6)
+    # The graph's launch returns at 5, its 20 kernels run back to back to 45; the host
+    # keeps its 15 µs after the last launch (385..400), so the sync starts at 20 and
+    # returns at 45; the 29 µs between the sync and the step's end stay: 74 µs.
+    assert step.predicted_s == pytest.approx(74e-6)
+    assert step.predicted_busy_s == pytest.approx(40e-6)
+
+
+def test_another_gpu_carries_kernels_without_shapes_by_bandwidth(tmp_path: Path) -> None:
+    trace = load_trace(_launch_bound(tmp_path / "t.json"))
+    h100, a100 = catalog_hardware("h100-sxm"), catalog_hardware("a100-80gb-sxm")
+    durations, by_shapes = carried_durations(trace, a100)
+    ratio = h100.memory_bandwidth_bytes_per_s / a100.memory_bandwidth_bytes_per_s
+    assert not by_shapes.any()
+    assert durations[Kind.KERNEL] == pytest.approx(trace.table(Kind.KERNEL).dur_us * ratio)
+    predicted = predict_trace(trace, hardware=a100)
+    assert predicted.by_time_s == predicted.carried_s > 0
+    # Launch-bound: the kernels run between launches, so the step stays the host's.
+    (step,) = predicted.steps
+    assert step.predicted_s == pytest.approx(step.replayed_s)
+    assert step.predicted_busy_s == pytest.approx(40e-6 * ratio)
+
+
+def test_autocast_runs_an_fp32_product_at_its_bf16_speed_of_light(tmp_path: Path) -> None:
+    h100 = catalog_hardware("h100-sxm")
+    t = KinetoTrace(device_name=H100)
+    t.step(1, 0, 3000)
+    dims = [[4096, 4096], [4096, 4096]]
+    t.cpu_op("aten::mm", 0, 10, **{"Input Dims": dims, "Input type": ["float", "float"]})
+    t.launch(2, 20, 2500)  # below the fp32 peak's 2050 µs: fp32 it was, not TF32
+    t.runtime("cudaDeviceSynchronize", 30, 2495)
+    t.step(2, 3000, 10)
+    trace = load_trace(t.write(tmp_path / "t.json"))
+    (kernel_us,) = in_precision_durations(trace, Precision.BF16)[Kind.KERNEL]
+    flops, fp32_bytes = 2 * 4096**3, 4 * 3 * 4096**2
+    before = place_on(h100, flops, fp32_bytes, Precision.FP32, matrix=True).sol_time_s
+    after = place_on(h100, flops, fp32_bytes / 2, Precision.BF16, matrix=True).sol_time_s
+    casts = 2 * 4096**2 * 6 / h100.memory_bandwidth_bytes_per_s
+    assert kernel_us * 1e-6 == pytest.approx(2500e-6 * after / before + casts)
+    (step,) = predict_trace(trace, precision=Precision.BF16).steps
+    # The sync waits for the product, now shorter by the difference.
+    assert step.replayed_s - step.predicted_s == pytest.approx(2500e-6 - kernel_us * 1e-6)
+
+
+def test_faster_communication_shortens_what_waits_for_it(tmp_path: Path) -> None:
+    # An all-reduce of 100 µs the host waits for in a sync, then 14 µs to the step's end.
+    t = KinetoTrace(device_name=H100)
+    t.step(1, 0, 120)
+    t.launch(0, 5, 100, name="ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)")
+    t.runtime("cudaDeviceSynchronize", 10, 96)
+    t.step(2, 120, 10)
+    trace = load_trace(t.write(tmp_path / "t.json"))
+    (step,) = predict_trace(trace, comm_speedup=2).steps
+    assert step.replayed_s == pytest.approx(119e-6)
+    assert step.predicted_s == pytest.approx(69e-6)
+    with pytest.raises(ConfigError, match="positive factor"):
+        predict_trace(trace, comm_speedup=0)
+
+
+def test_refusals(tmp_path: Path) -> None:
+    trace = load_trace(_launch_bound(tmp_path / "t.json"))
+    with pytest.raises(ConfigError, match="give a change"):
+        predict_trace(trace)
+    with pytest.raises(ConfigError, match="bf16 or fp16"):
+        predict_trace(trace, precision=Precision.FP32)
+
+
+def test_cli(run_cli: RunCli, tmp_path: Path) -> None:
+    path = _launch_bound(tmp_path / "t.json")
+    out, html = tmp_path / "p.json", tmp_path / "p.html"
+    code, text, err = run_cli(
+        "predict", str(path), "--trace", "--cuda-graphs", "--json", str(out), "--html", str(html)
+    )
+    assert code == 0, err
+    assert "Predicted from a trace" in text and "Validated" in text
+    doc = json.loads(out.read_text())
+    assert doc["document"] == "trace-prediction"
+    (step,) = doc["steps"]
+    assert step["predicted_s"] == pytest.approx(74e-6)
+    # The first step's timelines: the 20 kernels spread over the host's launches, then
+    # run back to back from the graph's launch.
+    replayed, predicted = doc["timelines"]["replayed"], doc["timelines"]["predicted"]
+    events = predicted["events"]
+    kernels = [
+        (start, length)
+        for start, length, category in zip(
+            events["start_s"], events["duration_s"], events["category"], strict=True
+        )
+        if category == "kernel"
+    ]
+    assert len(kernels) == 20
+    assert max(start + length for start, length in kernels) == pytest.approx(45e-6)
+    assert replayed["duration_s"] == pytest.approx(429e-6)
+    page = html.read_text()
+    assert "The first step, replayed and predicted" in page and "ProfilerStep#1" in page
+    code, _, err = run_cli("predict", str(path), "--trace", "--hardware", "local")
+    assert code == 2 and "catalog GPU" in err
+    code, _, err = run_cli("predict", str(path), "--cuda-graphs")
+    assert code == 2 and "add --trace" in err
+
+
+def test_the_report_prints_only_glossary_terms(tmp_path: Path) -> None:
+    trace = load_trace(_launch_bound(tmp_path / "t.json"))
+    doc = trace_prediction_document(predict_trace(trace, cuda_graphs=True))
+    assert {label for label in printed_labels(doc) if glossary.lookup(label) is None} == set()
