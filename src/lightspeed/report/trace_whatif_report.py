@@ -3,11 +3,40 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 from lightspeed.document import Column, Document, Fields, Notes, Section, Table, Unit, Value, line
 from lightspeed.trace.whatif import TracePrediction
 
 DOCUMENT = "trace-prediction"
+
+
+STEP_COLUMNS = (
+    Column("number", "step", numeric=True),
+    Column("traced_s", "traced", numeric=True),
+    Column("replayed_s", "replayed", numeric=True),
+    Column("predicted_s", "predicted", numeric=True),
+    Column("speedup", "replayed / predicted", numeric=True),
+    Column("predicted_busy_s", "device busy, predicted", numeric=True, optional=True),
+)
+STEP_CAPTION = (
+    "replayed: the step's dependency graph run again unchanged, the baseline; predicted:"
+    " the same graph changed. A traced step bound by its host is longer than the same step"
+    " without the profiler."
+)
+
+
+def step_cells(step: Mapping[str, Any]) -> tuple[Value, ...]:
+    """One step's row of `STEP_COLUMNS`, from its JSON object."""
+    return (
+        Value(step["number"], Unit.INTEGER),
+        Value(step["traced_s"], Unit.SECONDS),
+        Value(step["replayed_s"], Unit.SECONDS),
+        Value(step["predicted_s"], Unit.SECONDS),
+        Value(step["speedup"], Unit.NUMBER, ".2f", "×"),
+        Value(step["predicted_busy_s"], Unit.SECONDS),
+    )
 
 
 def trace_prediction_document(p: TracePrediction) -> Document:
@@ -29,38 +58,18 @@ def trace_prediction_document(p: TracePrediction) -> Document:
                 ),
             )
         )
+    steps = [dataclasses.asdict(s) | {"speedup": s.speedup} for s in p.steps]
     table = Table(
         title="Steps: traced, replayed unchanged, predicted",
-        columns=(
-            Column("step", "step", numeric=True),
-            Column("traced_s", "traced", numeric=True),
-            Column("replayed_s", "replayed", numeric=True),
-            Column("predicted_s", "predicted", numeric=True),
-            Column("speedup", "replayed / predicted", numeric=True),
-            Column("predicted_busy_s", "device busy, predicted", numeric=True, optional=True),
-        ),
-        rows=tuple(
-            (
-                Value(s.number, Unit.INTEGER),
-                Value(s.traced_s, Unit.SECONDS),
-                Value(s.replayed_s, Unit.SECONDS),
-                Value(s.predicted_s, Unit.SECONDS),
-                Value(s.speedup, Unit.NUMBER, ".2f", "×"),
-                Value(s.predicted_busy_s, Unit.SECONDS),
-            )
-            for s in p.steps
-        ),
-        caption="replayed: the step's dependency graph run again unchanged, the baseline;"
-        " predicted: the same graph changed. A traced step bound by its host is longer"
-        " than the same step without the profiler.",
+        columns=STEP_COLUMNS,
+        rows=tuple(step_cells(s) for s in steps),
+        caption=STEP_CAPTION,
     )
     notes = Notes(p.assumptions, title="What the prediction assumes")
     validated = Notes(
         p.validated or ("nothing: no benchmark measured these changes from a trace",),
         title="Validated",
     )
-    data = dataclasses.asdict(p) | {
-        "steps": [dataclasses.asdict(s) | {"speedup": s.speedup} for s in p.steps]
-    }
+    data = dataclasses.asdict(p) | {"steps": steps}
     section = Section("Predicted from a trace", (Fields(tuple(facts)), table, notes, validated))
     return Document(kind=DOCUMENT, data=data, sections=(section,))

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lightspeed.document import Unit, Value
 from lightspeed.report.html.markup import Column, Page, fields, notes
 from lightspeed.report.html.trace_page import timeline_figure
+from lightspeed.report.trace_whatif_report import STEP_CAPTION, STEP_COLUMNS, step_cells
 
 
 def trace_prediction_page(doc: Mapping[str, Any]) -> Page:
@@ -25,24 +25,9 @@ def trace_prediction_page(doc: Mapping[str, Any]) -> Page:
         fields([("trace", doc["path"]), ("hardware", hardware), ("changes", changes)]),
         anchor="summary",
     )
-    columns = (
-        Column("step", "step", numeric=True),
-        Column("traced_s", "traced", numeric=True),
-        Column("replayed_s", "replayed", numeric=True),
-        Column("predicted_s", "predicted", numeric=True),
-        Column("speedup", "replayed / predicted", numeric=True),
-    )
-    rows = [
-        (
-            Value(s["number"], Unit.INTEGER),
-            Value(s["traced_s"], Unit.SECONDS),
-            Value(s["replayed_s"], Unit.SECONDS),
-            Value(s["predicted_s"], Unit.SECONDS),
-            Value(s["speedup"], Unit.NUMBER, ".2f", "×"),
-        )
-        for s in doc["steps"]
-    ]
-    page.section("Steps", page.table(columns, rows), anchor="steps")
+    rows = [step_cells(s) for s in doc["steps"]]
+    columns = tuple(Column(c.key, c.header, c.numeric) for c in STEP_COLUMNS)
+    page.section("Steps", page.table(columns, rows, caption=STEP_CAPTION), anchor="steps")
     charts = []
     for which, title in (("replayed", "replayed unchanged"), ("predicted", "predicted")):
         timeline = doc["timelines"].get(which)
