@@ -8,11 +8,13 @@ The graph, from one rank's trace:
   ops' Python and dispatch), and each `ProfilerStep#N` start as a marker of no duration;
 - **device tasks**: kernels, copies and sets, per stream in the order they ran;
 - **edges**: each thread's order; each stream's order; launch → its device task (by
-  `correlation`: the task is ready when the call returns); and syncs: a call that blocks
+  `correlation`: the task is ready when the call returns); syncs: a call that blocks
   the host returns once the device work launched before it has ended: all of it for
   `cudaDeviceSynchronize` and `cudaEventSynchronize`, one stream's for
   `cudaStreamSynchronize` and a blocking `cudaMemcpy` (the stream of the thread's last
-  launch: old traces do not name it).
+  launch: old traces do not name it); and wake-ups: a thread other than the steps' that
+  waited, no op of its own running (the autograd engine's between two backward passes),
+  goes on after the task of another thread that ended last before it, not after its gap.
 
 The replay is a discrete-event simulation from durations and edges alone: no traced start
 time is read but to order the tasks (a thread's calls, a stream's tasks) and to place each
@@ -20,9 +22,13 @@ thread's first task. A sync's duration comes from what it waits for; every other
 keeps its traced duration. Unchanged, the replay reproduces each traced step, which is
 what `replay_steps` measures: a task shifted in the trace shifts nothing here.
 
+Changed (`replay_steps`' arguments): the device tasks' durations, and each step's device
+work captured as one CUDA graph; `trace.whatif` makes the changes.
+
 What it leaves out, so far: waits of one stream on another's event (`cudaStreamWaitEvent`;
-the stream waits only for its own order and its launches), the host threads' waits on
-each other (other than through syncs), and collectives joined across ranks.
+the stream waits only for its own order and its launches), the steps' thread waiting for
+another (`loss.backward()` for the autograd engine's), and collectives joined across
+ranks.
 """
 
 from __future__ import annotations
