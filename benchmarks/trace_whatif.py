@@ -112,7 +112,8 @@ def mixed_precision() -> None:
             f"| {name} | {traced32 * 1e3:.1f} ms | {predicted * 1e3:.1f} ms |"
             f" {traced16 * 1e3:.1f} ms | {predicted / traced16 - 1:+.1%} |"
             f" {busy_p * 1e3:.1f} / {busy_b * 1e3:.1f} ms |"
-            f" {profile_step(name, 'fp32') * 1e3:.1f} ms | {profile_step(name, 'bf16') * 1e3:.1f} ms |"
+            f" {profile_step(name, 'fp32') * 1e3:.1f} ms |"
+            f" {profile_step(name, 'bf16') * 1e3:.1f} ms |"
         )
 
 

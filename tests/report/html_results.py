@@ -268,4 +268,4 @@ def trace_prediction_result() -> dict[str, Any]:
     from lightspeed.trace.whatif import predict_trace
 
     trace = load_trace(GPU_DATA / "resnet50-bf16-cuda.pt.trace.json.gz")
-    return as_json(trace_prediction_document(predict_trace(trace, cuda_graphs=True)))
+    return as_json(trace_prediction_document([predict_trace(trace, cuda_graphs=True)]))

@@ -83,3 +83,18 @@ class KinetoTrace:
     def write(self, path: Path) -> Path:
         path.write_text(json.dumps(self.document()))
         return path
+
+
+ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def all_reduce_step(rank: int, arrives: float) -> KinetoTrace:
+    """Rank `rank` of 2 on an H100: one all-reduce launched (5 µs) when the rank arrives
+    at `arrives` µs, its kernel ending at 305 on every rank (a rank that arrived first
+    waited), a device sync, and the step ending 10 µs after it; then a second step."""
+    t = KinetoTrace(rank=rank, world_size=2, device_name="NVIDIA H100 80GB HBM3")
+    t.step(1, 0, 315)
+    t.launch(arrives, arrives + 5, 300 - arrives, name=ALL_REDUCE)
+    t.runtime("cudaDeviceSynchronize", arrives + 10, 295 - arrives)
+    t.step(2, 315, 10)
+    return t

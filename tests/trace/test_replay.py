@@ -9,11 +9,11 @@ import random
 from pathlib import Path
 
 import pytest
-from kineto import KinetoTrace
+from kineto import KinetoTrace, all_reduce_step
 from trace_paths import SHARED_TRACES
 
 from lightspeed.trace.load import load_trace
-from lightspeed.trace.replay import replay_steps, summary
+from lightspeed.trace.replay import replay_ranks, replay_steps, summary
 
 GPU_DATA = Path(__file__).parent.parent / "data" / "gpu"
 
@@ -96,3 +96,44 @@ def test_a_shared_data_parallel_trace_replays_its_steps() -> None:
     assert len(replay.steps) == 2 and replay.syncs > 0
     largest, _ = summary(replay.steps)
     assert largest < 0.01
+
+
+def test_ranks_replayed_together_wait_for_the_last_to_arrive(tmp_path: Path) -> None:
+    traces = [
+        load_trace(all_reduce_step(0, 0).write(tmp_path / "r0.json")),
+        load_trace(all_reduce_step(1, 200).write(tmp_path / "r1.json")),
+    ]
+    for replay in replay_ranks(traces):
+        (step,) = replay.steps
+        assert step.replayed_s == pytest.approx(315e-6)
+    # Twice as fast a transfer (100 µs, rank 1's kernel, which waited for no one): the
+    # all-reduce ends at 205 + 50 on both ranks, each step 10 µs after: 265.
+    for replay in replay_ranks(traces, comm_speedup=2):
+        (step,) = replay.steps
+        assert step.replayed_s == pytest.approx(265e-6)
+    # Rank 0 alone cannot know it waited: its kernel halves whole, wait included.
+    (alone,) = replay_steps(traces[0]).steps
+    assert alone.replayed_s == pytest.approx(315e-6)
+
+
+def test_synthetic_rank_sets_join_every_collective(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "synthetic_trace.py"), "--out",
+         str(tmp_path / "ranks"), "--mb", "1", "--ranks", "2"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    traces = [load_trace(tmp_path / "ranks" / f"rank{r}.pt.trace.json") for r in (0, 1)]
+    # Each synthetic step's host waits only on its compute stream (`loss.item()`), never
+    # on the all-reduces' stream: joined or not, and however fast they run, the steps
+    # replay alike.
+    for faster in (1.0, 4.0):
+        joined = replay_ranks(traces, comm_speedup=faster)
+        for trace, replay in zip(traces, joined, strict=True):
+            alone = replay_steps(trace).steps
+            assert len(replay.steps) == len(alone) > 5
+            for a, b in zip(replay.steps, alone, strict=True):
+                assert a.replayed_s == pytest.approx(b.replayed_s, rel=1e-9)

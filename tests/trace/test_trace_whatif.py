@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from kineto import KinetoTrace
+from kineto import KinetoTrace, all_reduce_step
 
 from factories import RunCli, printed_labels
 from lightspeed import glossary
@@ -116,8 +116,9 @@ def test_cli(run_cli: RunCli, tmp_path: Path) -> None:
     )
     assert code == 0, err
     assert "Predicted from a trace" in text and "Validated" in text
-    doc = json.loads(out.read_text())
-    assert doc["document"] == "trace-prediction"
+    document = json.loads(out.read_text())
+    assert document["document"] == "trace-prediction"
+    (doc,) = document["ranks"]
     (step,) = doc["steps"]
     assert step["predicted_s"] == pytest.approx(74e-6)
     # The first step's timelines: the 20 kernels spread over the host's launches, then
@@ -144,5 +145,22 @@ def test_cli(run_cli: RunCli, tmp_path: Path) -> None:
 
 def test_the_report_prints_only_glossary_terms(tmp_path: Path) -> None:
     trace = load_trace(_launch_bound(tmp_path / "t.json"))
-    doc = trace_prediction_document(predict_trace(trace, cuda_graphs=True))
+    doc = trace_prediction_document([predict_trace(trace, cuda_graphs=True)])
     assert {label for label in printed_labels(doc) if glossary.lookup(label) is None} == set()
+
+
+def test_a_folder_of_ranks_is_predicted_joined(run_cli: RunCli, tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    all_reduce_step(0, 0).write(folder / "rank0.json")
+    all_reduce_step(1, 200).write(folder / "rank1.json")
+    out = tmp_path / "p.json"
+    code, text, err = run_cli(
+        "predict", str(folder), "--trace", "--comm-speedup", "2", "--json", str(out)
+    )
+    assert code == 0, err
+    assert "rank 1 of 2, joined" in text
+    ranks = json.loads(out.read_text())["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    # Rank 0 waited 200 µs for rank 1; only the 100 µs transfer halves.
+    assert [r["steps"][0]["predicted_s"] for r in ranks] == pytest.approx([265e-6, 265e-6])

@@ -84,8 +84,9 @@ def predict_command(
     trace: bool = typer.Option(
         False,
         "--trace",
-        help="SOURCE is a torch.profiler trace of GPU steps: predict --hardware, --dtype"
-        " (autocast) or --cuda-graphs from it by replaying its dependency graph.",
+        help="SOURCE is a torch.profiler trace of GPU steps, or a folder of one run's rank"
+        " traces: predict --hardware, --dtype (autocast), --cuda-graphs or --comm-speedup"
+        " from it by replaying its dependency graph.",
     ),
     cuda_graphs: bool = typer.Option(
         False,
@@ -186,8 +187,8 @@ def _from_trace(
     from lightspeed.facts.device import Device
     from lightspeed.hardware.resolve import resolve_hardware
     from lightspeed.report.trace_whatif_report import trace_prediction_document
-    from lightspeed.trace.load import load_trace
-    from lightspeed.trace.whatif import predict_trace
+    from lightspeed.trace.load import load_traces
+    from lightspeed.trace.whatif import predict_traces
 
     if not trace:
         raise ConfigError(
@@ -200,8 +201,9 @@ def _from_trace(
     target = None if hardware is None else resolve_hardware(hardware, Device.CUDA)
     autocast_to = None if dtype is None else autocast_precision(dtype)
     precision = None if autocast_to is None else Precision(autocast_to)
-    predicted = predict_trace(
-        load_trace(Path(source)), hardware=target, precision=precision, **changes
+    # A folder of rank traces is one run: its ranks are replayed together.
+    predicted = predict_traces(
+        load_traces([Path(source)]), hardware=target, precision=precision, **changes
     )
     report(trace_prediction_document(predicted), json_path, wide=wide, html_path=html_path)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightspeed.document import Column, Document, Fields, Notes, Section, Table, Unit, Value, line
@@ -39,9 +39,20 @@ def step_cells(step: Mapping[str, Any]) -> tuple[Value, ...]:
     )
 
 
-def trace_prediction_document(p: TracePrediction) -> Document:
-    """Each step traced, replayed unchanged and predicted with the changes; what each
-    change assumes, and which were measured."""
+def trace_prediction_document(predictions: Sequence[TracePrediction]) -> Document:
+    """Each rank's steps traced, replayed unchanged and predicted with the changes; what
+    each change assumes, and which were measured (one section per trace)."""
+    sections = tuple(_section(p, len(predictions)) for p in predictions)
+    data = {"ranks": [_data(p) for p in predictions]}
+    return Document(kind=DOCUMENT, data=data, sections=sections)
+
+
+def _data(p: TracePrediction) -> dict[str, Any]:
+    steps = [dataclasses.asdict(s) | {"speedup": s.speedup} for s in p.steps]
+    return dataclasses.asdict(p) | {"steps": steps}
+
+
+def _section(p: TracePrediction, ranks: int) -> Section:
     changes = ", ".join(f"{k} {v}" for k, v in p.changes.items())
     facts = [
         ("trace", line(p.path)),
@@ -58,11 +69,10 @@ def trace_prediction_document(p: TracePrediction) -> Document:
                 ),
             )
         )
-    steps = [dataclasses.asdict(s) | {"speedup": s.speedup} for s in p.steps]
     table = Table(
         title="Steps: traced, replayed unchanged, predicted",
         columns=STEP_COLUMNS,
-        rows=tuple(step_cells(s) for s in steps),
+        rows=tuple(step_cells(s) for s in _data(p)["steps"]),
         caption=STEP_CAPTION,
     )
     notes = Notes(p.assumptions, title="What the prediction assumes")
@@ -70,6 +80,7 @@ def trace_prediction_document(p: TracePrediction) -> Document:
         p.validated or ("nothing: no benchmark measured these changes from a trace",),
         title="Validated",
     )
-    data = dataclasses.asdict(p) | {"steps": steps}
-    section = Section("Predicted from a trace", (Fields(tuple(facts)), table, notes, validated))
-    return Document(kind=DOCUMENT, data=data, sections=(section,))
+    title = "Predicted from a trace"
+    if ranks > 1:
+        title += f": rank {p.rank if p.rank is not None else '?'} of {ranks}, joined"
+    return Section(title, (Fields(tuple(facts)), table, notes, validated))

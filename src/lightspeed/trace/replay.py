@@ -40,9 +40,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from lightspeed.trace.events import NO_ID, FloatArray, Kind, Trace
+from lightspeed.trace.names import KernelType, kernel_type
 from lightspeed.trace.steps import DEVICE_KINDS, StepWindow, step_windows, window_index
 
-__all__ = ["DeviceDurations", "ReplayedStep", "StepReplay", "replay_steps", "step_timeline"]
+__all__ = [
+    "DeviceDurations",
+    "ReplayedStep",
+    "StepReplay",
+    "replay_ranks",
+    "replay_steps",
+    "step_timeline",
+]
 
 # New durations (µs) of a trace's device events, per kind, row for row of its tables.
 DeviceDurations = dict[Kind, FloatArray]
@@ -130,6 +138,8 @@ class _Graph:
     streams: np.ndarray
     device_dur: np.ndarray
     device_ts: np.ndarray
+    # The device tasks' traced durations, whatever `device_dur` was changed to.
+    device_traced_dur: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     # Per device task, the step number of the call that launched it (-1: none).
     device_step: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
 
@@ -200,6 +210,7 @@ def _graph(trace: Trace, durations: DeviceDurations | None, graphs: bool) -> _Gr
     )
     graph = _Graph([], [], [], [], [], {}, {}, {}, streams, device_dur, device_ts)
     graph.device_step = np.full(len(device_dur), -1, dtype=np.int64)
+    graph.device_traced_dur = _device_tasks(trace, None)[2] if durations else device_dur.copy()
     numbers = np.array([-1 if w.number is None else w.number for w in windows], dtype=np.int64)
     last_end: dict[int, float] = {}
     busy = _cpu_spans(trace)
@@ -446,7 +457,14 @@ def replay_steps(
     the trace's tables) replaces the device tasks' durations, and `graphs` captures each
     step's device work as one CUDA graph (`_captured`)."""
     graph = _graph(trace, durations, graphs)
-    host_start, _, device_start, device_end = _simulate(graph)
+    return _replayed(trace, graph, _simulate(graph))
+
+
+def _replayed(
+    trace: Trace, graph: _Graph, simulated: tuple[list[float], list[float], np.ndarray, np.ndarray]
+) -> StepReplay:
+    """The steps of `trace` from its graph's simulation (`_simulate`)."""
+    host_start, _, device_start, device_end = simulated
     starts: dict[int, float] = {}
     ends: dict[int, float] = {}
     for index, number in graph.markers.items():
@@ -455,7 +473,7 @@ def replay_steps(
         else:
             ends[-2 - number] = host_start[index]
     traced_ts = graph.device_ts
-    traced_end = traced_ts + graph.device_dur
+    traced_end = traced_ts + graph.device_traced_dur
     steps = []
     windows = step_windows(trace)
     for w in windows[:-1]:
@@ -479,6 +497,87 @@ def replay_steps(
         device_tasks=len(graph.device_dur),
         syncs=sum(1 for b in graph.blocking if b != _NONE),
     )
+
+
+# A joint replay stops once no collective's start moves by more than this (µs), or after
+# this many rounds.
+_JOIN_TOLERANCE_US = 0.01
+_JOIN_ROUNDS = 50
+
+
+def replay_ranks(
+    traces: Sequence[Trace],
+    durations: Sequence[DeviceDurations | None] | None = None,
+    *,
+    graphs: bool = False,
+    comm_speedup: float = 1.0,
+) -> list[StepReplay]:
+    """The ranks of one run replayed together, their collectives joined (see
+    `trace.collectives`: the k-th kernel of a name in a step is the same collective on
+    every rank). A collective's transfer is its shortest kernel across the ranks (the
+    last to arrive waits for no one), divided by `comm_speedup`; on every rank it ends
+    at the last rank's arrival plus the transfer. The ranks' clocks are aligned on their
+    first joined collective's traced end, which is one instant on every rank. Each rank
+    otherwise as `replay_steps` replays it, with `durations[r]` and `graphs`."""
+    if not traces:
+        return []
+    per_rank = list(durations) if durations is not None else [None] * len(traces)
+    built = [_graph(t, d, graphs) for t, d in zip(traces, per_rank, strict=True)]
+    keys = [_collective_keys(t, g) for t, g in zip(traces, built, strict=True)]
+    joined = set.intersection(*(set(k) for k in keys)) if len(keys) > 1 else set()
+    if not joined:
+        return [_replayed(t, g, _simulate(g)) for t, g in zip(traces, built, strict=True)]
+    transfer = {
+        k: min(float(g.device_dur[ks[k]]) for g, ks in zip(built, keys, strict=True))
+        for k in joined
+    }
+    first = min(joined, key=lambda k: float(built[0].device_ts[keys[0][k]]))
+    ends = [
+        float(g.device_ts[ks[first]] + g.device_traced_dur[ks[first]])
+        for g, ks in zip(built, keys, strict=True)
+    ]
+    offsets = [end - ends[0] for end in ends]  # a rank's clock less rank 0's
+    for g, ks in zip(built, keys, strict=True):
+        for k in joined:
+            g.device_dur[ks[k]] = transfer[k] / comm_speedup
+    simulated = [_simulate(g) for g in built]
+    for _ in range(_JOIN_ROUNDS):
+        arrivals = {
+            k: [
+                float(sim[2][ks[k]]) - off
+                for sim, ks, off in zip(simulated, keys, offsets, strict=True)
+            ]
+            for k in joined
+        }
+        moved = 0.0
+        for r, (g, ks) in enumerate(zip(built, keys, strict=True)):
+            for k in joined:
+                wait = max(arrivals[k]) - arrivals[k][r]
+                new = transfer[k] / comm_speedup + wait
+                moved = max(moved, abs(new - float(g.device_dur[ks[k]])))
+                g.device_dur[ks[k]] = new
+        simulated = [_simulate(g) for g in built]
+        if moved <= _JOIN_TOLERANCE_US:
+            break
+    return [_replayed(t, g, sim) for t, g, sim in zip(traces, built, simulated, strict=True)]
+
+
+def _collective_keys(trace: Trace, graph: _Graph) -> dict[tuple[int, str, int], int]:
+    """Each communication kernel of `trace`'s steps, by (step, name, occurrence of that
+    name in the step): its device-task row in `graph`."""
+    names = _device_names(trace)
+    seen: dict[tuple[int, str], int] = {}
+    keys: dict[tuple[int, str, int], int] = {}
+    order = np.argsort(graph.device_ts, kind="stable")
+    for row in order.tolist():
+        step = int(graph.device_step[row])
+        name = names[row]
+        if step < 0 or kernel_type(name) is not KernelType.COMMUNICATION:
+            continue
+        n = seen.get((step, name), 0)
+        seen[step, name] = n + 1
+        keys[step, name, n] = row
+    return keys
 
 
 def _span(starts: np.ndarray, ends: np.ndarray, mine: np.ndarray) -> float:

@@ -17,6 +17,7 @@ work it launched: a host with no sync to wait in runs ahead of its GPU only so f
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -31,9 +32,15 @@ from lightspeed.trace.carry import (
     trace_hardware,
 )
 from lightspeed.trace.events import Kind, Trace
-from lightspeed.trace.replay import DeviceDurations, replay_steps, step_timeline
+from lightspeed.trace.replay import (
+    DeviceDurations,
+    StepReplay,
+    replay_ranks,
+    replay_steps,
+    step_timeline,
+)
 
-__all__ = ["PredictedStep", "TracePrediction", "predict_trace"]
+__all__ = ["PredictedStep", "TracePrediction", "predict_trace", "predict_traces"]
 
 # What the benchmarks measured each change against (docs/benchmarks.md).
 VALIDATED = {
@@ -86,6 +93,7 @@ class TracePrediction:
     carried_s: float = 0.0
     # The first step's timeline replayed unchanged and predicted (`replay.step_timeline`).
     timelines: dict[str, object] = dataclasses.field(default_factory=dict)
+    rank: int | None = None
 
 
 def predict_trace(
@@ -98,6 +106,63 @@ def predict_trace(
 ) -> TracePrediction:
     """`trace`'s steps predicted with the changes given (see the module's docstring).
     Raises ConfigError when none is given, or the trace has no `ProfilerStep`."""
+    (only,) = predict_traces(
+        [trace],
+        hardware=hardware,
+        precision=precision,
+        cuda_graphs=cuda_graphs,
+        comm_speedup=comm_speedup,
+    )
+    return only
+
+
+def predict_traces(
+    traces: Sequence[Trace],
+    *,
+    hardware: Hardware | None = None,
+    precision: Precision | None = None,
+    cuda_graphs: bool = False,
+    comm_speedup: float | None = None,
+) -> tuple[TracePrediction, ...]:
+    """Each trace's steps predicted with the changes given, one prediction per trace.
+    Several traces are the ranks of one run: replayed together, their collectives
+    joined (`replay.replay_ranks`), so that faster communication shortens only what the
+    last rank to arrive waits for. Raises ConfigError as `predict_trace` does."""
+    _check(hardware, precision, cuda_graphs, comm_speedup)
+    changed = [_changes(t, hardware, precision) for t in traces]
+    joined = len(traces) > 1
+    speedup = comm_speedup if comm_speedup is not None else 1.0
+    if joined:
+        unchanged = replay_ranks(traces)
+        predicted = replay_ranks(
+            traces, [c.durations for c in changed], graphs=cuda_graphs, comm_speedup=speedup
+        )
+    else:
+        durations = changed[0].durations
+        if comm_speedup is not None:
+            durations = _faster_communication(traces[0], durations, comm_speedup)
+        unchanged = [replay_steps(traces[0])]
+        predicted = [replay_steps(traces[0], durations, graphs=cuda_graphs)]
+    out = []
+    for trace, change, before, after in zip(traces, changed, unchanged, predicted, strict=True):
+        assumptions = list(change.assumptions)
+        names = dict(change.names)
+        if comm_speedup is not None:
+            names["comm_speedup"] = f"{comm_speedup:g}×"
+            assumptions.append(_comm_assumption(comm_speedup, joined))
+        if cuda_graphs:
+            names["cuda_graphs"] = "each step"
+            assumptions.append(GRAPHS_ASSUMPTION)
+        out.append(_prediction(trace, change, names, assumptions, before, after, cuda_graphs))
+    return tuple(out)
+
+
+def _check(
+    hardware: Hardware | None,
+    precision: Precision | None,
+    cuda_graphs: bool,
+    comm_speedup: float | None,
+) -> None:
     if hardware is None and precision is None and not cuda_graphs and comm_speedup is None:
         raise ConfigError(
             "predict --trace: give a change to predict: --hardware ID, --dtype bf16|fp16,"
@@ -111,15 +176,32 @@ def predict_trace(
         raise ConfigError(
             f"--dtype {precision.value}: from a trace, autocast to bf16 or fp16 is predicted."
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Change:
+    """One trace's device durations changed (None: unchanged), what each change is
+    called and assumes, and how much of the device time was carried by time alone."""
+
+    source: Hardware
+    target: Hardware
+    durations: DeviceDurations | None
+    names: dict[str, str]
+    assumptions: tuple[str, ...]
+    by_time_s: float = 0.0
+    carried_s: float = 0.0
+
+
+def _changes(trace: Trace, hardware: Hardware | None, precision: Precision | None) -> _Change:
     source = trace_hardware(trace)
     target = hardware or source
     durations: DeviceDurations | None = None
     assumptions: list[str] = []
-    changes: dict[str, str] = {}
+    names: dict[str, str] = {}
     by_time = carried = 0.0
     if precision is not None:
         durations = in_precision_durations(trace, precision, source)
-        changes["dtype"] = precision.value
+        names["dtype"] = precision.value
         assumptions.append(
             f"autocast to {precision.value}: fp32 matrix products with recorded shapes at"
             " their speed of light in it over the one they ran at, plus their inputs'"
@@ -136,29 +218,50 @@ def predict_trace(
         kernels = trace.table(Kind.KERNEL)
         carried = float(kernels.dur_us.sum()) * 1e-6
         by_time = float(kernels.dur_us[~by_shapes].sum()) * 1e-6
-        changes["hardware"] = target.id
+        names["hardware"] = target.id
         assumptions += [*CARRY_RULES, "the host's time, launches included, kept"]
-    if comm_speedup is not None:
-        kernels = trace.table(Kind.KERNEL)
-        base = durations[Kind.KERNEL] if durations is not None else kernels.dur_us.astype(float)
-        communication = communication_kernels(trace)
-        durations = dict(durations or {})
-        durations[Kind.KERNEL] = np.where(communication, base / comm_speedup, base)
-        changes["comm_speedup"] = f"{comm_speedup:g}×"
-        assumptions.append(
-            f"communication {comm_speedup:g}× faster: each NCCL kernel's traced time divided"
-            " by it, the time it waited for other ranks included (as if they sped up alike)"
+    return _Change(source, target, durations, names, tuple(assumptions), by_time, carried)
+
+
+def _faster_communication(
+    trace: Trace, durations: DeviceDurations | None, speedup: float
+) -> DeviceDurations:
+    """`durations` with each communication kernel's time divided by `speedup`."""
+    kernels = trace.table(Kind.KERNEL)
+    base = durations[Kind.KERNEL] if durations is not None else kernels.dur_us.astype(float)
+    out = dict(durations or {})
+    out[Kind.KERNEL] = np.where(communication_kernels(trace), base / speedup, base)
+    return out
+
+
+def _comm_assumption(speedup: float, joined: bool) -> str:
+    if joined:
+        return (
+            f"communication {speedup:g}× faster: each collective's transfer (its shortest"
+            " kernel across the ranks) divided by it; every rank still waits for the last"
+            " to arrive"
         )
-    if cuda_graphs:
-        changes["cuda_graphs"] = "each step"
-        assumptions.append(GRAPHS_ASSUMPTION)
-    unchanged = replay_steps(trace)
+    return (
+        f"communication {speedup:g}× faster: each NCCL kernel's traced time divided by it,"
+        " the time it waited for other ranks included (one rank's trace cannot tell them"
+        " apart: give every rank's trace to join them)"
+    )
+
+
+def _prediction(
+    trace: Trace,
+    change: _Change,
+    names: dict[str, str],
+    assumptions: list[str],
+    unchanged: StepReplay,
+    changed: StepReplay,
+    cuda_graphs: bool,
+) -> TracePrediction:
     if not unchanged.steps:
         raise ConfigError(
             f"{trace.path}: no whole ProfilerStep to predict; trace a few steps with"
             " torch.profiler's schedule (lightspeed.observe does)."
         )
-    changed = replay_steps(trace, durations, graphs=cuda_graphs)
     by_number = {s.number: s for s in changed.steps}
     steps = tuple(
         PredictedStep(
@@ -172,20 +275,21 @@ def predict_trace(
         for s in unchanged.steps
         if s.number in by_number
     )
-    validated = tuple(VALIDATED[k] for k in ("cuda_graphs", "hardware", "dtype") if k in changes)
+    validated = tuple(VALIDATED[k] for k in ("cuda_graphs", "hardware", "dtype") if k in names)
     timelines = {
         "replayed": step_timeline(trace),
-        "predicted": step_timeline(trace, durations, graphs=cuda_graphs),
+        "predicted": step_timeline(trace, change.durations, graphs=cuda_graphs),
     }
     return TracePrediction(
         path=trace.path,
-        source=source.id,
-        target=target.id,
-        changes=changes,
+        source=change.source.id,
+        target=change.target.id,
+        changes=names,
         steps=steps,
         assumptions=tuple(assumptions),
         validated=validated,
-        by_time_s=by_time,
-        carried_s=carried,
+        by_time_s=change.by_time_s,
+        carried_s=change.carried_s,
         timelines={k: v for k, v in timelines.items() if v is not None},
+        rank=trace.rank,
     )

@@ -44,7 +44,10 @@ _PAGES: dict[str, tuple[str, Callable[[Mapping[str, Any]], str]]] = {
     "latency-profile": ("latency_page", lambda d: f"latency profile of {d['latency']['name']}"),
     "serving-plan": ("plan_page", lambda d: f"serving plan of {len(d['outcomes'])} session(s)"),
     "load-test": ("loadtest_page", lambda d: f"load test of {len(d['load']['runs'])} run(s)"),
-    "trace-prediction": ("trace_prediction_page", lambda d: f"what-ifs from {d['path']}"),
+    "trace-prediction": (
+        "trace_prediction_page",
+        lambda d: f"what-ifs from {len(d['ranks'])} trace(s)",
+    ),
 }
 # The results a report draws, by their `document`.
 KINDS = tuple(_PAGES)

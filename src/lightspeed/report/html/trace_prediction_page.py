@@ -14,23 +14,31 @@ from lightspeed.report.trace_whatif_report import STEP_CAPTION, STEP_COLUMNS, st
 
 
 def trace_prediction_page(doc: Mapping[str, Any]) -> Page:
-    """The prediction's report."""
-    page = Page("What-ifs from a trace")
-    hardware = (
-        doc["source"] if doc["source"] == doc["target"] else f"{doc['source']} → {doc['target']}"
-    )
+    """The prediction's report: a part per rank."""
+    ranks = doc["ranks"]
+    page = Page("What-ifs from a trace" if len(ranks) == 1 else f"What-ifs from {len(ranks)} ranks")
+    for i, rank in enumerate(ranks):
+        _rank(page, rank, "" if len(ranks) == 1 else f" (rank {rank.get('rank', i)})", i)
+    return page
+
+
+def _rank(page: Page, doc: Mapping[str, Any], which: str, index: int) -> None:
+    source, target = doc["source"], doc["target"]
+    hardware = source if source == target else f"{source} → {target}"
     changes = ", ".join(f"{k} {v}" for k, v in doc["changes"].items())
     page.section(
-        "Summary",
+        f"Summary{which}",
         fields([("trace", doc["path"]), ("hardware", hardware), ("changes", changes)]),
-        anchor="summary",
+        anchor=f"summary-{index}",
     )
     rows = [step_cells(s) for s in doc["steps"]]
     columns = tuple(Column(c.key, c.header, c.numeric) for c in STEP_COLUMNS)
-    page.section("Steps", page.table(columns, rows, caption=STEP_CAPTION), anchor="steps")
+    page.section(
+        f"Steps{which}", page.table(columns, rows, caption=STEP_CAPTION), anchor=f"steps-{index}"
+    )
     charts = []
-    for which, title in (("replayed", "replayed unchanged"), ("predicted", "predicted")):
-        timeline = doc["timelines"].get(which)
+    for key, title in (("replayed", "replayed unchanged"), ("predicted", "predicted")):
+        timeline = doc["timelines"].get(key)
         if timeline is None:
             continue
         figure = timeline_figure(timeline)
@@ -41,14 +49,15 @@ def trace_prediction_page(doc: Mapping[str, Any]) -> Page:
         )
         charts.append(page.chart("timeline", figure, caption=caption))
     if charts:
-        page.section("The first step, replayed and predicted", *charts, anchor="timelines")
+        page.section(
+            f"The first step, replayed and predicted{which}", *charts, anchor=f"timelines-{index}"
+        )
     page.section(
-        "Assumptions",
+        f"Assumptions{which}",
         notes(doc["assumptions"], title="What the prediction assumes"),
         notes(
             doc["validated"] or ["nothing: no benchmark measured these changes from a trace"],
             title="Validated",
         ),
-        anchor="assumptions",
+        anchor=f"assumptions-{index}",
     )
-    return page
