@@ -15,7 +15,11 @@ measured, and each change's predicted gain on the shared traces.
 3. **Mixed precision.** `tests/data/gpu/`: GPT-2 small, BERT-base and ResNet-50 traced in
    fp32 on an H200; predicted in bf16 against the same steps traced in bf16 and measured
    in bf16 by `lightspeed profile` (`*.profile.json.gz`).
-4. **Gains on the shared traces**: each change's predicted step over the unchanged
+4. **A fused optimizer.** `tests/data/gpu/whatif/`: BERT-base in bf16 traced on an H200
+   with AdamW one parameter at a time, foreach, and fused; the fused step predicted from
+   the first two against the fused step's own trace (both under the profiler), and the
+   speed-ups beside those measured without it.
+5. **Gains on the shared traces**: each change's predicted step over the unchanged
    replay, per trace (median over its steps).
 """
 
@@ -117,10 +121,36 @@ def mixed_precision() -> None:
         )
 
 
+def fused_optimizer() -> None:
+    measured = json.loads((GPU / "whatif" / "optimizer.json").read_text())
+    (bert,) = [r["median_s"] for r in measured["results"] if r["workload"] == "bert-base"]
+    fused = predict_trace(
+        load_trace(GPU / "whatif" / "bert-base-bf16-fused.pt.trace.json.gz"), cuda_graphs=True
+    )
+    fused_traced = statistics.median(s.replayed_s for s in fused.steps)
+    print(
+        "\n| from | replayed | fused, predicted | fused, traced | error | speed-up predicted |"
+        " speed-up measured |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for variant in ("forloop", "foreach"):
+        p = predict_trace(
+            load_trace(GPU / "whatif" / f"bert-base-bf16-{variant}.pt.trace.json.gz"),
+            fused_optimizer=True,
+        )
+        replayed = statistics.median(s.replayed_s for s in p.steps)
+        predicted = statistics.median(s.predicted_s for s in p.steps)
+        print(
+            f"| {variant} | {replayed * 1e3:.2f} ms | {predicted * 1e3:.2f} ms |"
+            f" {fused_traced * 1e3:.2f} ms | {predicted / fused_traced - 1:+.1%} |"
+            f" {replayed / predicted:.2f}× | {bert[variant] / bert['fused']:.2f}× |"
+        )
+
+
 def gains(folders: list[Path]) -> None:
     h100 = catalog_hardware("h100-sxm")
-    print("\n| trace | GPU | CUDA graphs | bf16 | on an H100 SXM |")
-    print("|---|---|---|---|---|")
+    print("\n| trace | GPU | CUDA graphs | fused optimizer | bf16 | on an H100 SXM |")
+    print("|---|---|---|---|---|---|")
     for folder in folders:
         for path in sorted(folder.glob("*.json.gz")):
             if any(p in path.name for p in LEFT_OUT) or ".profile." in path.name:
@@ -133,6 +163,7 @@ def gains(folders: list[Path]) -> None:
                 continue
             for change in (
                 {"cuda_graphs": True},
+                {"fused_optimizer": True},
                 {"precision": Precision.BF16},
                 {"hardware": h100},
             ):
@@ -153,6 +184,7 @@ def main() -> None:
     cross_gpu(args.shared)
     graphs()
     mixed_precision()
+    fused_optimizer()
     gains([args.shared, GPU])
 
 

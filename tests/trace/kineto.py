@@ -46,6 +46,10 @@ class KinetoTrace:
     def step(self, number: int, ts: float, dur: float) -> None:
         self._add("user_annotation", f"ProfilerStep#{number}", ts, dur)
 
+    def annotation(self, name: str, ts: float, dur: float) -> None:
+        """A user annotation on the host thread (`record_function`)."""
+        self._add("user_annotation", name, ts, dur)
+
     def cpu_op(self, name: str, ts: float, dur: float, **args: Any) -> None:
         self._add("cpu_op", name, ts, dur, **args)
 

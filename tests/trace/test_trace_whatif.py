@@ -100,6 +100,26 @@ def test_faster_communication_shortens_what_waits_for_it(tmp_path: Path) -> None
         predict_trace(trace, comm_speedup=0)
 
 
+def test_a_fused_optimizer_is_one_pass_of_7_20ths_and_one_launch(tmp_path: Path) -> None:
+    # An optimizer step (0..100 µs) launching 10 update kernels of 20 µs every 10 µs,
+    # then a sync at 100 and the step's end 94 µs after the sync returns.
+    t = KinetoTrace(device_name=H100)
+    t.step(1, 0, 300)
+    t.annotation("Optimizer.step#AdamW.step", 0, 100)
+    for i in range(10):
+        t.launch(10 * i, 10 * i + 6 + 10 * i, 20, name="multi_tensor_apply_kernel")
+    t.runtime("cudaDeviceSynchronize", 100, 106)
+    t.step(2, 300, 10)
+    trace = load_trace(t.write(tmp_path / "t.json"))
+    (step,) = predict_trace(trace, fused_optimizer=True).steps
+    # Unchanged: the kernels run 5..205 behind their launches, the sync returns at 205.
+    assert step.replayed_s == pytest.approx(299e-6)
+    # Fused: one pass of 0.35 × 200 µs from the first launch's return (5..75); the host
+    # skips to its 5 µs before the sync (at 10), which returns at 75.
+    assert step.predicted_s == pytest.approx(169e-6)
+    assert step.predicted_busy_s == pytest.approx(70e-6)
+
+
 def test_refusals(tmp_path: Path) -> None:
     trace = load_trace(_launch_bound(tmp_path / "t.json"))
     with pytest.raises(ConfigError, match="give a change"):

@@ -85,13 +85,18 @@ def predict_command(
         False,
         "--trace",
         help="SOURCE is a torch.profiler trace of GPU steps, or a folder of one run's rank"
-        " traces: predict --hardware, --dtype (autocast), --cuda-graphs or --comm-speedup"
-        " from it by replaying its dependency graph.",
+        " traces: predict --hardware, --dtype (autocast), --cuda-graphs, --fused-optimizer"
+        " or --comm-speedup from it by replaying its dependency graph.",
     ),
     cuda_graphs: bool = typer.Option(
         False,
         "--cuda-graphs",
         help="With --trace: each step's device work captured as one CUDA graph.",
+    ),
+    fused_optimizer: bool = typer.Option(
+        False,
+        "--fused-optimizer",
+        help="With --trace: each optimizer step's update as one fused AdamW pass.",
     ),
     comm_speedup: float | None = typer.Option(
         None,
@@ -127,8 +132,12 @@ def predict_command(
     from lightspeed.workload.targets import load_target
 
     use_threads(threads)
-    if trace or cuda_graphs or comm_speedup is not None:
-        what = {"cuda_graphs": cuda_graphs, "comm_speedup": comm_speedup}
+    if trace or cuda_graphs or fused_optimizer or comm_speedup is not None:
+        what = {
+            "cuda_graphs": cuda_graphs,
+            "fused_optimizer": fused_optimizer,
+            "comm_speedup": comm_speedup,
+        }
         _from_trace(source, trace, hardware, dtype, what, json_path, html_path, wide)
         return
     sizes = _batch_sizes(batch_sizes)
@@ -192,7 +201,8 @@ def _from_trace(
 
     if not trace:
         raise ConfigError(
-            "--cuda-graphs and --comm-speedup are predicted from a trace: add --trace."
+            "--cuda-graphs, --fused-optimizer and --comm-speedup are predicted from a trace:"
+            " add --trace."
         )
     if hardware == "local":
         raise ConfigError(

@@ -176,7 +176,9 @@ def _device_names(trace: Trace) -> list[str]:
     return [trace.names[n] for n in names[np.lexsort((ts, streams))].tolist()]
 
 
-def _graph(trace: Trace, durations: DeviceDurations | None, graphs: bool) -> _Graph:
+def _graph(
+    trace: Trace, durations: DeviceDurations | None, graphs: bool, fused_optimizer: bool = False
+) -> _Graph:
     streams, device_ts, device_dur, device_corr = _device_tasks(trace, durations)
     by_correlation: dict[int, list[int]] = {}
     for row, corr in enumerate(device_corr.tolist()):
@@ -208,6 +210,13 @@ def _graph(trace: Trace, durations: DeviceDurations | None, graphs: bool) -> _Gr
     capture = (
         _captured(rows, windows, by_correlation, main) if graphs else _Capture({}, set(), set())
     )
+    if fused_optimizer:
+        fused_rows, fused_zero = _fused_optimizer(trace, rows, by_correlation)
+        capture.zero.update(fused_zero)
+        device_dur = device_dur.copy()
+        for first, others in fused_rows:
+            device_dur[first] = FUSED_ADAMW_SHARE * float(device_dur[[first, *others]].sum())
+            device_dur[others] = 0.0
     graph = _Graph([], [], [], [], [], {}, {}, {}, streams, device_dur, device_ts)
     graph.device_step = np.full(len(device_dur), -1, dtype=np.int64)
     graph.device_traced_dur = _device_tasks(trace, None)[2] if durations else device_dur.copy()
@@ -252,6 +261,52 @@ def _graph(trace: Trace, durations: DeviceDurations | None, graphs: bool) -> _Gr
             if at >= 0:
                 graph.device_step[launched] = numbers[at]
     return graph
+
+
+# A fused AdamW reads a parameter, its gradient and both moments once and writes the
+# parameter and the moments once: 7 accesses an element. The multi-tensor (foreach) AdamW
+# makes 20 (12 reads, 8 writes over its 8 passes: weight decay, lerp, mul, addcmul, sqrt,
+# div, add, addcdiv), as does one parameter at a time. Its kernels, memory-bound, are
+# taken at the same share of the bandwidth fused as not.
+FUSED_ADAMW_SHARE = 7 / 20
+_OPTIMIZER_STEP = "Optimizer.step#"
+
+
+def _fused_optimizer(
+    trace: Trace,
+    rows: Sequence[tuple[float, float, int, str, int, int]],
+    by_correlation: dict[int, list[int]],
+) -> tuple[list[tuple[int, list[int]]], set[int]]:
+    """Each `Optimizer.step#…` span's update as one fused pass: per span, its first
+    device task and the others it replaces, and the host rows that then take no time
+    (from the span's first launch to its last on its thread, as one launch stands for
+    them all)."""
+    annotations = trace.table(Kind.ANNOTATION) if Kind.ANNOTATION in trace.tables else None
+    if annotations is None:
+        return [], set()
+    spans = [
+        (float(annotations.ts_us[i]), float(annotations.ts_us[i] + annotations.dur_us[i]),
+         int(annotations.tid[i]))
+        for i in range(len(annotations))
+        if trace.names[annotations.name[i]].startswith(_OPTIMIZER_STEP)
+    ]  # fmt: skip
+    fused: list[tuple[int, list[int]]] = []
+    zero: set[int] = set()
+    for lo, hi, tid in spans:
+        launches = [
+            p
+            for p, (ts, _, t, _, corr, step) in enumerate(rows)
+            if t == tid and step == -1 and lo <= ts < hi and corr in by_correlation
+        ]
+        if not launches:
+            continue
+        device = [r for p in launches for r in by_correlation[rows[p][4]]]
+        fused.append((device[0], device[1:]))
+        for position in range(launches[0] + 1, launches[-1] + 1):
+            row = rows[position]
+            if row[2] == tid and row[5] == -1 and _blocking(row[3]) == _NONE:
+                zero.add(position)
+    return fused, zero
 
 
 @dataclasses.dataclass
@@ -449,14 +504,19 @@ def _busy(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> float:
 
 
 def replay_steps(
-    trace: Trace, durations: DeviceDurations | None = None, *, graphs: bool = False
+    trace: Trace,
+    durations: DeviceDurations | None = None,
+    *,
+    graphs: bool = False,
+    fused_optimizer: bool = False,
 ) -> StepReplay:
     """Replay `trace`'s steps from its dependency graph (see the module's docstring):
     each `ProfilerStep#N` but the last, its traced and replayed duration and device busy
     time. Unchanged by default; `durations` (µs, per device-event kind, row for row of
     the trace's tables) replaces the device tasks' durations, and `graphs` captures each
-    step's device work as one CUDA graph (`_captured`)."""
-    graph = _graph(trace, durations, graphs)
+    step's device work as one CUDA graph (`_captured`), and `fused_optimizer` each
+    optimizer step's update as one fused pass (`_fused_optimizer`)."""
+    graph = _graph(trace, durations, graphs, fused_optimizer)
     return _replayed(trace, graph, _simulate(graph))
 
 
@@ -510,6 +570,7 @@ def replay_ranks(
     durations: Sequence[DeviceDurations | None] | None = None,
     *,
     graphs: bool = False,
+    fused_optimizer: bool = False,
     comm_speedup: float = 1.0,
 ) -> list[StepReplay]:
     """The ranks of one run replayed together, their collectives joined (see
@@ -522,7 +583,7 @@ def replay_ranks(
     if not traces:
         return []
     per_rank = list(durations) if durations is not None else [None] * len(traces)
-    built = [_graph(t, d, graphs) for t, d in zip(traces, per_rank, strict=True)]
+    built = [_graph(t, d, graphs, fused_optimizer) for t, d in zip(traces, per_rank, strict=True)]
     keys = [_collective_keys(t, g) for t, g in zip(traces, built, strict=True)]
     joined = set.intersection(*(set(k) for k in keys)) if len(keys) > 1 else set()
     if not joined:
@@ -605,6 +666,7 @@ def step_timeline(
     durations: DeviceDurations | None = None,
     *,
     graphs: bool = False,
+    fused_optimizer: bool = False,
     limit: int = TIMELINE_EVENTS,
 ) -> dict[str, object] | None:
     """The first whole step of `trace` as replayed (changed as `replay_steps` changes
@@ -613,7 +675,7 @@ def step_timeline(
     windows = step_windows(trace)
     if len(windows) < 2:
         return None
-    graph = _graph(trace, durations, graphs)
+    graph = _graph(trace, durations, graphs, fused_optimizer)
     host_start, host_end, device_start, device_end = _simulate(graph)
     number = windows[0].number
     marks = {n: i for i, n in graph.markers.items()}
