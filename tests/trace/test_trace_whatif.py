@@ -58,6 +58,10 @@ def test_another_gpu_carries_kernels_without_shapes_by_bandwidth(tmp_path: Path)
     assert durations[Kind.KERNEL] == pytest.approx(trace.table(Kind.KERNEL).dur_us * ratio)
     predicted = predict_trace(trace, hardware=a100)
     assert predicted.by_time_s == predicted.carried_s > 0
+    # Step 1's 20 kernels of 2 µs, as computation and on stream 7, carried.
+    times = {what: (before, after) for what, before, after in predicted.device_time}
+    assert times["computation"] == pytest.approx((40e-6, 40e-6 * ratio))
+    assert times["stream 7"] == pytest.approx((40e-6, 40e-6 * ratio))
     # Launch-bound: the kernels run between launches, so the step stays the host's.
     (step,) = predicted.steps
     assert step.predicted_s == pytest.approx(step.replayed_s)

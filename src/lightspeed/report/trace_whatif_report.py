@@ -75,6 +75,20 @@ def _section(p: TracePrediction, ranks: int) -> Section:
         rows=tuple(step_cells(s) for s in _data(p)["steps"]),
         caption=STEP_CAPTION,
     )
+    device = Table(
+        title="Device time of the steps: by kind and by stream",
+        columns=(
+            Column("what", "kind or stream"),
+            Column("replayed_s", "replayed", numeric=True),
+            Column("predicted_s", "predicted", numeric=True),
+        ),
+        rows=tuple(
+            (what, Value(before, Unit.SECONDS), Value(after, Unit.SECONDS))
+            for what, before, after in p.device_time
+        ),
+        caption="the time of the device tasks the steps launched, summed over the steps"
+        " (overlaps not merged)",
+    )
     notes = Notes(p.assumptions, title="What the prediction assumes")
     validated = Notes(
         p.validated or ("nothing: no benchmark measured these changes from a trace",),
@@ -83,4 +97,4 @@ def _section(p: TracePrediction, ranks: int) -> Section:
     title = "Predicted from a trace"
     if ranks > 1:
         title += f": rank {p.rank if p.rank is not None else '?'} of {ranks}, joined"
-    return Section(title, (Fields(tuple(facts)), table, notes, validated))
+    return Section(title, (Fields(tuple(facts)), table, device, notes, validated))

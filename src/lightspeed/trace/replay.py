@@ -119,6 +119,9 @@ class StepReplay:
     host_tasks: int
     device_tasks: int
     syncs: int
+    # The device time of the steps' tasks (their launches in the steps above), seconds,
+    # by stream ("stream 7") and by kind (computation, communication, memory, other).
+    device_time_s: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -556,7 +559,28 @@ def _replayed(
         host_tasks=len(graph.durations),
         device_tasks=len(graph.device_dur),
         syncs=sum(1 for b in graph.blocking if b != _NONE),
+        device_time_s=_device_time(trace, graph, [s.number for s in steps]),
     )
+
+
+def _device_time(trace: Trace, graph: _Graph, numbers: list[int]) -> dict[str, float]:
+    """The device time (s) of the tasks launched in the steps `numbers`, by kind, then
+    by stream."""
+    mine = np.isin(graph.device_step, numbers)
+    if not mine.any():
+        return {}
+    names = _device_names(trace)
+    kinds = np.array([kernel_type(n).value for n in names]) if names else np.zeros(0, str)
+    out: dict[str, float] = {}
+    for kind in KernelType:
+        seconds = float(graph.device_dur[mine & (kinds == kind.value)].sum()) * 1e-6
+        if seconds > 0:
+            out[kind.value] = seconds
+    for stream in np.unique(graph.streams[mine]).tolist():
+        out[f"stream {stream}"] = (
+            float(graph.device_dur[mine & (graph.streams == stream)].sum()) * 1e-6
+        )
+    return out
 
 
 # A joint replay stops once no collective's start moves by more than this (µs), or after

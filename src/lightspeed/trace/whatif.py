@@ -105,6 +105,8 @@ class TracePrediction:
     # The first step's timeline replayed unchanged and predicted (`replay.step_timeline`).
     timelines: dict[str, object] = dataclasses.field(default_factory=dict)
     rank: int | None = None
+    # The steps' device time by kind and by stream (s): replayed unchanged, predicted.
+    device_time: tuple[tuple[str, float, float], ...] = ()
 
 
 def predict_trace(
@@ -319,4 +321,8 @@ def _prediction(
         carried_s=change.carried_s,
         timelines={k: v for k, v in timelines.items() if v is not None},
         rank=trace.rank,
+        device_time=tuple(
+            (what, seconds, changed.device_time_s.get(what, 0.0))
+            for what, seconds in unchanged.device_time_s.items()
+        ),
     )

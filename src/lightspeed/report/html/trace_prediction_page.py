@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lightspeed.document import Unit, Value
 from lightspeed.report.html.markup import Column, Page, fields, notes
 from lightspeed.report.html.trace_page import timeline_figure
 from lightspeed.report.trace_whatif_report import STEP_CAPTION, STEP_COLUMNS, step_cells
@@ -36,6 +37,20 @@ def _rank(page: Page, doc: Mapping[str, Any], which: str, index: int) -> None:
     page.section(
         f"Steps{which}", page.table(columns, rows, caption=STEP_CAPTION), anchor=f"steps-{index}"
     )
+    device = page.table(
+        (
+            Column("what", "kind or stream"),
+            Column("replayed_s", "replayed", numeric=True),
+            Column("predicted_s", "predicted", numeric=True),
+        ),
+        [
+            (what, Value(before, Unit.SECONDS), Value(after, Unit.SECONDS))
+            for what, before, after in doc["device_time"]
+        ],
+        caption="the time of the device tasks the steps launched, summed over the steps"
+        " (overlaps not merged)",
+    )
+    page.section(f"Device time of the steps{which}", device, anchor=f"device-{index}")
     charts = []
     for key, title in (("replayed", "replayed unchanged"), ("predicted", "predicted")):
         timeline = doc["timelines"].get(key)
