@@ -17,8 +17,9 @@ The graph, from one rank's trace:
   goes on after the task of another thread that ended last before it, not after its gap.
 
 The replay is a discrete-event simulation from durations and edges alone: no traced start
-time is read but to order the tasks (a thread's calls, a stream's tasks) and to place each
-thread's first task. A sync's duration comes from what it waits for; every other task
+time is read but to order the tasks (a thread's calls, a stream's tasks), to place each
+thread's first task, and for a device task whose launch the trace did not record (no edge
+says when it could start). A sync's duration comes from what it waits for; every other task
 keeps its traced duration. Unchanged, the replay reproduces each traced step, which is
 what `replay_steps` measures: a task shifted in the trace shifts nothing here.
 
@@ -454,12 +455,13 @@ def _simulate(graph: _Graph) -> tuple[list[float], list[float], np.ndarray, np.n
         order_in_stream[stream] = i
         return launched_end
 
-    # A device task whose launch is not in the trace (launched before it began) is ready
-    # from the start, in its stream's order.
+    # A device task whose launch is not in the trace (launched before the profiler
+    # started, or by a call it did not record) has no edge to say when it could start:
+    # its traced start stands for that, the one traced start the replay reads.
     launched = {row for rows in graph.launches for row in rows}
     for row in range(len(graph.device_dur)):
         if row not in launched:
-            pending[row] = -np.inf
+            pending[row] = float(graph.device_ts[row])
     for stream in streams_rows:
         release(stream)
     last_stream: dict[int, int] = {}  # thread → the stream of its last launch
