@@ -52,12 +52,15 @@ def _rank(page: Page, doc: Mapping[str, Any], which: str, index: int) -> None:
     )
     page.section(f"Device time of the steps{which}", device, anchor=f"device-{index}")
     charts = []
+    # One time axis for both, so that the predicted step reads against the replayed one.
+    longest = max((t["duration_s"] for t in doc["timelines"].values()), default=0.0)
     for key, title in (("replayed", "replayed unchanged"), ("predicted", "predicted")):
         timeline = doc["timelines"].get(key)
         if timeline is None:
             continue
         figure = timeline_figure(timeline)
         figure["layout"]["title"] = {"text": f"ProfilerStep#{timeline['step']}, {title}"}
+        figure["layout"]["xaxis"]["range"] = [0, longest]
         caption = (
             f"{timeline['events_kept']:,} of its {timeline['events_in_window']:,} tasks drawn"
             " (the longest); host threads above, device streams below."
