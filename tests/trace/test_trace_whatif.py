@@ -165,6 +165,15 @@ def test_cli(run_cli: RunCli, tmp_path: Path) -> None:
     assert code == 2 and "catalog GPU" in err
     code, _, err = run_cli("predict", str(path), "--cuda-graphs")
     assert code == 2 and "add --trace" in err
+    code, _, err = run_cli("predict", str(path), "--trace", "--dtype", "fp32")
+    assert code == 2 and "no change" in err
+    plain = KinetoTrace()  # no deviceProperties
+    plain.step(1, 0, 10)
+    plain.step(2, 10, 10)
+    code, _, err = run_cli(
+        "predict", str(plain.write(tmp_path / "p.json")), "--trace", "--cuda-graphs"
+    )
+    assert code == 2 and "names no GPU" in err
 
 
 def test_the_report_prints_only_glossary_terms(tmp_path: Path) -> None:

@@ -210,6 +210,8 @@ def _from_trace(
         )
     target = None if hardware is None else resolve_hardware(hardware, Device.CUDA)
     autocast_to = None if dtype is None else autocast_precision(dtype)
+    if dtype is not None and autocast_to is None:
+        raise ConfigError(f"--dtype {dtype}: no change from a trace; give bf16 or fp16.")
     precision = None if autocast_to is None else Precision(autocast_to)
     # A folder of rank traces is one run: its ranks are replayed together.
     predicted = predict_traces(

@@ -82,8 +82,13 @@ def trace_hardware(trace: Trace) -> Hardware:
     from lightspeed.hardware import catalog_hardware, catalog_id_for_device
 
     ids = {catalog_id_for_device(d.name, d.sm_count, d.memory_bytes) for d in trace.devices}
+    if not trace.devices:
+        raise TraceError(
+            f"{trace.path}: the trace names no GPU (no deviceProperties, which Kineto writes"
+            " from PyTorch 1.13 on); a prediction needs its GPU's catalog entry."
+        )
     if len(ids) != 1 or None in ids:
-        names = ", ".join(sorted({d.name for d in trace.devices})) or "none"
+        names = ", ".join(sorted({d.name for d in trace.devices}))
         raise TraceError(
             f"{trace.path}: its devices ({names}) are not one GPU of the catalog; see"
             " `lightspeed hw list`."
