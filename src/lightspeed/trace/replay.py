@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 
 from lightspeed.trace.events import NO_ID, FloatArray, Kind, Trace
 from lightspeed.trace.names import KernelType, kernel_type
-from lightspeed.trace.steps import DEVICE_KINDS, StepWindow, step_windows, window_index
+from lightspeed.trace.steps import DEVICE_KINDS, StepWindow, step_windows
 
 __all__ = [
     "DeviceDurations",
@@ -66,6 +67,7 @@ _ASYNC = "Async"
 _NONE, _DEVICE, _STREAM = 0, 1, 2
 
 
+@functools.lru_cache(maxsize=4096)
 def _blocking(name: str) -> int:
     """How the runtime call `name` waits for the device: not, for all of it, or for one
     stream (a blocking copy waits for its own copy's stream)."""
@@ -225,6 +227,8 @@ def _graph(
     graph.device_step = np.full(len(device_dur), -1, dtype=np.int64)
     graph.device_traced_dur = _device_tasks(trace, None)[2] if durations else device_dur.copy()
     numbers = np.array([-1 if w.number is None else w.number for w in windows], dtype=np.int64)
+    window_starts = [w.start_us for w in windows]
+    window_ends = [w.end_us for w in windows]
     last_end: dict[int, float] = {}
     busy = _cpu_spans(trace)
     # Per thread, the traced ends of its tasks so far and their indices, in order.
@@ -261,8 +265,8 @@ def _graph(
             launched = by_correlation.get(corr, [])
         _add(graph, tid, dur, blocking=_blocking(name), launches=launched, name=name)
         if launched and windows:
-            at = window_index(np.array([ts]), list(windows))[0]
-            if at >= 0:
+            at = bisect.bisect_right(window_starts, ts) - 1
+            if at >= 0 and ts < window_ends[at]:
                 graph.device_step[launched] = numbers[at]
     return graph
 
@@ -572,7 +576,8 @@ def _device_time(trace: Trace, graph: _Graph, numbers: list[int]) -> dict[str, f
     if not mine.any():
         return {}
     names = _device_names(trace)
-    kinds = np.array([kernel_type(n).value for n in names]) if names else np.zeros(0, str)
+    kind_of = {n: kernel_type(n).value for n in set(names)}  # a trace repeats few names
+    kinds = np.array([kind_of[n] for n in names]) if names else np.zeros(0, str)
     out: dict[str, float] = {}
     for kind in KernelType:
         seconds = float(graph.device_dur[mine & (kinds == kind.value)].sum()) * 1e-6
@@ -656,10 +661,11 @@ def _collective_keys(trace: Trace, graph: _Graph) -> dict[tuple[int, str, int], 
     seen: dict[tuple[int, str], int] = {}
     keys: dict[tuple[int, str, int], int] = {}
     order = np.argsort(graph.device_ts, kind="stable")
+    communicates = {n: kernel_type(n) is KernelType.COMMUNICATION for n in set(names)}
     for row in order.tolist():
         step = int(graph.device_step[row])
         name = names[row]
-        if step < 0 or kernel_type(name) is not KernelType.COMMUNICATION:
+        if step < 0 or not communicates[name]:
             continue
         n = seen.get((step, name), 0)
         seen[step, name] = n + 1
