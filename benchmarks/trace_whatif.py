@@ -36,6 +36,7 @@ from lightspeed.errors import LightspeedError
 from lightspeed.hardware import catalog_hardware
 from lightspeed.trace.carry import carry_trace, trace_hardware
 from lightspeed.trace.load import load_trace
+from lightspeed.trace.replay import replay_steps
 from lightspeed.trace.whatif import predict_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,7 +107,7 @@ def mixed_precision() -> None:
         p = predict_trace(
             load_trace(GPU / f"{name}-fp32-cuda.pt.trace.json.gz"), precision=Precision.BF16
         )
-        b = predict_trace(load_trace(GPU / f"{name}-bf16-cuda.pt.trace.json.gz"), cuda_graphs=True)
+        b = replay_steps(load_trace(GPU / f"{name}-bf16-cuda.pt.trace.json.gz"))
         traced32 = statistics.median(s.traced_s for s in p.steps)
         predicted = statistics.median(s.predicted_s for s in p.steps)
         traced16 = statistics.median(s.traced_s for s in b.steps)
@@ -124,10 +125,8 @@ def mixed_precision() -> None:
 def fused_optimizer() -> None:
     measured = json.loads((GPU / "whatif" / "optimizer.json").read_text())
     (bert,) = [r["median_s"] for r in measured["results"] if r["workload"] == "bert-base"]
-    fused = predict_trace(
-        load_trace(GPU / "whatif" / "bert-base-bf16-fused.pt.trace.json.gz"), cuda_graphs=True
-    )
-    fused_traced = statistics.median(s.replayed_s for s in fused.steps)
+    fused = replay_steps(load_trace(GPU / "whatif" / "bert-base-bf16-fused.pt.trace.json.gz"))
+    fused_traced = statistics.median(s.step_s for s in fused.steps)
     print(
         "\n| from | replayed | fused, predicted | fused, traced | error | speed-up predicted |"
         " speed-up measured |"

@@ -102,11 +102,11 @@ def _rank_data(r: RankAnalysis) -> dict[str, Any]:
         # Each step's object made as it is written: a long trace has a hundred thousand.
         "steps": render_json.Streamed(len(r.steps), lambda i: _window_data(r.steps[i])),
         "notes": list(r.notes),
-        "timeline": None if r.timeline is None else _timeline_data(r.timeline),
+        "timeline": None if r.timeline is None else timeline_data(r.timeline),
     }
 
 
-def _timeline_data(t: Timeline) -> dict[str, Any]:
+def timeline_data(t: Timeline) -> dict[str, Any]:
     """One step's events as columns, for drawing (see `trace.timeline`)."""
     return {
         "step": t.step,

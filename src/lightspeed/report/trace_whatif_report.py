@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightspeed.document import Column, Document, Fields, Notes, Section, Table, Unit, Value, line
+from lightspeed.report.trace_report import timeline_data
 from lightspeed.trace.whatif import TracePrediction
 
 DOCUMENT = "trace-prediction"
@@ -42,17 +43,24 @@ def step_cells(step: Mapping[str, Any]) -> tuple[Value, ...]:
 def trace_prediction_document(predictions: Sequence[TracePrediction]) -> Document:
     """Each rank's steps traced, replayed unchanged and predicted with the changes; what
     each change assumes, and which were measured (one section per trace)."""
-    sections = tuple(_section(p, len(predictions)) for p in predictions)
-    data = {"ranks": [_data(p) for p in predictions]}
-    return Document(kind=DOCUMENT, data=data, sections=sections)
+    ranks = [_data(p) for p in predictions]
+    sections = tuple(
+        _section(p, r["steps"], len(predictions)) for p, r in zip(predictions, ranks, strict=True)
+    )
+    return Document(kind=DOCUMENT, data={"ranks": ranks}, sections=sections)
 
 
 def _data(p: TracePrediction) -> dict[str, Any]:
+    """One rank's prediction as JSON: its timelines drawn as `lightspeed trace` draws one."""
     steps = [dataclasses.asdict(s) | {"speedup": s.speedup} for s in p.steps]
-    return dataclasses.asdict(p) | {"steps": steps}
+    timelines = {k: timeline_data(t) for k, t in p.timelines.items()}
+    return dataclasses.asdict(dataclasses.replace(p, timelines={})) | {
+        "steps": steps,
+        "timelines": timelines,
+    }
 
 
-def _section(p: TracePrediction, ranks: int) -> Section:
+def _section(p: TracePrediction, steps: list[dict[str, Any]], ranks: int) -> Section:
     changes = ", ".join(f"{k} {v}" for k, v in p.changes.items())
     facts = [
         ("trace", line(p.path)),
@@ -72,7 +80,7 @@ def _section(p: TracePrediction, ranks: int) -> Section:
     table = Table(
         title="Steps: traced, replayed unchanged, predicted",
         columns=STEP_COLUMNS,
-        rows=tuple(step_cells(s) for s in _data(p)["steps"]),
+        rows=tuple(step_cells(s) for s in steps),
         caption=STEP_CAPTION,
     )
     device = Table(

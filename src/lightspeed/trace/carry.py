@@ -20,15 +20,18 @@ import dataclasses
 
 import numpy as np
 
-from lightspeed.dtypes import Precision
+from lightspeed.dtypes import TORCH_DTYPE_NAMES, Precision
 from lightspeed.errors import TraceError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.records import OpRecord, Phase
-from lightspeed.trace.events import NO_ID, EventTable, Kind, Trace
-from lightspeed.trace.matmuls import matmul_index
-from lightspeed.trace.names import KernelType, kernel_type
+from lightspeed.trace.events import EventTable, Kind, Trace
+from lightspeed.trace.matmuls import MatmulIndex, catalog_gpu_id, matmul_index
+from lightspeed.trace.names import KERNEL_TYPES, KernelType, name_types
 from lightspeed.trace.replay import DeviceDurations
-from lightspeed.trace.steps import correlate, step_windows, window_index
+from lightspeed.trace.steps import device_steps, launch_times, step_windows
+
+_COMMUNICATION = KERNEL_TYPES.index(KernelType.COMMUNICATION)
+_COMPUTATION = KERNEL_TYPES.index(KernelType.COMPUTATION)
 
 __all__ = [
     "CarriedStep",
@@ -39,9 +42,6 @@ __all__ = [
     "in_precision_durations",
     "trace_hardware",
 ]
-
-# Each precision's dtype name, as an OpRecord's input dtypes name it.
-_DTYPE = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 CARRY_RULES = (
     "matrix products with recorded shapes: each op's kernels carried as the op (its FLOPs,"
@@ -79,44 +79,44 @@ class TraceCarry:
 
 def trace_hardware(trace: Trace) -> Hardware:
     """The catalog entry of the one GPU kind `trace` ran on; TraceError otherwise."""
-    from lightspeed.hardware import catalog_hardware, catalog_id_for_device
+    from lightspeed.hardware import catalog_hardware
 
-    ids = {catalog_id_for_device(d.name, d.sm_count, d.memory_bytes) for d in trace.devices}
     if not trace.devices:
         raise TraceError(
             f"{trace.path}: the trace names no GPU (no deviceProperties, which Kineto writes"
             " from PyTorch 1.13 on); a prediction needs its GPU's catalog entry."
         )
-    if len(ids) != 1 or None in ids:
+    hw_id = catalog_gpu_id(trace.devices)
+    if hw_id is None:
         names = ", ".join(sorted({d.name for d in trace.devices}))
         raise TraceError(
             f"{trace.path}: its devices ({names}) are not one GPU of the catalog; see"
             " `lightspeed hw list`."
         )
-    (hw_id,) = ids
-    assert hw_id is not None
     return catalog_hardware(hw_id)
 
 
 def _device(trace: Trace) -> tuple[EventTable, np.ndarray]:
-    """The kernel table and, per kernel, its KernelType name."""
+    """The kernel table and, per kernel, its kind (`KERNEL_TYPES` index)."""
     kernels = trace.table(Kind.KERNEL)
-    types = np.array([kernel_type(trace.names[n]).value for n in kernels.name.tolist()])
-    return kernels, types
+    return kernels, name_types(trace)[kernels.name]
 
 
 def communication_kernels(trace: Trace) -> np.ndarray:
     """Which of the trace's kernels communicate (NCCL's, as HTA classifies them)."""
     _, types = _device(trace)
-    return types == KernelType.COMMUNICATION.value
+    return types == _COMMUNICATION
 
 
-def _products(trace: Trace, kernels: EventTable) -> tuple[np.ndarray, list[tuple[int, OpRecord]]]:
-    """Per kernel, the product op it belongs to (-1: none), and each product op with its
-    kernels' time as an OpRecord (its index among the products)."""
+def _products(
+    trace: Trace, kernels: EventTable
+) -> tuple[MatmulIndex | None, np.ndarray, list[tuple[int, OpRecord]]]:
+    """The trace's matrix products (`trace.matmuls`), per kernel the product op it
+    belongs to (-1: none), and each product op with its kernels' time as an OpRecord
+    (its index among the products)."""
     index = matmul_index(trace, kernels)
     if index is None or not len(index.op_of_event):
-        return np.full(len(kernels), -1, dtype=np.int64), []
+        return index, np.full(len(kernels), -1, dtype=np.int64), []
     ops = index.op_of_event
     mapped = ops >= 0
     time_us = np.bincount(
@@ -126,7 +126,7 @@ def _products(trace: Trace, kernels: EventTable) -> tuple[np.ndarray, list[tuple
     for i, product in enumerate(index.products):
         if time_us[i] <= 0:
             continue
-        dtype = _DTYPE.get(product.precision.value, "float32")
+        dtype = TORCH_DTYPE_NAMES[product.precision]
         out = product.batch * product.m * product.n * product.element_bytes
         records.append(
             (
@@ -148,7 +148,7 @@ def _products(trace: Trace, kernels: EventTable) -> tuple[np.ndarray, list[tuple
                 ),
             )
         )
-    return ops, records
+    return index, ops, records
 
 
 def _scaled(kernels: EventTable, ops: np.ndarray, factors: dict[int, float]) -> np.ndarray:
@@ -168,7 +168,7 @@ def carried_durations(
 
     source = source or trace_hardware(trace)
     kernels, types = _device(trace)
-    ops, records = _products(trace, kernels)
+    _, ops, records = _products(trace, kernels)
     carried = _scaled(
         kernels,
         ops,
@@ -176,7 +176,7 @@ def carried_durations(
     )
     by_shapes = ops >= 0
     ratio = source.memory_bandwidth_bytes_per_s / target.memory_bandwidth_bytes_per_s
-    others = ~by_shapes & (types != KernelType.COMMUNICATION.value)
+    others = ~by_shapes & (types != _COMMUNICATION)
     carried[others] = kernels.dur_us[others] * ratio
     durations: DeviceDurations = {Kind.KERNEL: carried}
     for kind in (Kind.MEMCPY, Kind.MEMSET):
@@ -198,8 +198,7 @@ def in_precision_durations(
 
     hw = hardware or trace_hardware(trace)
     kernels, _ = _device(trace)
-    ops, records = _products(trace, kernels)
-    index = matmul_index(trace, kernels)
+    index, ops, records = _products(trace, kernels)
     factors: dict[int, float] = {}
     extra: dict[int, float] = {}
     for i, op in records:
@@ -240,22 +239,22 @@ def carry_trace(trace: Trace, target: Hardware, source: Hardware | None = None) 
     windows = step_windows(trace)
     if len(windows) > 1:
         windows = windows[:-1]
-    runtime = trace.table(Kind.RUNTIME)
 
     def step_of(table: EventTable) -> np.ndarray:
+        """Each event's window (its launch's), all in the one window of a trace without
+        steps."""
         if not windows:
             return np.zeros(len(table), dtype=np.int64)
-        found, rows = correlate(table.correlation, runtime)
-        at = np.where(found & (table.correlation != NO_ID), runtime.ts_us[rows], table.ts_us)
-        return window_index(at, windows)
+        return device_steps(table, launch_times(trace, table), windows)
 
     kernel_step = step_of(kernels)
-    compute = types == KernelType.COMPUTATION.value
-    communication = types == KernelType.COMMUNICATION.value
+    copy_steps = [(t, step_of(t)) for t in copies]
+    compute = types == _COMPUTATION
+    communication = types == _COMMUNICATION
     steps = []
     for i, w in enumerate(windows or [None]):
         mine = kernel_step == i
-        memory = sum(float(t.dur_us[step_of(t) == i].sum()) for t in copies)
+        memory = sum(float(t.dur_us[at == i].sum()) for t, at in copy_steps)
         steps.append(
             CarriedStep(
                 number=None if w is None else w.number,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -229,6 +229,15 @@ def matmul_index(trace: Trace, device: EventTable) -> MatmulIndex | None:
     return _on_catalog_gpu(index, trace.devices, op_time_us)
 
 
+def catalog_gpu_id(devices: Sequence[TraceDevice]) -> str | None:
+    """The catalog id of the one GPU kind `devices` describe (by name, or by SM count and
+    memory where the name is generic); None when it is unknown or there are several."""
+    from lightspeed.hardware import catalog_id_for_device
+
+    ids = {catalog_id_for_device(d.name, d.sm_count, d.memory_bytes) for d in devices}
+    return ids.pop() if len(ids) == 1 else None
+
+
 def _on_catalog_gpu(
     index: MatmulIndex, devices: tuple[TraceDevice, ...], op_time_us: FloatArray
 ) -> MatmulIndex:
@@ -237,10 +246,9 @@ def _on_catalog_gpu(
     GPU of the catalog; at the peak of its matrix units."""
     # Here, not at the top: only traces with recorded products load the catalog.
     from lightspeed.analysis.roofline import Bound, place_on
-    from lightspeed.hardware import catalog_hardware, catalog_id_for_device
+    from lightspeed.hardware import catalog_hardware
 
-    ids = {catalog_id_for_device(d.name, d.sm_count, d.memory_bytes) for d in devices}
-    hw_id = ids.pop() if len(ids) == 1 else None  # unknown, or several kinds of GPU
+    hw_id = catalog_gpu_id(devices)
     if hw_id is None:
         return index
     hw = catalog_hardware(hw_id)

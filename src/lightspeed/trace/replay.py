@@ -23,13 +23,14 @@ says when it could start). A sync's duration comes from what it waits for; every
 keeps its traced duration. Unchanged, the replay reproduces each traced step, which is
 what `replay_steps` measures: a task shifted in the trace shifts nothing here.
 
-Changed (`replay_steps`' arguments): the device tasks' durations, and each step's device
-work captured as one CUDA graph; `trace.whatif` makes the changes.
+Changed (`replay_steps`' arguments): the device tasks' durations, each step's device work
+captured as one CUDA graph, each optimizer step's update as one fused pass; one run's ranks
+replayed together, their collectives joined (`replay_ranks`). `trace.whatif` makes the
+changes.
 
 What it leaves out, so far: waits of one stream on another's event (`cudaStreamWaitEvent`;
-the stream waits only for its own order and its launches), the steps' thread waiting for
-another (`loss.backward()` for the autograd engine's), and collectives joined across
-ranks.
+the stream waits only for its own order and its launches), and the steps' thread waiting
+for another (`loss.backward()` for the autograd engine's).
 """
 
 from __future__ import annotations
@@ -41,18 +42,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lightspeed.trace.events import NO_ID, FloatArray, Kind, Trace
-from lightspeed.trace.names import KernelType, kernel_type
+from lightspeed.trace.downsample import Blocks, downsample, group
+from lightspeed.trace.events import NO_ID, US, FloatArray, Kind, Trace
+from lightspeed.trace.names import KERNEL_TYPES, KernelType, name_types
 from lightspeed.trace.steps import DEVICE_KINDS, StepWindow, step_windows
+from lightspeed.trace.timeline import CATEGORIES, MAX_EVENTS, RESOLUTION, Category, Lane, Timeline
 
-__all__ = [
-    "DeviceDurations",
-    "ReplayedStep",
-    "StepReplay",
-    "replay_ranks",
-    "replay_steps",
-    "step_timeline",
-]
+__all__ = ["DeviceDurations", "ReplayedStep", "StepReplay", "replay_ranks", "replay_steps"]
 
 # New durations (µs) of a trace's device events, per kind, row for row of its tables.
 DeviceDurations = dict[Kind, FloatArray]
@@ -65,6 +61,8 @@ _STREAM_SYNCS = ("StreamSynchronize",)
 _BLOCKING_COPIES = ("cudaMemcpy", "hipMemcpy")
 _ASYNC = "Async"
 _NONE, _DEVICE, _STREAM = 0, 1, 2
+_COMMUNICATION = KERNEL_TYPES.index(KernelType.COMMUNICATION)
+_MEMORY = KERNEL_TYPES.index(KernelType.MEMORY)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -116,15 +114,66 @@ class ReplayedStep:
 @dataclasses.dataclass(frozen=True)
 class StepReplay:
     """A trace's steps replayed: each step (the last, cut by the profiler, left out),
-    and the graph's size."""
+    the graph's size, and, where asked for, the first step's timeline as replayed."""
 
     steps: tuple[ReplayedStep, ...]
     host_tasks: int
     device_tasks: int
     syncs: int
     # The device time of the steps' tasks (their launches in the steps above), seconds,
-    # by stream ("stream 7") and by kind (computation, communication, memory, other).
+    # by kind (computation, communication, memory, other) and by stream ("stream 7").
     device_time_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    timeline: Timeline | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Device:
+    """A trace's device tasks (kernels, copies, sets) in each stream's order: stream,
+    traced start, duration as replayed and as traced (µs), correlation, name id, kind
+    (`KERNEL_TYPES` index) and whether it is a copy or a set."""
+
+    stream: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    traced_dur: np.ndarray
+    correlation: np.ndarray
+    name: np.ndarray
+    kind: np.ndarray
+    memory: np.ndarray
+
+
+def _device_tasks(trace: Trace, durations: DeviceDurations | None) -> _Device:
+    """Every device task of `trace`, its duration `durations`' where given."""
+    kinds = [kind for kind in DEVICE_KINDS if kind in trace.tables]
+    tables = [trace.table(kind) for kind in kinds]
+    if not tables:
+        empty = np.zeros(0, np.int64)
+        return _Device(empty, np.zeros(0), np.zeros(0), np.zeros(0), empty, empty, empty, empty)
+    streams = np.concatenate([t.tid for t in tables])
+    ts = np.concatenate([t.ts_us for t in tables])
+    order = np.lexsort((ts, streams))
+    traced = np.concatenate([t.dur_us for t in tables])[order]
+    changed = (
+        np.concatenate([durations.get(k, t.dur_us) for k, t in zip(kinds, tables, strict=True)])[
+            order
+        ]
+        if durations is not None
+        else traced.copy()
+    )
+    names = np.concatenate([t.name for t in tables])[order]
+    memory = np.concatenate(
+        [np.full(len(t), k is not Kind.KERNEL) for k, t in zip(kinds, tables, strict=True)]
+    )[order]
+    return _Device(
+        stream=streams[order],
+        ts=ts[order],
+        dur=changed.astype(np.float64),
+        traced_dur=traced,
+        correlation=np.concatenate([t.correlation for t in tables])[order],
+        name=names,
+        kind=name_types(trace)[names],
+        memory=memory,
+    )
 
 
 @dataclasses.dataclass
@@ -134,99 +183,67 @@ class _Graph:
     durations: list[float]
     blocking: list[int]  # _NONE, _DEVICE or _STREAM
     launches: list[list[int]]  # the device tasks each call launches (rows of `device`)
-    names: list[str]  # each host task's runtime call ("" for the host's own work)
-    markers: dict[int, int]  # host task index → step number
+    names: list[int]  # each host task's runtime call, by name id (-1: the host's own work)
+    markers: dict[int, int]  # host task index → step number (-2 - N: the end of step N)
     first_start: dict[int, float]  # thread → its first task's traced start (µs)
     # Host task index → (the task on another thread that woke it, µs after that one's
     # end): for a task after an idle gap of its thread, in place of the gap.
     woken_by: dict[int, tuple[int, float]]
-    # Device tasks: stream, duration, and traced start and end (for the traced busy time).
-    streams: np.ndarray
-    device_dur: np.ndarray
-    device_ts: np.ndarray
-    # The device tasks' traced durations, whatever `device_dur` was changed to.
-    device_traced_dur: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    device: _Device
     # Per device task, the step number of the call that launched it (-1: none).
-    device_step: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    device_step: np.ndarray
 
 
-def _device_tasks(
-    trace: Trace, durations: DeviceDurations | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every device task of the trace: stream, start, duration (`durations`' where given),
-    correlation, in each stream's order."""
-    kinds = [kind for kind in DEVICE_KINDS if kind in trace.tables]
-    tables = [trace.table(kind) for kind in kinds]
-    streams = np.concatenate([t.tid for t in tables]) if tables else np.zeros(0, np.int64)
-    ts = np.concatenate([t.ts_us for t in tables]) if tables else np.zeros(0)
-    dur = (
-        np.concatenate([durations.get(k, t.dur_us) for k, t in zip(kinds, tables, strict=True)])
-        if tables and durations is not None
-        else np.concatenate([t.dur_us for t in tables])
-        if tables
-        else np.zeros(0)
-    )
-    corr = np.concatenate([t.correlation for t in tables]) if tables else np.zeros(0, np.int64)
-    order = np.lexsort((ts, streams))
-    return streams[order], ts[order], dur[order], corr[order]
-
-
-def _device_names(trace: Trace) -> list[str]:
-    """Every device task's name, in `_device_tasks`' order."""
-    tables = [trace.table(kind) for kind in DEVICE_KINDS if kind in trace.tables]
-    if not tables:
-        return []
-    streams = np.concatenate([t.tid for t in tables])
-    ts = np.concatenate([t.ts_us for t in tables])
-    names = np.concatenate([t.name for t in tables])
-    return [trace.names[n] for n in names[np.lexsort((ts, streams))].tolist()]
+# A host row of the graph as it is built: traced start and duration (µs), thread, name
+# id (-1: a step's marker), correlation, and the step a marker begins (N) or ends
+# (-2 - N), -1 for a runtime call.
+_Row = tuple[float, float, int, int, int, int]
 
 
 def _graph(
     trace: Trace, durations: DeviceDurations | None, graphs: bool, fused_optimizer: bool = False
 ) -> _Graph:
-    streams, device_ts, device_dur, device_corr = _device_tasks(trace, durations)
+    device = _device_tasks(trace, durations)
     by_correlation: dict[int, list[int]] = {}
-    for row, corr in enumerate(device_corr.tolist()):
+    for row, corr in enumerate(device.correlation.tolist()):
         if corr != NO_ID:
             by_correlation.setdefault(corr, []).append(row)
-    runtime = trace.table(Kind.RUNTIME) if Kind.RUNTIME in trace.tables else None
-    rows: list[tuple[float, float, int, str, int, int]] = []  # ts, dur, tid, name, corr, step
-    if runtime is not None:
-        for i in range(len(runtime)):
-            rows.append(
-                (
-                    float(runtime.ts_us[i]),
-                    float(runtime.dur_us[i]),
-                    int(runtime.tid[i]),
-                    trace.names[runtime.name[i]],
-                    int(runtime.correlation[i]),
-                    -1,
-                )
+    rows: list[_Row] = []
+    if Kind.RUNTIME in trace.tables:
+        runtime = trace.table(Kind.RUNTIME)
+        rows = list(
+            zip(
+                runtime.ts_us.tolist(),
+                runtime.dur_us.tolist(),
+                runtime.tid.tolist(),
+                runtime.name.tolist(),
+                runtime.correlation.tolist(),
+                [-1] * len(runtime),
+                strict=True,
             )
+        )
     windows = step_windows(trace)
-    if windows:
-        main = _step_thread(trace)
-        for w in windows:
-            assert w.number is not None
-            rows.append((w.start_us, 0.0, main, "", NO_ID, w.number))
-            rows.append((w.end_us, 0.0, main, "", NO_ID, -2 - w.number))
-    rows.sort(key=lambda r: (r[0], r[5] < 0))
     main = _step_thread(trace) if windows else 0
+    for w in windows:
+        assert w.number is not None
+        rows.append((w.start_us, 0.0, main, -1, NO_ID, w.number))
+        rows.append((w.end_us, 0.0, main, -1, NO_ID, -2 - w.number))
+    rows.sort(key=lambda r: (r[0], r[5] < 0))
     capture = (
-        _captured(rows, windows, by_correlation, main) if graphs else _Capture({}, set(), set())
+        _captured(trace, rows, windows, by_correlation, main)
+        if graphs
+        else _Capture({}, set(), set())
     )
     if fused_optimizer:
         fused_rows, fused_zero = _fused_optimizer(trace, rows, by_correlation)
         capture.zero.update(fused_zero)
-        device_dur = device_dur.copy()
         for first, others in fused_rows:
-            device_dur[first] = FUSED_ADAMW_SHARE * float(device_dur[[first, *others]].sum())
-            device_dur[others] = 0.0
-    graph = _Graph([], [], [], [], [], {}, {}, {}, streams, device_dur, device_ts)
-    graph.device_step = np.full(len(device_dur), -1, dtype=np.int64)
-    graph.device_traced_dur = _device_tasks(trace, None)[2] if durations else device_dur.copy()
-    numbers = np.array([-1 if w.number is None else w.number for w in windows], dtype=np.int64)
+            device.dur[first] = FUSED_ADAMW_SHARE * float(device.dur[[first, *others]].sum())
+            device.dur[others] = 0.0
+    graph = _Graph(
+        [], [], [], [], [], {}, {}, {}, device, np.full(len(device.dur), -1, dtype=np.int64)
+    )
+    numbers = [-1 if w.number is None else w.number for w in windows]
     window_starts = [w.start_us for w in windows]
     window_ends = [w.end_us for w in windows]
     last_end: dict[int, float] = {}
@@ -240,14 +257,12 @@ def _graph(
             tid not in last_end or not _covered(busy.get(tid), last_end[tid], ts)
         )
         waker = _waker(ends, tasks, tid, ts) if idle else None
+        if tid not in last_end:
+            graph.first_start[tid] = ts
         if waker is not None:
             graph.woken_by[len(graph.durations)] = (waker[0], ts - waker[1])
-        elif tid not in last_end:
-            graph.first_start[tid] = ts
-        elif position not in capture.zero and gap > 0:
+        elif tid in last_end and position not in capture.zero and gap > 0:
             _add(graph, tid, gap, blocking=_NONE, launches=[])
-        if tid not in last_end and waker is not None:
-            graph.first_start[tid] = ts
         last_end[tid] = max(last_end.get(tid, ts), ts + dur)
         ends.setdefault(tid, []).append(ts + dur)
         tasks.setdefault(tid, []).append(len(graph.durations))
@@ -263,12 +278,45 @@ def _graph(
             launched = []
         else:
             launched = by_correlation.get(corr, [])
-        _add(graph, tid, dur, blocking=_blocking(name), launches=launched, name=name)
+        blocking = _blocking(trace.names[name])
+        _add(graph, tid, dur, blocking=blocking, launches=launched, name=name)
         if launched and windows:
             at = bisect.bisect_right(window_starts, ts) - 1
             if at >= 0 and ts < window_ends[at]:
                 graph.device_step[launched] = numbers[at]
     return graph
+
+
+def _launches_in(
+    rows: Sequence[_Row],
+    spans: Sequence[tuple[float, float, int | None]],
+    by_correlation: dict[int, list[int]],
+) -> list[list[int]]:
+    """For each of `spans` (start, end µs, and the thread whose launches count, None: any;
+    in order of start, none overlapping), the positions in `rows` of the launches made
+    in it, in order."""
+    starts = [lo for lo, _, _ in spans]
+    found: list[list[int]] = [[] for _ in spans]
+    for position, (ts, _, tid, _, corr, step) in enumerate(rows):
+        if step != -1 or corr not in by_correlation:
+            continue
+        i = bisect.bisect_right(starts, ts) - 1
+        if i >= 0 and ts < spans[i][1] and spans[i][2] in (None, tid):
+            found[i].append(position)
+    return found
+
+
+def _host_between(trace: Trace, rows: Sequence[_Row], positions: list[int], tid: int) -> set[int]:
+    """The positions of `tid`'s host rows after the first of `positions` up to the last
+    that one launch stands for once they run as one: its calls but syncs, and the host's
+    work before each."""
+    return {
+        position
+        for position in range(positions[0] + 1, positions[-1] + 1)
+        if rows[position][2] == tid
+        and rows[position][5] == -1
+        and _blocking(trace.names[rows[position][3]]) == _NONE
+    }
 
 
 # A fused AdamW reads a parameter, its gradient and both moments once and writes the
@@ -281,39 +329,29 @@ _OPTIMIZER_STEP = "Optimizer.step#"
 
 
 def _fused_optimizer(
-    trace: Trace,
-    rows: Sequence[tuple[float, float, int, str, int, int]],
-    by_correlation: dict[int, list[int]],
+    trace: Trace, rows: Sequence[_Row], by_correlation: dict[int, list[int]]
 ) -> tuple[list[tuple[int, list[int]]], set[int]]:
     """Each `Optimizer.step#…` span's update as one fused pass: per span, its first
     device task and the others it replaces, and the host rows that then take no time
     (from the span's first launch to its last on its thread, as one launch stands for
     them all)."""
-    annotations = trace.table(Kind.ANNOTATION) if Kind.ANNOTATION in trace.tables else None
-    if annotations is None:
+    if Kind.ANNOTATION not in trace.tables:
         return [], set()
-    spans = [
-        (float(annotations.ts_us[i]), float(annotations.ts_us[i] + annotations.dur_us[i]),
-         int(annotations.tid[i]))
+    annotations = trace.table(Kind.ANNOTATION)
+    spans: list[tuple[float, float, int | None]] = sorted(
+        (float(annotations.ts_us[i]), float(annotations.end_us[i]), int(annotations.tid[i]))
         for i in range(len(annotations))
         if trace.names[annotations.name[i]].startswith(_OPTIMIZER_STEP)
-    ]  # fmt: skip
+    )
     fused: list[tuple[int, list[int]]] = []
     zero: set[int] = set()
-    for lo, hi, tid in spans:
-        launches = [
-            p
-            for p, (ts, _, t, _, corr, step) in enumerate(rows)
-            if t == tid and step == -1 and lo <= ts < hi and corr in by_correlation
-        ]
+    for (_, _, tid), launches in zip(spans, _launches_in(rows, spans, by_correlation), strict=True):
         if not launches:
             continue
         device = [r for p in launches for r in by_correlation[rows[p][4]]]
         fused.append((device[0], device[1:]))
-        for position in range(launches[0] + 1, launches[-1] + 1):
-            row = rows[position]
-            if row[2] == tid and row[5] == -1 and _blocking(row[3]) == _NONE:
-                zero.add(position)
+        assert tid is not None
+        zero |= _host_between(trace, rows, launches, tid)
     return fused, zero
 
 
@@ -329,7 +367,8 @@ class _Capture:
 
 
 def _captured(
-    rows: Sequence[tuple[float, float, int, str, int, int]],
+    trace: Trace,
+    rows: Sequence[_Row],
     windows: Sequence[StepWindow],
     by_correlation: dict[int, list[int]],
     main: int,
@@ -339,32 +378,21 @@ def _captured(
     and the launches take no time: the graph runs none of the host's code in between.
     Syncs, and everything outside those spans, stay."""
     capture = _Capture({}, set(), set())
-    if not windows:
-        return capture
-    starts = np.array([w.start_us for w in windows])
-    ends = np.array([w.end_us for w in windows])
-    launches: dict[int, list[int]] = {}  # step → positions of its launches, any thread
-    for position, (ts, _, _, _, corr, step) in enumerate(rows):
-        if step == -1 and corr in by_correlation:
-            i = int(np.searchsorted(starts, ts, side="right")) - 1
-            if i >= 0 and ts < ends[i]:
-                launches.setdefault(i, []).append(position)
-    for positions in launches.values():
+    spans: list[tuple[float, float, int | None]] = [(w.start_us, w.end_us, None) for w in windows]
+    for positions in _launches_in(rows, spans, by_correlation):
+        if not positions:
+            continue
         first = positions[0]
         capture.graph_launch[first] = [r for p in positions for r in by_correlation[rows[p][4]]]
         capture.launched_in_graph.update(positions[1:])
         on_main = [p for p in positions if rows[p][2] == main]
-        if not on_main:
-            continue
-        for position in range(on_main[0] + 1, on_main[-1] + 1):
-            row = rows[position]
-            if row[2] == main and row[5] == -1 and _blocking(row[3]) == _NONE:
-                capture.zero.add(position)
+        if on_main:
+            capture.zero |= _host_between(trace, rows, on_main, main)
     return capture
 
 
 def _add(
-    graph: _Graph, tid: int, dur: float, *, blocking: int, launches: list[int], name: str = ""
+    graph: _Graph, tid: int, dur: float, *, blocking: int, launches: list[int], name: int = -1
 ) -> None:
     graph.names.append(name)
     graph.threads.append(tid)
@@ -421,34 +449,37 @@ def _step_thread(trace: Trace) -> int:
     return 0
 
 
-def _simulate(graph: _Graph) -> tuple[list[float], list[float], np.ndarray, np.ndarray]:
+# Each host task's replayed start and end, and each device task's (µs).
+_Simulated = tuple[list[float], list[float], np.ndarray, np.ndarray]
+
+
+def _simulate(graph: _Graph) -> _Simulated:
     """Each host task's replayed start and end, and each device task's replayed start
     and end (µs), from the graph's durations and edges."""
+    device = graph.device
     clock: dict[int, float] = {}
     stream_free: dict[int, float] = {}
     # A stream's tasks run in their traced order: a task waits for the one before it.
     order_in_stream: dict[int, int] = {}
-    device_start = np.full(len(graph.device_dur), np.nan)
-    device_end = np.full(len(graph.device_dur), np.nan)
+    device_start = np.full(len(device.dur), np.nan)
+    device_end = np.full(len(device.dur), np.nan)
     pending: dict[int, float] = {}  # device row → the time its launch returned
     host_start: list[float] = []
     launched_end = 0.0  # the latest end of every device task launched so far
 
     def run_device(row: int, ready: float) -> float:
-        stream = int(graph.streams[row])
+        stream = int(device.stream[row])
         start = max(ready, stream_free.get(stream, -np.inf))
-        if not np.isfinite(start):  # launched before the trace, first on its stream
-            start = float(graph.device_ts[row])
-        end = start + float(graph.device_dur[row])
+        end = start + float(device.dur[row])
         stream_free[stream] = end
         device_start[row], device_end[row] = start, end
         return end
 
     streams_rows: dict[int, list[int]] = {}
-    for row, stream in enumerate(graph.streams.tolist()):
+    for row, stream in enumerate(device.stream.tolist()):
         streams_rows.setdefault(stream, []).append(row)
 
-    def release(stream: int) -> float:
+    def release(stream: int) -> None:
         """Run the stream's tasks whose launches have returned, in the stream's order."""
         nonlocal launched_end
         rows = streams_rows[stream]
@@ -457,15 +488,14 @@ def _simulate(graph: _Graph) -> tuple[list[float], list[float], np.ndarray, np.n
             launched_end = max(launched_end, run_device(rows[i], pending.pop(rows[i])))
             i += 1
         order_in_stream[stream] = i
-        return launched_end
 
     # A device task whose launch is not in the trace (launched before the profiler
     # started, or by a call it did not record) has no edge to say when it could start:
     # its traced start stands for that, the one traced start the replay reads.
     launched = {row for rows in graph.launches for row in rows}
-    for row in range(len(graph.device_dur)):
+    for row in range(len(device.dur)):
         if row not in launched:
-            pending[row] = float(graph.device_ts[row])
+            pending[row] = float(device.ts[row])
     for stream in streams_rows:
         release(stream)
     last_stream: dict[int, int] = {}  # thread → the stream of its last launch
@@ -482,7 +512,7 @@ def _simulate(graph: _Graph) -> tuple[list[float], list[float], np.ndarray, np.n
         end = start + (graph.durations[index] if blocking == _NONE else 0.0)
         for row in graph.launches[index]:
             pending[row] = end
-            last_stream[tid] = int(graph.streams[row])
+            last_stream[tid] = int(device.stream[row])
             release(last_stream[tid])
         if blocking == _DEVICE or (blocking == _STREAM and tid not in last_stream):
             end = max(end, launched_end)
@@ -512,81 +542,79 @@ def _busy(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> float:
     return float((lengths - firsts).sum())
 
 
+def _span(starts: np.ndarray, ends: np.ndarray, mine: np.ndarray) -> float:
+    """Seconds from the first start to the last end of the tasks in `mine` (0: none)."""
+    keep = mine & np.isfinite(starts)
+    if not keep.any():
+        return 0.0
+    return float(ends[keep].max() - starts[keep].min()) * 1e-6
+
+
 def replay_steps(
     trace: Trace,
     durations: DeviceDurations | None = None,
     *,
     graphs: bool = False,
     fused_optimizer: bool = False,
+    timeline: bool = False,
 ) -> StepReplay:
     """Replay `trace`'s steps from its dependency graph (see the module's docstring):
     each `ProfilerStep#N` but the last, its traced and replayed duration and device busy
     time. Unchanged by default; `durations` (µs, per device-event kind, row for row of
-    the trace's tables) replaces the device tasks' durations, and `graphs` captures each
-    step's device work as one CUDA graph (`_captured`), and `fused_optimizer` each
-    optimizer step's update as one fused pass (`_fused_optimizer`)."""
+    the trace's tables) replaces the device tasks' durations, `graphs` captures each
+    step's device work as one CUDA graph (`_captured`), and `fused_optimizer` runs each
+    optimizer step's update as one fused pass (`_fused_optimizer`). `timeline`: the
+    first step's timeline too (`StepReplay.timeline`)."""
     graph = _graph(trace, durations, graphs, fused_optimizer)
-    return _replayed(trace, graph, _simulate(graph))
+    return _replayed(trace, graph, _simulate(graph), timeline)
 
 
-def _replayed(
-    trace: Trace, graph: _Graph, simulated: tuple[list[float], list[float], np.ndarray, np.ndarray]
-) -> StepReplay:
+def _replayed(trace: Trace, graph: _Graph, simulated: _Simulated, timeline: bool) -> StepReplay:
     """The steps of `trace` from its graph's simulation (`_simulate`)."""
     host_start, _, device_start, device_end = simulated
-    starts: dict[int, float] = {}
-    ends: dict[int, float] = {}
-    for index, number in graph.markers.items():
-        if number >= 0:
-            starts[number] = host_start[index]
-        else:
-            ends[-2 - number] = host_start[index]
-    traced_ts = graph.device_ts
-    traced_end = traced_ts + graph.device_traced_dur
+    device = graph.device
+    at = {number: host_start[index] for index, number in graph.markers.items()}
+    traced_end = device.ts + device.traced_dur
     steps = []
     windows = step_windows(trace)
     for w in windows[:-1]:
         assert w.number is not None
-        if w.number not in starts or w.number not in ends:
+        if w.number not in at or -2 - w.number not in at:
             continue
-        lo, hi = starts[w.number], ends[w.number]
+        lo, hi = at[w.number], at[-2 - w.number]
         steps.append(
             ReplayedStep(
                 number=w.number,
                 traced_s=w.duration_us * 1e-6,
                 replayed_s=(hi - lo) * 1e-6,
-                traced_busy_s=_busy(traced_ts, traced_end, w.start_us, w.end_us) * 1e-6,
+                traced_busy_s=_busy(device.ts, traced_end, w.start_us, w.end_us) * 1e-6,
                 replayed_busy_s=_busy(device_start, device_end, lo, hi) * 1e-6,
                 device_span_s=_span(device_start, device_end, graph.device_step == w.number),
             )
         )
+    first = windows[0].number if len(windows) > 1 else None
     return StepReplay(
         steps=tuple(steps),
         host_tasks=len(graph.durations),
-        device_tasks=len(graph.device_dur),
+        device_tasks=len(device.dur),
         syncs=sum(1 for b in graph.blocking if b != _NONE),
-        device_time_s=_device_time(trace, graph, [s.number for s in steps]),
+        device_time_s=_device_time(graph, [s.number for s in steps]),
+        timeline=_timeline(trace, graph, simulated, first) if timeline else None,
     )
 
 
-def _device_time(trace: Trace, graph: _Graph, numbers: list[int]) -> dict[str, float]:
+def _device_time(graph: _Graph, numbers: list[int]) -> dict[str, float]:
     """The device time (s) of the tasks launched in the steps `numbers`, by kind, then
     by stream."""
+    device = graph.device
     mine = np.isin(graph.device_step, numbers)
-    if not mine.any():
-        return {}
-    names = _device_names(trace)
-    kind_of = {n: kernel_type(n).value for n in set(names)}  # a trace repeats few names
-    kinds = np.array([kind_of[n] for n in names]) if names else np.zeros(0, str)
     out: dict[str, float] = {}
-    for kind in KernelType:
-        seconds = float(graph.device_dur[mine & (kinds == kind.value)].sum()) * 1e-6
+    for code, kind in enumerate(KERNEL_TYPES):
+        seconds = float(device.dur[mine & (device.kind == code)].sum()) * 1e-6
         if seconds > 0:
             out[kind.value] = seconds
-    for stream in np.unique(graph.streams[mine]).tolist():
-        out[f"stream {stream}"] = (
-            float(graph.device_dur[mine & (graph.streams == stream)].sum()) * 1e-6
-        )
+    for stream in np.unique(device.stream[mine]).tolist():
+        out[f"stream {stream}"] = float(device.dur[mine & (device.stream == stream)].sum()) * 1e-6
     return out
 
 
@@ -603,6 +631,7 @@ def replay_ranks(
     graphs: bool = False,
     fused_optimizer: bool = False,
     comm_speedup: float = 1.0,
+    timeline: bool = False,
 ) -> list[StepReplay]:
     """The ranks of one run replayed together, their collectives joined (see
     `trace.collectives`: the k-th kernel of a name in a step is the same collective on
@@ -610,75 +639,71 @@ def replay_ranks(
     last to arrive waits for no one), divided by `comm_speedup`; on every rank it ends
     at the last rank's arrival plus the transfer. The ranks' clocks are aligned on their
     first joined collective's traced end, which is one instant on every rank. Each rank
-    otherwise as `replay_steps` replays it, with `durations[r]` and `graphs`."""
+    otherwise as `replay_steps` replays it, with `durations[r]` and the other changes."""
     if not traces:
         return []
     per_rank = list(durations) if durations is not None else [None] * len(traces)
     built = [_graph(t, d, graphs, fused_optimizer) for t, d in zip(traces, per_rank, strict=True)]
-    keys = [_collective_keys(t, g) for t, g in zip(traces, built, strict=True)]
+    keys = [_collective_keys(g) for g in built]
     joined = set.intersection(*(set(k) for k in keys)) if len(keys) > 1 else set()
-    if not joined:
-        return [_replayed(t, g, _simulate(g)) for t, g in zip(traces, built, strict=True)]
+    if joined:
+        _join(built, keys, joined, comm_speedup)
+    return [_replayed(t, g, _simulate(g), timeline) for t, g in zip(traces, built, strict=True)]
+
+
+def _join(
+    built: list[_Graph],
+    keys: list[dict[tuple[int, int, int], int]],
+    joined: set[tuple[int, int, int]],
+    comm_speedup: float,
+) -> None:
+    """Set each joined collective's duration on every rank to its transfer plus its
+    wait for the last rank to arrive, simulating the ranks until the arrivals settle."""
+    devices = [g.device for g in built]
     transfer = {
-        k: min(float(g.device_dur[ks[k]]) for g, ks in zip(built, keys, strict=True))
+        k: min(float(d.dur[ks[k]]) for d, ks in zip(devices, keys, strict=True)) / comm_speedup
         for k in joined
     }
-    first = min(joined, key=lambda k: float(built[0].device_ts[keys[0][k]]))
+    first = min(joined, key=lambda k: float(devices[0].ts[keys[0][k]]))
     ends = [
-        float(g.device_ts[ks[first]] + g.device_traced_dur[ks[first]])
-        for g, ks in zip(built, keys, strict=True)
+        float(d.ts[ks[first]] + d.traced_dur[ks[first]])
+        for d, ks in zip(devices, keys, strict=True)
     ]
     offsets = [end - ends[0] for end in ends]  # a rank's clock less rank 0's
-    for g, ks in zip(built, keys, strict=True):
+    for d, ks in zip(devices, keys, strict=True):
         for k in joined:
-            g.device_dur[ks[k]] = transfer[k] / comm_speedup
-    simulated = [_simulate(g) for g in built]
+            d.dur[ks[k]] = transfer[k]
     for _ in range(_JOIN_ROUNDS):
+        starts = [_simulate(g)[2] for g in built]
         arrivals = {
-            k: [
-                float(sim[2][ks[k]]) - off
-                for sim, ks, off in zip(simulated, keys, offsets, strict=True)
-            ]
+            k: [float(st[ks[k]]) - off for st, ks, off in zip(starts, keys, offsets, strict=True)]
             for k in joined
         }
         moved = 0.0
-        for r, (g, ks) in enumerate(zip(built, keys, strict=True)):
+        for r, (d, ks) in enumerate(zip(devices, keys, strict=True)):
             for k in joined:
-                wait = max(arrivals[k]) - arrivals[k][r]
-                new = transfer[k] / comm_speedup + wait
-                moved = max(moved, abs(new - float(g.device_dur[ks[k]])))
-                g.device_dur[ks[k]] = new
-        simulated = [_simulate(g) for g in built]
+                new = transfer[k] + (max(arrivals[k]) - arrivals[k][r])
+                moved = max(moved, abs(new - float(d.dur[ks[k]])))
+                d.dur[ks[k]] = new
         if moved <= _JOIN_TOLERANCE_US:
-            break
-    return [_replayed(t, g, sim) for t, g, sim in zip(traces, built, simulated, strict=True)]
+            return
 
 
-def _collective_keys(trace: Trace, graph: _Graph) -> dict[tuple[int, str, int], int]:
-    """Each communication kernel of `trace`'s steps, by (step, name, occurrence of that
-    name in the step): its device-task row in `graph`."""
-    names = _device_names(trace)
-    seen: dict[tuple[int, str], int] = {}
-    keys: dict[tuple[int, str, int], int] = {}
-    order = np.argsort(graph.device_ts, kind="stable")
-    communicates = {n: kernel_type(n) is KernelType.COMMUNICATION for n in set(names)}
-    for row in order.tolist():
+def _collective_keys(graph: _Graph) -> dict[tuple[int, int, int], int]:
+    """Each communication kernel of the graph's steps, by (step, name id, occurrence of
+    that name in the step): its device-task row."""
+    device = graph.device
+    seen: dict[tuple[int, int], int] = {}
+    keys: dict[tuple[int, int, int], int] = {}
+    for row in np.argsort(device.ts, kind="stable").tolist():
         step = int(graph.device_step[row])
-        name = names[row]
-        if step < 0 or not communicates[name]:
+        if step < 0 or device.kind[row] != _COMMUNICATION:
             continue
+        name = int(device.name[row])
         n = seen.get((step, name), 0)
         seen[step, name] = n + 1
         keys[step, name, n] = row
     return keys
-
-
-def _span(starts: np.ndarray, ends: np.ndarray, mine: np.ndarray) -> float:
-    """Seconds from the first start to the last end of the tasks in `mine` (0: none)."""
-    keep = mine & np.isfinite(starts)
-    if not keep.any():
-        return 0.0
-    return float(ends[keep].max() - starts[keep].min()) * 1e-6
 
 
 def summary(replays: Sequence[ReplayedStep]) -> tuple[float, float]:
@@ -689,68 +714,86 @@ def summary(replays: Sequence[ReplayedStep]) -> tuple[float, float]:
     return errors[-1], float(np.median(errors))
 
 
-# At most this many events a timeline draws: the longest, the rest summed in the caption.
-TIMELINE_EVENTS = 4000
+_HOST_WORK = "host work"  # the name of the host's own time between two runtime calls
+_CODE = {c: CATEGORIES.index(c) for c in Category}
+_CPU_OP = _CODE[Category.CPU_OP]
 
 
-def step_timeline(
-    trace: Trace,
-    durations: DeviceDurations | None = None,
-    *,
-    graphs: bool = False,
-    fused_optimizer: bool = False,
-    limit: int = TIMELINE_EVENTS,
-) -> dict[str, object] | None:
-    """The first whole step of `trace` as replayed (changed as `replay_steps` changes
-    it): a lane per host thread and device stream, each task an event (seconds from the
-    step's start), in the layout `lightspeed trace`'s timeline uses; None without steps."""
-    windows = step_windows(trace)
-    if len(windows) < 2:
-        return None
-    graph = _graph(trace, durations, graphs, fused_optimizer)
-    host_start, host_end, device_start, device_end = _simulate(graph)
-    number = windows[0].number
+def _timeline(
+    trace: Trace, graph: _Graph, simulated: _Simulated, number: int | None
+) -> Timeline | None:
+    """Step `number` as replayed, drawn as `trace.timeline` draws a traced step: a lane
+    per host thread and device stream, short runs merged, at most `MAX_EVENTS` blocks."""
+    host_start, host_end, device_start, device_end = simulated
     marks = {n: i for i, n in graph.markers.items()}
     if number is None or number not in marks or -2 - number not in marks:
         return None
+    device = graph.device
     lo, hi = host_start[marks[number]], host_start[marks[-2 - number]]
     hi = max(hi, lo + _span(device_start, device_end, graph.device_step == number) * 1e6)
-    events: list[tuple[str, float, float, str, str]] = []  # lane, start, end, name, category
-    for i, tid in enumerate(graph.threads):
-        a, b = host_start[i], host_end[i]
-        if b > a and a < hi and b > lo:
-            name = graph.names[i] or "host work"
-            category = "sync" if graph.blocking[i] != _NONE else "cpu-op"
-            events.append((f"thread {tid}", a, b, name, category))
-    names = _device_names(trace)
-    for row in range(len(graph.device_dur)):
-        a, b = float(device_start[row]), float(device_end[row])
-        if np.isfinite(a) and b > a and a < hi and b > lo:
-            name = names[row]
-            category = (
-                "collective"
-                if name.startswith("nccl")
-                else "memory"
-                if name.startswith(("Memcpy", "Memset"))
-                else "kernel"
-            )
-            events.append((f"stream {int(graph.streams[row])}", a, b, name, category))
-    total = len(events)
-    if total > limit:
-        events = sorted(events, key=lambda e: e[2] - e[1], reverse=True)[:limit]
-    lanes = sorted({e[0] for e in events}, key=lambda n: (n.startswith("stream"), n))
-    lane_of = {name: i for i, name in enumerate(lanes)}
-    return {
-        "step": number,
-        "duration_s": (hi - lo) * 1e-6,
-        "events_in_window": total,
-        "events_kept": len(events),
-        "lanes": [{"name": name} for name in lanes],
-        "events": {
-            "lane": [lane_of[e[0]] for e in events],
-            "start_s": [(max(e[1], lo) - lo) * 1e-6 for e in events],
-            "duration_s": [(min(e[2], hi) - max(e[1], lo)) * 1e-6 for e in events],
-            "name": [e[3] for e in events],
-            "category": [e[4] for e in events],
-        },
-    }
+    host_names = np.array(graph.names)
+    host = np.flatnonzero(np.array(host_end) > np.array(host_start))
+    on_device = np.flatnonzero(np.isfinite(device_start) & (device_end > device_start))
+    category = np.where(
+        device.kind[on_device] == _COMMUNICATION,
+        _CODE[Category.COLLECTIVE],
+        np.where(
+            device.memory[on_device] | (device.kind[on_device] == _MEMORY),
+            _CODE[Category.MEMORY],
+            _CODE[Category.KERNEL],
+        ),
+    )
+    # The host's own work is named by one id past the trace's names.
+    work = len(trace.names)
+    keys = np.r_[
+        np.c_[np.zeros(len(host), np.int64), np.array(graph.threads, np.int64)[host]],
+        np.c_[np.ones(len(on_device), np.int64), device.stream[on_device]],
+    ]
+    blocks = Blocks(
+        lane=np.zeros(len(keys), np.int64),
+        start_us=np.r_[np.array(host_start)[host], device_start[on_device]],
+        end_us=np.r_[np.array(host_end)[host], device_end[on_device]],
+        name=np.r_[np.where(host_names[host] < 0, work, host_names[host]), device.name[on_device]],
+        category=np.r_[
+            np.where(
+                np.array(graph.blocking)[host] != _NONE,
+                _CODE[Category.SYNC],
+                _CODE[Category.CPU_OP],
+            ),
+            category,
+        ],
+        count=np.ones(len(keys), np.int64),
+    )
+    inside = (blocks.end_us > lo) & (blocks.start_us < hi)
+    keys, blocks = keys[inside], blocks.take(inside)
+    lanes, lane = group(keys)
+    blocks = downsample(
+        dataclasses.replace(blocks, lane=lane),
+        lo,
+        hi,
+        short_us=(hi - lo) / RESOLUTION,
+        max_events=MAX_EVENTS,
+        merged_category=_CODE[Category.MERGED],
+        kept_category=_CODE[Category.COLLECTIVE],
+    )
+    names = (*trace.names, _HOST_WORK)
+    start_s = np.round((blocks.start_us - lo) * US, 9)
+    end_s = np.round((blocks.end_us - lo) * US, 9)
+    return Timeline(
+        step=number,
+        start_s=lo * US,
+        duration_s=round((hi - lo) * US, 9),
+        lanes=tuple(
+            Lane(f"thread {key}", "host") if kind == 0 else Lane(f"stream {key}", "device")
+            for kind, key in lanes.tolist()
+        ),
+        lane=blocks.lane,
+        event_start_s=start_s,
+        event_duration_s=np.round(end_s - start_s, 9),
+        name=tuple(
+            names[n] if n >= 0 else f"{c} events"
+            for n, c in zip(blocks.name.tolist(), blocks.count.tolist(), strict=True)
+        ),
+        category=tuple(CATEGORIES[c] for c in blocks.category.tolist()),
+        events_in_window=int(inside.sum()),
+    )

@@ -35,13 +35,8 @@ from lightspeed.trace.carry import (
     trace_hardware,
 )
 from lightspeed.trace.events import Kind, Trace
-from lightspeed.trace.replay import (
-    DeviceDurations,
-    StepReplay,
-    replay_ranks,
-    replay_steps,
-    step_timeline,
-)
+from lightspeed.trace.replay import DeviceDurations, StepReplay, replay_ranks, replay_steps
+from lightspeed.trace.timeline import Timeline
 
 __all__ = ["PredictedStep", "TracePrediction", "predict_trace", "predict_traces"]
 
@@ -102,8 +97,8 @@ class TracePrediction:
     # The device time carried by time alone (no recorded shapes), of all carried, s.
     by_time_s: float = 0.0
     carried_s: float = 0.0
-    # The first step's timeline replayed unchanged and predicted (`replay.step_timeline`).
-    timelines: dict[str, object] = dataclasses.field(default_factory=dict)
+    # The first step's timeline replayed unchanged and predicted (`StepReplay.timeline`).
+    timelines: dict[str, Timeline] = dataclasses.field(default_factory=dict)
     rank: int | None = None
     # The steps' device time by kind and by stream (s): replayed unchanged, predicted.
     device_time: tuple[tuple[str, float, float], ...] = ()
@@ -149,21 +144,28 @@ def predict_traces(
     joined = len(traces) > 1
     speedup = comm_speedup if comm_speedup is not None else 1.0
     if joined:
-        unchanged = replay_ranks(traces)
+        unchanged = replay_ranks(traces, timeline=True)
         predicted = replay_ranks(
             traces,
             [c.durations for c in changed],
             graphs=cuda_graphs,
             fused_optimizer=fused_optimizer,
             comm_speedup=speedup,
+            timeline=True,
         )
     else:
         durations = changed[0].durations
         if comm_speedup is not None:
             durations = _faster_communication(traces[0], durations, comm_speedup)
-        unchanged = [replay_steps(traces[0])]
+        unchanged = [replay_steps(traces[0], timeline=True)]
         predicted = [
-            replay_steps(traces[0], durations, graphs=cuda_graphs, fused_optimizer=fused_optimizer)
+            replay_steps(
+                traces[0],
+                durations,
+                graphs=cuda_graphs,
+                fused_optimizer=fused_optimizer,
+                timeline=True,
+            )
         ]
     out = []
     for trace, change, before, after in zip(traces, changed, unchanged, predicted, strict=True):
@@ -178,8 +180,7 @@ def predict_traces(
         if fused_optimizer:
             names["fused_optimizer"] = "AdamW"
             assumptions.append(FUSED_ASSUMPTION)
-        changes = (cuda_graphs, fused_optimizer)
-        out.append(_prediction(trace, change, names, assumptions, before, after, changes))
+        out.append(_prediction(trace, change, names, assumptions, before, after))
     return tuple(out)
 
 
@@ -281,7 +282,6 @@ def _prediction(
     assumptions: list[str],
     unchanged: StepReplay,
     changed: StepReplay,
-    graph_changes: tuple[bool, bool],
 ) -> TracePrediction:
     if not unchanged.steps:
         raise ConfigError(
@@ -302,13 +302,7 @@ def _prediction(
         if s.number in by_number
     )
     validated = tuple(VALIDATED[k] for k in VALIDATED if k in names)
-    cuda_graphs, fused_optimizer = graph_changes
-    timelines = {
-        "replayed": step_timeline(trace),
-        "predicted": step_timeline(
-            trace, change.durations, graphs=cuda_graphs, fused_optimizer=fused_optimizer
-        ),
-    }
+    timelines = {"replayed": unchanged.timeline, "predicted": changed.timeline}
     return TracePrediction(
         path=trace.path,
         source=change.source.id,

@@ -134,7 +134,7 @@ def _rank_section(page: Page, index: int, r: Mapping[str, Any]) -> None:
     timeline = r.get("timeline")
     if timeline and timeline.get("events_kept"):
         parts.append(
-            page.chart("timeline", timeline_figure(timeline), caption=_timeline_caption(timeline))
+            page.chart("timeline", timeline_figure(timeline), caption=timeline_caption(timeline))
         )
     parts.append("<h3>Top kernels</h3>" + _kernels(page, r.get("kernels") or []))
     if matmuls and matmuls.get("points"):
@@ -153,7 +153,7 @@ def _rank_section(page: Page, index: int, r: Mapping[str, Any]) -> None:
     page.section(f"Rank {r['rank']}", *parts, anchor=f"rank-{index}")
 
 
-def _timeline_caption(t: Mapping[str, Any]) -> str:
+def timeline_caption(t: Mapping[str, Any]) -> str:
     which = "the whole trace" if t.get("step") is None else f"ProfilerStep#{t['step']}"
     return (
         f"{which}: {t['events_kept']:,} of its {t['events_in_window']:,} events drawn (runs of"

@@ -10,7 +10,7 @@ from typing import Any
 
 from lightspeed.document import Unit, Value
 from lightspeed.report.html.markup import Column, Page, fields, notes
-from lightspeed.report.html.trace_page import timeline_figure
+from lightspeed.report.html.trace_page import timeline_caption, timeline_figure
 from lightspeed.report.trace_whatif_report import STEP_CAPTION, STEP_COLUMNS, step_cells
 
 
@@ -61,11 +61,7 @@ def _rank(page: Page, doc: Mapping[str, Any], which: str, index: int) -> None:
         figure = timeline_figure(timeline)
         figure["layout"]["title"] = {"text": f"ProfilerStep#{timeline['step']}, {title}"}
         figure["layout"]["xaxis"]["range"] = [0, longest]
-        caption = (
-            f"{timeline['events_kept']:,} of its {timeline['events_in_window']:,} tasks drawn"
-            " (the longest); host threads above, device streams below."
-        )
-        charts.append(page.chart("timeline", figure, caption=caption))
+        charts.append(page.chart("timeline", figure, caption=timeline_caption(timeline)))
     if charts:
         page.section(
             f"The first step, replayed and predicted{which}", *charts, anchor=f"timelines-{index}"
