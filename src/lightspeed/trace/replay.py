@@ -42,11 +42,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lightspeed.trace.downsample import Blocks, downsample, group
-from lightspeed.trace.events import NO_ID, US, FloatArray, Kind, Trace
+from lightspeed.trace.downsample import Blocks
+from lightspeed.trace.events import NO_ID, FloatArray, Kind, Trace
 from lightspeed.trace.names import KERNEL_TYPES, KernelType, name_types
 from lightspeed.trace.steps import DEVICE_KINDS, StepWindow, step_windows
-from lightspeed.trace.timeline import CATEGORIES, MAX_EVENTS, RESOLUTION, Category, Lane, Timeline
+from lightspeed.trace.timeline import CATEGORIES, Category, Lane, Timeline, drawn
 
 __all__ = ["DeviceDurations", "ReplayedStep", "StepReplay", "replay_ranks", "replay_steps"]
 
@@ -765,35 +765,17 @@ def _timeline(
         count=np.ones(len(keys), np.int64),
     )
     inside = (blocks.end_us > lo) & (blocks.start_us < hi)
-    keys, blocks = keys[inside], blocks.take(inside)
-    lanes, lane = group(keys)
-    blocks = downsample(
-        dataclasses.replace(blocks, lane=lane),
+    return drawn(
+        blocks.take(inside),
+        keys[inside],
         lo,
         hi,
-        short_us=(hi - lo) / RESOLUTION,
-        max_events=MAX_EVENTS,
-        merged_category=_CODE[Category.MERGED],
-        kept_category=_CODE[Category.COLLECTIVE],
-    )
-    names = (*trace.names, _HOST_WORK)
-    start_s = np.round((blocks.start_us - lo) * US, 9)
-    end_s = np.round((blocks.end_us - lo) * US, 9)
-    return Timeline(
         step=number,
-        start_s=lo * US,
-        duration_s=round((hi - lo) * US, 9),
-        lanes=tuple(
-            Lane(f"thread {key}", "host") if kind == 0 else Lane(f"stream {key}", "device")
-            for kind, key in lanes.tolist()
-        ),
-        lane=blocks.lane,
-        event_start_s=start_s,
-        event_duration_s=np.round(end_s - start_s, 9),
-        name=tuple(
-            names[n] if n >= 0 else f"{c} events"
-            for n, c in zip(blocks.name.tolist(), blocks.count.tolist(), strict=True)
-        ),
-        category=tuple(CATEGORIES[c] for c in blocks.category.tolist()),
+        names=(*trace.names, _HOST_WORK),
+        lane_of=_lane,
         events_in_window=int(inside.sum()),
     )
+
+
+def _lane(kind: int, key: int) -> Lane:
+    return Lane(f"thread {key}", "host") if kind == 0 else Lane(f"stream {key}", "device")

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -144,10 +144,36 @@ def step_timeline(
         lo, hi = min(lo, span[0]), max(hi, span[1])
     host, host_keys, host_events = _host_blocks(ctx, lo, hi)
     device, device_keys = _device_blocks(ctx, lo, hi)
-    # Lanes: host threads (kind 0), then device streams (kind 1), each in key order.
-    keys, lane = group(np.r_[host_keys, device_keys])
+    return drawn(
+        Blocks.join([host, device]),
+        np.r_[host_keys, device_keys],
+        lo,
+        hi,
+        step=window.number,
+        names=trace.names,
+        lane_of=_lane,
+        events_in_window=host_events + len(device),
+    )
+
+
+def drawn(
+    blocks: Blocks,
+    keys: IntArray,
+    lo: float,
+    hi: float,
+    *,
+    step: int | None,
+    names: Sequence[str],
+    lane_of: Callable[..., Lane],
+    events_in_window: int,
+) -> Timeline:
+    """`blocks` (each with its lane's key, a row of `keys` whose first column is 0 for a
+    host thread and 1 for a device stream) drawn as the window [lo, hi] µs of step
+    `step`: lanes in key order, short runs merged and capped (`downsample`), names from
+    `names` by id, times rounded to the ns. `lane_of(*key)` makes a key's Lane."""
+    keys, lane = group(keys)
     blocks = downsample(
-        dataclasses.replace(Blocks.join([host, device]), lane=lane),
+        dataclasses.replace(blocks, lane=lane),
         lo,
         hi,
         short_us=(hi - lo) / RESOLUTION,
@@ -155,25 +181,24 @@ def step_timeline(
         merged_category=_CODE[Category.MERGED],
         kept_category=_CODE[Category.COLLECTIVE],
     )
-    names = tuple(
-        trace.names[n] if n >= 0 else f"{c} events"
-        for n, c in zip(blocks.name.tolist(), blocks.count.tolist(), strict=True)
-    )
     # Rounded to the ns on both ends, so that an event that begins as the one before
     # it ends does so in the rounded times too.
     start_s = np.round((blocks.start_us - lo) * US, 9)
     end_s = np.round((blocks.end_us - lo) * US, 9)
     return Timeline(
-        step=window.number,
+        step=step,
         start_s=lo * US,
         duration_s=round((hi - lo) * US, 9),
-        lanes=tuple(_lane(*key) for key in keys.tolist()),
+        lanes=tuple(lane_of(*key) for key in keys.tolist()),
         lane=blocks.lane,
         event_start_s=start_s,
         event_duration_s=np.round(end_s - start_s, 9),
-        name=names,
+        name=tuple(
+            names[n] if n >= 0 else f"{c} events"
+            for n, c in zip(blocks.name.tolist(), blocks.count.tolist(), strict=True)
+        ),
         category=tuple(CATEGORIES[c] for c in blocks.category.tolist()),
-        events_in_window=host_events + len(device),
+        events_in_window=events_in_window,
     )
 
 
