@@ -28,7 +28,9 @@ class KinetoTrace:
         self.device_name = device_name
         self._correlation = 0
 
-    def _add(self, cat: str, name: str, ts: float, dur: float, **args: Any) -> None:
+    def _add(
+        self, cat: str, name: str, ts: float, dur: float, stream: int = STREAM, **args: Any
+    ) -> None:
         device = cat in ("kernel", "gpu_memcpy")
         self.events.append(
             {
@@ -38,7 +40,7 @@ class KinetoTrace:
                 "ts": ts,
                 "dur": dur,
                 "pid": DEVICE_PID if device else HOST_PID,
-                "tid": STREAM if device else HOST_TID,
+                "tid": stream if device else HOST_TID,
                 "args": args,
             }
         )
@@ -57,12 +59,27 @@ class KinetoTrace:
         self._add("cuda_runtime", name, ts, dur)
 
     def launch(
-        self, ts: float, kernel_ts: float, kernel_dur: float, name: str = "gemm", cpu: float = 5
+        self,
+        ts: float,
+        kernel_ts: float,
+        kernel_dur: float,
+        name: str = "gemm",
+        cpu: float = 5,
+        stream: int = STREAM,
     ) -> None:
         """A cudaLaunchKernel at `ts` taking `cpu` µs, and the kernel it launched."""
         self._correlation += 1
         self._add("cuda_runtime", "cudaLaunchKernel", ts, cpu, correlation=self._correlation)
-        self._add("kernel", name, kernel_ts, kernel_dur, correlation=self._correlation)
+        self._add(
+            "kernel", name, kernel_ts, kernel_dur, stream=stream, correlation=self._correlation
+        )
+
+    def graph_launch(self, ts: float, cpu: float, kernels: list[tuple[float, float]]) -> None:
+        """A cudaGraphLaunch at `ts` taking `cpu` µs, and its kernels (start, duration)."""
+        self._correlation += 1
+        self._add("cuda_runtime", "cudaGraphLaunch", ts, cpu, correlation=self._correlation)
+        for start, dur in kernels:
+            self._add("kernel", "node", start, dur, correlation=self._correlation)
 
     def copy_to_host(self, ts: float, copy_ts: float, copy_dur: float, cpu: float = 4) -> None:
         self._correlation += 1

@@ -12,25 +12,30 @@ The graph, from one rank's trace:
   the host returns once the device work launched before it has ended: all of it for
   `cudaDeviceSynchronize` and `cudaEventSynchronize`, one stream's for
   `cudaStreamSynchronize` and a blocking `cudaMemcpy` (the stream of the thread's last
-  launch: old traces do not name it); and wake-ups: a thread other than the steps' that
-  waited, no op of its own running (the autograd engine's between two backward passes),
-  goes on after the task of another thread that ended last before it, not after its gap.
+  launch: old traces do not name it); waits of one stream on another's event
+  (`cudaStreamWaitEvent`: the stream and the event are inferred, `_StreamWaits`); and
+  wake-ups: a thread other than the steps' that waited, no op of its own running (the
+  autograd engine's between two backward passes), goes on after the task of another
+  thread that ended last before it, not after its gap.
 
 The replay is a discrete-event simulation from durations and edges alone: no traced start
 time is read but to order the tasks (a thread's calls, a stream's tasks), to place each
-thread's first task, and for a device task whose launch the trace did not record (no edge
-says when it could start). A sync's duration comes from what it waits for; every other task
-keeps its traced duration. Unchanged, the replay reproduces each traced step, which is
-what `replay_steps` measures: a task shifted in the trace shifts nothing here.
+thread's first task, to tell which task a stream's wait was for, and for a device task whose
+launch the trace did not record (no edge says when it could start). A sync's duration comes
+from what it waits for; every other task keeps its traced duration. A CUDA graph's nodes
+keep the wait each had in the trace after its launch and the node before it, as host gaps
+are kept: what a graph's nodes wait on is not recorded. Unchanged, the replay reproduces
+each traced step, which is what `replay_steps` measures: a task shifted in the trace
+shifts nothing here.
 
 Changed (`replay_steps`' arguments): the device tasks' durations, each step's device work
 captured as one CUDA graph, each optimizer step's update as one fused pass; one run's ranks
 replayed together, their collectives joined (`replay_ranks`). `trace.whatif` makes the
 changes.
 
-What it leaves out, so far: waits of one stream on another's event (`cudaStreamWaitEvent`;
-the stream waits only for its own order and its launches), and the steps' thread waiting
-for another (`loss.backward()` for the autograd engine's).
+What it leaves out, so far: the steps' thread waiting for another (`loss.backward()` for
+the autograd engine's), and the event a stream waits on where no task of another stream
+ended before the waiting one began.
 """
 
 from __future__ import annotations
@@ -192,6 +197,11 @@ class _Graph:
     device: _Device
     # Per device task, the step number of the call that launched it (-1: none).
     device_step: np.ndarray
+    # Device task → the device tasks (on other streams) that must end before it starts.
+    waits: dict[int, list[int]] = dataclasses.field(default_factory=dict)
+    # Device task → µs it waited in the trace past all that the graph says it waits for
+    # (only for a CUDA graph's tasks: what a graph's nodes wait on is not recorded).
+    lags: dict[int, float] = dataclasses.field(default_factory=dict)
 
 
 # A host row of the graph as it is built: traced start and duration (µs), thread, name
@@ -251,6 +261,7 @@ def _graph(
     # Per thread, the traced ends of its tasks so far and their indices, in order.
     ends: dict[int, list[float]] = {}
     tasks: dict[int, list[int]] = {}
+    waits = _StreamWaits(device)
     for position, (ts, dur, tid, name, corr, step) in enumerate(rows):
         gap = ts - last_end[tid] if tid in last_end else 0.0
         idle = tid != main and (
@@ -279,12 +290,96 @@ def _graph(
         else:
             launched = by_correlation.get(corr, [])
         blocking = _blocking(trace.names[name])
+        if _waits_on_event(trace.names[name]):
+            waits.called(tid)
+        if _launches_graph(trace.names[name]):
+            graph.lags.update(_graph_lags(device, by_correlation.get(corr, []), ts))
+        waits.launched(tid, by_correlation.get(corr, []))
         _add(graph, tid, dur, blocking=blocking, launches=launched, name=name)
         if launched and windows:
             at = bisect.bisect_right(window_starts, ts) - 1
             if at >= 0 and ts < window_ends[at]:
                 graph.device_step[launched] = numbers[at]
+    graph.waits = waits.edges
     return graph
+
+
+@functools.lru_cache(maxsize=4096)
+def _launches_graph(name: str) -> bool:
+    """Whether the runtime call `name` launches a CUDA (or HIP) graph."""
+    return "GraphLaunch" in name
+
+
+def _graph_lags(device: _Device, rows: list[int], called_us: float) -> dict[int, float]:
+    """For the device tasks `rows` of one graph launch called at `called_us` (traced),
+    each one's wait in the trace after both the call and the task before it in its
+    stream: a graph's nodes wait on one another and on events captured with them, none
+    of which the trace records, so each keeps its traced wait. (A graph's first nodes
+    run while the call that launches them has yet to return.)"""
+    lags = {}
+    for row in rows:
+        before = row - 1  # the task before it in its stream, if any
+        ready = called_us
+        if before >= 0 and device.stream[before] == device.stream[row]:
+            ready = max(ready, float(device.ts[before] + device.traced_dur[before]))
+        lags[row] = max(0.0, float(device.ts[row]) - ready)
+    return lags
+
+
+@functools.lru_cache(maxsize=4096)
+def _waits_on_event(name: str) -> bool:
+    """Whether the runtime call `name` makes a stream wait on an event."""
+    return "StreamWaitEvent" in name
+
+
+# A device task that waits on another stream's event starts no earlier than the task the
+# event follows ends; traced times are rounded, to a microsecond in old traces.
+_WAIT_TOLERANCE_US = 1.0
+
+
+class _StreamWaits:
+    """The waits of one stream on another's event (`cudaStreamWaitEvent`). Traces record
+    the wait but neither the event's stream nor the waiting one, so both are inferred:
+    the waiting stream is that of the thread's next launch (PyTorch makes a stream wait
+    right before it launches on it: a collective's stream on the compute stream, the
+    compute stream on a collective or a copy), and the event follows a task launched on
+    another stream before the wait: of those the waiting task started after in the
+    trace, the one that ended last (what it waited for, if anything did)."""
+
+    def __init__(self, device: _Device) -> None:
+        self.device = device
+        self.ends = device.ts + device.traced_dur
+        # Rows are in each stream's order: a stream's rows are one run of them.
+        streams, first = np.unique(device.stream, return_index=True)
+        self.first = dict(zip(streams.tolist(), first.tolist(), strict=True))
+        self.last_on: dict[int, int] = {}  # stream → its device task launched last
+        self.open: dict[int, list[dict[int, int]]] = {}  # thread → its waits' candidates
+        self.edges: dict[int, list[int]] = {}
+
+    def called(self, tid: int) -> None:
+        self.open.setdefault(tid, []).append(dict(self.last_on))
+
+    def launched(self, tid: int, rows: list[int]) -> None:
+        if not rows:
+            return
+        device = self.device
+        for launched_before in self.open.pop(tid, []):
+            waiter = rows[0]
+            stream = int(device.stream[waiter])
+            start = float(device.ts[waiter]) + _WAIT_TOLERANCE_US
+            ended = []
+            for other, last in launched_before.items():
+                lo = self.first[other]
+                # The stream's last task launched before the wait to end before `start`.
+                at = lo + int(np.searchsorted(self.ends[lo : last + 1], start, side="right")) - 1
+                if other != stream and at >= lo:
+                    ended.append((float(self.ends[at]), at))
+            if ended:
+                edge = max(ended)[1]
+                if edge not in self.edges.get(waiter, ()):
+                    self.edges.setdefault(waiter, []).append(edge)
+        for row in rows:
+            self.last_on[int(device.stream[row])] = row
 
 
 def _launches_in(
@@ -467,9 +562,15 @@ def _simulate(graph: _Graph) -> _Simulated:
     host_start: list[float] = []
     launched_end = 0.0  # the latest end of every device task launched so far
 
+    waits, lags = graph.waits, graph.lags
+    blocked: dict[int, list[int]] = {}  # device task → the streams waiting for its end
+
     def run_device(row: int, ready: float) -> float:
         stream = int(device.stream[row])
         start = max(ready, stream_free.get(stream, -np.inf))
+        for other in waits.get(row, ()):
+            start = max(start, float(device_end[other]))
+        start += lags.get(row, 0.0)
         end = start + float(device.dur[row])
         stream_free[stream] = end
         device_start[row], device_end[row] = start, end
@@ -480,14 +581,25 @@ def _simulate(graph: _Graph) -> _Simulated:
         streams_rows.setdefault(stream, []).append(row)
 
     def release(stream: int) -> None:
-        """Run the stream's tasks whose launches have returned, in the stream's order."""
+        """Run the stream's tasks whose launches have returned, in the stream's order,
+        up to one waiting for another stream's task yet to run; and then the streams
+        that were waiting for those that ran."""
         nonlocal launched_end
-        rows = streams_rows[stream]
-        i = order_in_stream.get(stream, 0)
-        while i < len(rows) and rows[i] in pending:
-            launched_end = max(launched_end, run_device(rows[i], pending.pop(rows[i])))
-            i += 1
-        order_in_stream[stream] = i
+        todo = [stream]
+        while todo:
+            stream = todo.pop()
+            rows = streams_rows[stream]
+            i = order_in_stream.get(stream, 0)
+            while i < len(rows) and rows[i] in pending:
+                row = rows[i]
+                unrun = [w for w in waits.get(row, ()) if np.isnan(device_end[w])]
+                if unrun:
+                    blocked.setdefault(unrun[0], []).append(stream)
+                    break
+                launched_end = max(launched_end, run_device(row, pending.pop(row)))
+                todo += blocked.pop(row, [])
+                i += 1
+            order_in_stream[stream] = i
 
     # A device task whose launch is not in the trace (launched before the profiler
     # started, or by a call it did not record) has no edge to say when it could start:
@@ -511,7 +623,7 @@ def _simulate(graph: _Graph) -> _Simulated:
         # A sync lasts as long as what it waits for: its traced duration is that wait.
         end = start + (graph.durations[index] if blocking == _NONE else 0.0)
         for row in graph.launches[index]:
-            pending[row] = end
+            pending[row] = start if row in lags else end
             last_stream[tid] = int(device.stream[row])
             release(last_stream[tid])
         if blocking == _DEVICE or (blocking == _STREAM and tid not in last_stream):
