@@ -19,8 +19,14 @@ measured, and each change's predicted gain on the shared traces.
    with AdamW one parameter at a time, foreach, and fused; the fused step predicted from
    the first two against the fused step's own trace (both under the profiler), and the
    speed-ups beside those measured without it.
-5. **Gains on the shared traces**: each change's predicted step over the unchanged
-   replay, per trace (median over its steps).
+5. **Data parallel.** The shared A100 DDP run (`hta-a100-ddp-train-rank0of2`, 2 ranks):
+   each all-reduce kernel's traced time against the ring model's for its bucket (the
+   bytes its kernel records) over catalog links, and the steps replayed with every
+   all-reduce at the model's time, or at none, against the traced steps.
+6. **Gains on the shared traces**: each change's predicted step over the unchanged
+   replay, per trace (median over its steps); data parallel where the trace records
+   its gradients' sizes (`record_shapes`), 8 processes over NVLink 4 and over 100 Gb
+   Ethernet.
 """
 
 from __future__ import annotations
@@ -31,10 +37,15 @@ import json
 import statistics
 from pathlib import Path
 
+import numpy as np
+
 from lightspeed.dtypes import Precision
 from lightspeed.errors import LightspeedError
 from lightspeed.hardware import catalog_hardware
+from lightspeed.hardware.links import catalog_link
+from lightspeed.predict.data_parallel import ring_all_reduce_s
 from lightspeed.trace.carry import carry_trace, trace_hardware
+from lightspeed.trace.events import Kind
 from lightspeed.trace.load import load_trace
 from lightspeed.trace.replay import replay_steps
 from lightspeed.trace.whatif import predict_trace
@@ -146,10 +157,57 @@ def fused_optimizer() -> None:
         )
 
 
+def data_parallel(shared: Path) -> None:
+    path = shared / "hta-a100-ddp-train-rank0of2.json.gz"
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
+    # Each NCCL kernel records its collective's element count (fp32 here).
+    nbytes = {
+        e["args"]["correlation"]: 4 * e["args"].get("In msg nelems", 0)
+        for e in events
+        if e.get("cat") == "kernel" and "AllReduce" in e.get("name", "")
+    }
+    trace = load_trace(path)
+    kernels = trace.table(Kind.KERNEL)
+    sizes = np.array([nbytes.get(int(c), 0) for c in kernels.correlation.tolist()])
+    reduce = sizes > 0
+    traced_us = kernels.dur_us[reduce]
+    print("\n| link | all-reduces | their traced time | the model's | traced / model |")
+    print("|---|---|---|---|---|")
+    links = ("nvlink3", "pcie4", "ethernet-25g")
+    for link_id in links:
+        link = catalog_link(link_id)
+        model = np.array([ring_all_reduce_s(b, 2, link) * 1e6 for b in sizes[reduce]])
+        ratios = traced_us / model
+        print(
+            f"| {link.name} | {int(reduce.sum())} | {traced_us.sum() / 1e3:.1f} ms |"
+            f" {model.sum() / 1e3:.2f} ms | {ratios.min():.1f}–{ratios.max():.1f}× |"
+        )
+    replayed = replay_steps(trace)
+    print("\n| all-reduces at | " + " | ".join(f"step {s.number}" for s in replayed.steps) + " |")
+    print("|---|" + "---|" * len(replayed.steps))
+    print("| traced | " + " | ".join(f"{s.traced_s * 1e3:.2f} ms" for s in replayed.steps) + " |")
+    variants: list[tuple[str, float | None]] = [("none", None)]
+    variants += [(catalog_link(i).name, None) for i in links]
+    for name, _ in variants:
+        durations = kernels.dur_us.astype(float)
+        if name == "none":
+            durations[reduce] = 0.0
+        else:
+            link = next(catalog_link(i) for i in links if catalog_link(i).name == name)
+            durations[reduce] = [ring_all_reduce_s(b, 2, link) * 1e6 for b in sizes[reduce]]
+        steps = replay_steps(trace, {Kind.KERNEL: durations}).steps
+        print(f"| {name} | " + " | ".join(f"{s.step_s * 1e3:.2f} ms" for s in steps) + " |")
+
+
 def gains(folders: list[Path]) -> None:
     h100 = catalog_hardware("h100-sxm")
-    print("\n| trace | GPU | CUDA graphs | fused optimizer | bf16 | on an H100 SXM |")
-    print("|---|---|---|---|---|---|")
+    dp = [(8, catalog_link("nvlink4")), (8, catalog_link("ethernet-100g"))]
+    print(
+        "\n| trace | GPU | CUDA graphs | fused optimizer | bf16 | on an H100 SXM |"
+        " 8 × NVLink 4 | 8 × 100 GbE |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for folder in folders:
         for path in sorted(folder.glob("*.json.gz")):
             if any(p in path.name for p in LEFT_OUT) or ".profile." in path.name:
@@ -165,6 +223,7 @@ def gains(folders: list[Path]) -> None:
                 {"fused_optimizer": True},
                 {"precision": Precision.BF16},
                 {"hardware": h100},
+                *({"data_parallel": d} for d in dp),
             ):
                 try:
                     p = predict_trace(trace, **change)  # type: ignore[arg-type]
@@ -184,6 +243,7 @@ def main() -> None:
     graphs()
     mixed_precision()
     fused_optimizer()
+    data_parallel(args.shared)
     gains([args.shared, GPU])
 
 

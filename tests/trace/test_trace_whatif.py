@@ -14,9 +14,11 @@ from lightspeed import glossary
 from lightspeed.analysis.roofline import place_on
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
+from lightspeed.facts.link import Link
 from lightspeed.hardware import catalog_hardware
 from lightspeed.report.trace_whatif_report import trace_prediction_document
 from lightspeed.trace.carry import carried_durations, in_precision_durations
+from lightspeed.trace.data_parallel import ACCUMULATE_GRAD, gradient_buckets
 from lightspeed.trace.events import Kind
 from lightspeed.trace.load import load_trace
 from lightspeed.trace.whatif import predict_trace
@@ -124,6 +126,87 @@ def test_a_fused_optimizer_is_one_pass_of_7_20ths_and_one_launch(tmp_path: Path)
     assert step.predicted_busy_s == pytest.approx(70e-6)
 
 
+# 1 MiB of fp32 gradient, and a link over which 2 processes all-reduce it in 100 µs:
+# 2·(2−1)/2 · 1 MiB / bandwidth, no latency.
+_MIB = [[262144]]
+_LINK = Link(id="test", name="a test link", bandwidth_bytes_per_s=2**20 / 100e-6, latency_s=0.0)
+
+
+def _backward(path: Path) -> Path:
+    # Forward 5..105; backward's two kernels 105..155 and 155..205, each gradient (1 MiB)
+    # accumulated on the host right after its launch (ending at 18 and 23); the
+    # optimizer's kernel launched at 30 (205..215); a sync from 40 to 215; the step
+    # ending at 300, 85 µs after it.
+    t = KinetoTrace(device_name=H100)
+    t.step(1, 0, 300)
+    t.launch(0, 5, 100, name="forward")
+    t.launch(10, 105, 50, name="grad_w1")
+    t.cpu_op(ACCUMULATE_GRAD, 16, 2, **{"Input Dims": _MIB, "Input type": ["float"]})
+    t.launch(20, 155, 50, name="grad_w2")
+    t.cpu_op(ACCUMULATE_GRAD, 21, 2, **{"Input Dims": _MIB, "Input type": ["float"]})
+    t.launch(30, 205, 10, name="optimizer")
+    t.runtime("cudaDeviceSynchronize", 40, 175)
+    t.step(2, 300, 20)
+    t.launch(301, 306, 5)
+    return t.write(path)
+
+
+def test_data_parallel_all_reduces_overlap_backward_and_hold_the_optimizer(
+    tmp_path: Path,
+) -> None:
+    trace = load_trace(_backward(tmp_path / "t.json"))
+    buckets = gradient_buckets(trace)
+    # The first bucket closes at 1 MiB, the second holds the rest.
+    assert [(b.step, b.gradients, b.nbytes, b.ready_us) for b in buckets] == [
+        (1, 1, 2**20, 18.0),
+        (1, 1, 2**20, 23.0),
+    ]
+    predicted = predict_trace(trace, data_parallel=(2, _LINK))
+    (step,) = predicted.steps
+    assert step.replayed_s == pytest.approx(300e-6)
+    # The first all-reduce waits for grad_w1 (155..255), the second for it and grad_w2
+    # (255..355); the optimizer's kernel, launched after the last accumulation, waits
+    # for both (355..365), and so does the sync: the step ends 85 µs later, at 450.
+    assert step.predicted_s == pytest.approx(450e-6)
+    device = {what: (before, after) for what, before, after in predicted.device_time}
+    assert device["communication"] == pytest.approx((0.0, 200e-6))
+    assert predicted.changes["data_parallel"] == "2 processes over test"
+    # One process: nothing to reduce, nothing changes.
+    (alone,) = predict_trace(trace, data_parallel=(1, _LINK)).steps
+    assert alone.predicted_s == pytest.approx(300e-6)
+
+
+def test_data_parallel_from_the_cli(run_cli: RunCli, tmp_path: Path) -> None:
+    path = _backward(tmp_path / "t.json")
+    out = tmp_path / "p.json"
+    code, text, err = run_cli(
+        "predict", str(path), "--trace", "--dp", "2", "--link", "nvlink4", "--json", str(out)
+    )
+    assert code == 0, err
+    assert "2 processes over nvlink4" in text and "ring all-reduce" in text
+    (doc,) = json.loads(out.read_text())["ranks"]
+    assert doc["changes"]["data_parallel"] == "2 processes over nvlink4"
+    code, _, err = run_cli("predict", str(path), "--trace", "--dp", "2")
+    assert code == 2 and "--link ID" in err
+    code, _, err = run_cli("predict", str(path), "--trace", "--dp", "2", "--link", "nope")
+    assert code == 2 and "unknown link" in err
+    code, _, err = run_cli("predict", str(path), "--trace", "--dp", "0", "--link", "pcie4")
+    assert code == 2 and "at least 1" in err
+    doc = trace_prediction_document([predict_trace(load_trace(path), data_parallel=(2, _LINK))])
+    assert {label for label in printed_labels(doc) if glossary.lookup(label) is None} == set()
+
+
+def test_data_parallel_refusals(tmp_path: Path) -> None:
+    no_sizes = load_trace(_launch_bound(tmp_path / "t.json"))
+    with pytest.raises(ConfigError, match="record_shapes=True"):
+        predict_trace(no_sizes, data_parallel=(2, _LINK))
+    folder = tmp_path / "run"
+    folder.mkdir()
+    communicating = load_trace(all_reduce_step(0, 0).write(folder / "rank0.json"))
+    with pytest.raises(ConfigError, match="runs collectives already"):
+        predict_trace(communicating, data_parallel=(2, _LINK))
+
+
 def test_refusals(tmp_path: Path) -> None:
     trace = load_trace(_launch_bound(tmp_path / "t.json"))
     with pytest.raises(ConfigError, match="give a change"):
@@ -160,7 +243,10 @@ def test_cli(run_cli: RunCli, tmp_path: Path) -> None:
     assert max(start + length for start, length in kernels) == pytest.approx(45e-6)
     assert replayed["duration_s"] == pytest.approx(429e-6)
     page = html.read_text()
-    assert "The first step, replayed and predicted" in page and "ProfilerStep#1" in page
+    assert "The first step: traced, replayed and predicted" in page
+    assert "ProfilerStep#1, traced" in page and "ProfilerStep#1, predicted" in page
+    # The traced timeline is the trace's own: the same step, at its traced length.
+    assert doc["timelines"]["traced"]["duration_s"] == pytest.approx(430e-6)
     code, _, err = run_cli("predict", str(path), "--trace", "--hardware", "local")
     assert code == 2 and "catalog GPU" in err
     code, _, err = run_cli("predict", str(path), "--cuda-graphs")

@@ -85,8 +85,8 @@ def predict_command(
         False,
         "--trace",
         help="SOURCE is a torch.profiler trace of GPU steps, or a folder of one run's rank"
-        " traces: predict --hardware, --dtype (autocast), --cuda-graphs, --fused-optimizer"
-        " or --comm-speedup from it by replaying its dependency graph.",
+        " traces: predict --hardware, --dtype (autocast), --cuda-graphs, --fused-optimizer,"
+        " --dp N --link ID or --comm-speedup from it by replaying its dependency graph.",
     ),
     cuda_graphs: bool = typer.Option(
         False,
@@ -137,6 +137,7 @@ def predict_command(
             "cuda_graphs": cuda_graphs,
             "fused_optimizer": fused_optimizer,
             "comm_speedup": comm_speedup,
+            "data_parallel": None if processes is None else _trace_link(processes, link_id),
         }
         _from_trace(source, trace, hardware, dtype, what, json_path, html_path, wide)
         return
@@ -230,6 +231,19 @@ def _reloaded(measured: Any) -> Any:
         return workload_of(measured)
     except LightspeedError:
         return None
+
+
+def _trace_link(processes: int, link_id: str) -> tuple[int, Any]:
+    """`--dp N --link ID` with --trace: N and a catalog link (none is measured here)."""
+    from lightspeed.errors import ConfigError
+    from lightspeed.hardware.links import catalog_link
+
+    if link_id == "measured":
+        raise ConfigError(
+            "--dp with --trace: name the link between the GPUs with --link ID"
+            " (`lightspeed hw list --links`: nvlink4, pcie5, ib-ndr, …)."
+        )
+    return processes, catalog_link(link_id)
 
 
 def _data_parallel(

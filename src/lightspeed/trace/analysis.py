@@ -459,6 +459,13 @@ def step_contexts(ctx: TraceContext) -> list[WindowContext]:
     ]
 
 
+def traced_step_timeline(trace: Trace, number: int) -> Timeline | None:
+    """ProfilerStep#`number` of `trace` as traced, drawn as `analyse_trace` draws it."""
+    ctx = TraceContext(trace)
+    steps, spans, _ = _rank_steps(ctx)
+    return step_timeline(ctx, steps, spans, number)
+
+
 def _rank_steps(
     ctx: TraceContext,
 ) -> tuple[list[StepWindow], list[tuple[float, float] | None], list[_Window]]:

@@ -69,7 +69,11 @@ def seconds(us: npt.ArrayLike) -> list[float]:
 
 # CPU ops whose input shapes the reader keeps: matrix products, whose FLOPs and bytes
 # follow from them.
-SHAPED_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
+# CPU ops whose recorded shapes are kept: the matrix products, and each gradient's
+# accumulation (its size, for data-parallel buckets).
+SHAPED_OPS = frozenset(
+    {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "torch::autograd::AccumulateGrad"}
+)
 
 
 @dataclasses.dataclass(frozen=True)

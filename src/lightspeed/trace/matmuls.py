@@ -55,7 +55,7 @@ from lightspeed.trace.window import (
 )
 
 # Kineto's `Input type` strings for the floating-point types matrix products run in.
-_TYPES: Mapping[str, tuple[Precision, int]] = {
+KINETO_TYPES: Mapping[str, tuple[Precision, int]] = {
     "float": (Precision.FP32, 4),
     "double": (Precision.FP64, 8),
     "c10::BFloat16": (Precision.BF16, 2),
@@ -118,7 +118,7 @@ def product(op: str, dims: Any, types: Any) -> Product | None:
                 return None
         else:
             return None
-        precision, size = _TYPES[types[operand]]
+        precision, size = KINETO_TYPES[types[operand]]
     except (TypeError, ValueError, IndexError, KeyError):
         return None
     sizes = (batch, m, k, n, extra)

@@ -53,7 +53,14 @@ from lightspeed.trace.names import KERNEL_TYPES, KernelType, name_types
 from lightspeed.trace.steps import DEVICE_KINDS, StepWindow, step_windows
 from lightspeed.trace.timeline import CATEGORIES, Category, Lane, Timeline, drawn
 
-__all__ = ["DeviceDurations", "ReplayedStep", "StepReplay", "replay_ranks", "replay_steps"]
+__all__ = [
+    "DeviceDurations",
+    "Inserted",
+    "ReplayedStep",
+    "StepReplay",
+    "replay_ranks",
+    "replay_steps",
+]
 
 # New durations (µs) of a trace's device events, per kind, row for row of its tables.
 DeviceDurations = dict[Kind, FloatArray]
@@ -81,6 +88,19 @@ def _blocking(name: str) -> int:
     if name.startswith(_BLOCKING_COPIES) and _ASYNC not in name:
         return _STREAM
     return _NONE
+
+
+@dataclasses.dataclass(frozen=True)
+class Inserted:
+    """A device task added to a trace's graph on a stream of its own (a data-parallel
+    all-reduce): launched by thread `tid` at `at_us` (traced time, µs), once the device
+    work that thread launched before it has ended, for `duration_us`; the first device
+    task launched after `joined_at_us` (any thread) waits for it."""
+
+    at_us: float
+    tid: int
+    duration_us: float
+    joined_at_us: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,9 +231,22 @@ _Row = tuple[float, float, int, int, int, int]
 
 
 def _graph(
-    trace: Trace, durations: DeviceDurations | None, graphs: bool, fused_optimizer: bool = False
+    trace: Trace,
+    durations: DeviceDurations | None,
+    graphs: bool,
+    fused_optimizer: bool = False,
+    inserted: Sequence[Inserted] = (),
 ) -> _Graph:
+    inserted = sorted(inserted, key=lambda x: x.at_us)  # one stream, in order
     device = _device_tasks(trace, durations)
+    if inserted:
+        # Correlations past every one the trace uses, host calls' included.
+        used = [device.correlation]
+        if Kind.RUNTIME in trace.tables:
+            used.append(trace.table(Kind.RUNTIME).correlation)
+        first = int(max(c.max(initial=0) for c in used)) + 1
+        device = _with_inserted(device, inserted, len(trace.names) + 1, first)
+    names = (*trace.names, _HOST_WORK, _INSERTED)
     by_correlation: dict[int, list[int]] = {}
     for row, corr in enumerate(device.correlation.tolist()):
         if corr != NO_ID:
@@ -232,6 +265,13 @@ def _graph(
                 strict=True,
             )
         )
+    first_inserted = len(device.dur) - len(inserted)
+    rows += [
+        (x.at_us, 0.0, x.tid, len(names) - 1, int(device.correlation[first_inserted + k]), -1)
+        for k, x in enumerate(inserted)
+    ]
+    # The first launch after each inserted task's `joined_at_us` waits for it.
+    joins = sorted((x.joined_at_us, first_inserted + k) for k, x in enumerate(inserted))
     windows = step_windows(trace)
     main = _step_thread(trace) if windows else 0
     for w in windows:
@@ -261,7 +301,8 @@ def _graph(
     # Per thread, the traced ends of its tasks so far and their indices, in order.
     ends: dict[int, list[float]] = {}
     tasks: dict[int, list[int]] = {}
-    waits = _StreamWaits(device)
+    waits = _StreamWaits(device, first_inserted)
+    last_launch: dict[int, int] = {}  # thread → the device task it launched last
     for position, (ts, dur, tid, name, corr, step) in enumerate(rows):
         gap = ts - last_end[tid] if tid in last_end else 0.0
         idle = tid != main and (
@@ -289,12 +330,20 @@ def _graph(
             launched = []
         else:
             launched = by_correlation.get(corr, [])
-        blocking = _blocking(trace.names[name])
-        if _waits_on_event(trace.names[name]):
+        blocking = _blocking(names[name])
+        if _waits_on_event(names[name]):
             waits.called(tid)
-        if _launches_graph(trace.names[name]):
+        if _launches_graph(names[name]):
             graph.lags.update(_graph_lags(device, by_correlation.get(corr, []), ts))
-        waits.launched(tid, by_correlation.get(corr, []))
+        mine = by_correlation.get(corr, [])
+        waits.launched(tid, mine)
+        if mine and mine[0] >= first_inserted:
+            if tid in last_launch:  # the stream it launches on waits for the thread's work
+                waits.edges.setdefault(mine[0], []).append(last_launch[tid])
+        elif mine:
+            while joins and joins[0][0] < ts:
+                waits.edges.setdefault(mine[0], []).append(joins.pop(0)[1])
+            last_launch[tid] = mine[-1]
         _add(graph, tid, dur, blocking=blocking, launches=launched, name=name)
         if launched and windows:
             at = bisect.bisect_right(window_starts, ts) - 1
@@ -302,6 +351,23 @@ def _graph(
                 graph.device_step[launched] = numbers[at]
     graph.waits = waits.edges
     return graph
+
+
+def _with_inserted(device: _Device, inserted: Sequence[Inserted], name: int, first: int) -> _Device:
+    """`device` with the `inserted` tasks after its rows, on a stream of their own (one
+    past the trace's), with correlations from `first` on and the name id `name`."""
+    n = len(inserted)
+    stream = int(device.stream.max()) + 1 if len(device.stream) else 0
+    return _Device(
+        stream=np.r_[device.stream, np.full(n, stream, np.int64)],
+        ts=np.r_[device.ts, [x.at_us for x in inserted]],
+        dur=np.r_[device.dur, [x.duration_us for x in inserted]],
+        traced_dur=np.r_[device.traced_dur, np.zeros(n)],
+        correlation=np.r_[device.correlation, np.arange(first, first + n, dtype=np.int64)],
+        name=np.r_[device.name, np.full(n, name, np.int64)],
+        kind=np.r_[device.kind, np.full(n, _COMMUNICATION, device.kind.dtype)],
+        memory=np.r_[device.memory, np.zeros(n, bool)],
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -346,8 +412,9 @@ class _StreamWaits:
     another stream before the wait: of those the waiting task started after in the
     trace, the one that ended last (what it waited for, if anything did)."""
 
-    def __init__(self, device: _Device) -> None:
+    def __init__(self, device: _Device, traced: int) -> None:
         self.device = device
+        self.traced = traced  # the rows past it are inserted: no event follows them
         self.ends = device.ts + device.traced_dur
         # Rows are in each stream's order: a stream's rows are one run of them.
         streams, first = np.unique(device.stream, return_index=True)
@@ -379,7 +446,8 @@ class _StreamWaits:
                 if edge not in self.edges.get(waiter, ()):
                     self.edges.setdefault(waiter, []).append(edge)
         for row in rows:
-            self.last_on[int(device.stream[row])] = row
+            if row < self.traced:
+                self.last_on[int(device.stream[row])] = row
 
 
 def _launches_in(
@@ -668,16 +736,18 @@ def replay_steps(
     *,
     graphs: bool = False,
     fused_optimizer: bool = False,
+    inserted: Sequence[Inserted] = (),
     timeline: bool = False,
 ) -> StepReplay:
     """Replay `trace`'s steps from its dependency graph (see the module's docstring):
     each `ProfilerStep#N` but the last, its traced and replayed duration and device busy
     time. Unchanged by default; `durations` (µs, per device-event kind, row for row of
     the trace's tables) replaces the device tasks' durations, `graphs` captures each
-    step's device work as one CUDA graph (`_captured`), and `fused_optimizer` runs each
-    optimizer step's update as one fused pass (`_fused_optimizer`). `timeline`: the
-    first step's timeline too (`StepReplay.timeline`)."""
-    graph = _graph(trace, durations, graphs, fused_optimizer)
+    step's device work as one CUDA graph (`_captured`), `fused_optimizer` runs each
+    optimizer step's update as one fused pass (`_fused_optimizer`), and `inserted` adds
+    device tasks (`Inserted`). `timeline`: the first step's timeline too
+    (`StepReplay.timeline`)."""
+    graph = _graph(trace, durations, graphs, fused_optimizer, inserted)
     return _replayed(trace, graph, _simulate(graph), timeline)
 
 
@@ -827,6 +897,7 @@ def summary(replays: Sequence[ReplayedStep]) -> tuple[float, float]:
 
 
 _HOST_WORK = "host work"  # the name of the host's own time between two runtime calls
+_INSERTED = "all-reduce (predicted)"  # the name of an inserted task and of its launch
 _CODE = {c: CATEGORIES.index(c) for c in Category}
 _CPU_OP = _CODE[Category.CPU_OP]
 
@@ -883,7 +954,7 @@ def _timeline(
         lo,
         hi,
         step=number,
-        names=(*trace.names, _HOST_WORK),
+        names=(*trace.names, _HOST_WORK, _INSERTED),
         lane_of=_lane,
         events_in_window=int(inside.sum()),
     )

@@ -9,7 +9,9 @@ Changes, each with what it assumes (`TracePrediction.assumptions`):
 - communication X× faster: each NCCL kernel's time divided by X (with every rank's trace,
   each collective's transfer only: `replay.replay_ranks`);
 - a fused optimizer: each `Optimizer.step#…` span's update kernels as one fused pass
-  (`replay.FUSED_ADAMW_SHARE` of their time), its host launches as one.
+  (`replay.FUSED_ADAMW_SHARE` of their time), its host launches as one;
+- data parallel: each step's gradient buckets all-reduced over a catalog link on a
+  stream of their own, overlapping backward (`trace.data_parallel`).
 
 A change's effect is the changed replay over the unchanged one, applied to nothing
 else: the unchanged replay is the baseline, so the graph's own error cancels. A step's
@@ -27,6 +29,8 @@ import numpy as np
 from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
+from lightspeed.facts.link import Link
+from lightspeed.trace.analysis import traced_step_timeline
 from lightspeed.trace.carry import (
     CARRY_RULES,
     carried_durations,
@@ -34,8 +38,16 @@ from lightspeed.trace.carry import (
     in_precision_durations,
     trace_hardware,
 )
+from lightspeed.trace.data_parallel import all_reduces, gradient_buckets
 from lightspeed.trace.events import Kind, Trace
-from lightspeed.trace.replay import DeviceDurations, StepReplay, replay_ranks, replay_steps
+from lightspeed.trace.names import KERNEL_TYPES
+from lightspeed.trace.replay import (
+    DeviceDurations,
+    Inserted,
+    StepReplay,
+    replay_ranks,
+    replay_steps,
+)
 from lightspeed.trace.timeline import Timeline
 
 __all__ = ["PredictedStep", "TracePrediction", "predict_trace", "predict_traces"]
@@ -97,7 +109,7 @@ class TracePrediction:
     # The device time carried by time alone (no recorded shapes), of all carried, s.
     by_time_s: float = 0.0
     carried_s: float = 0.0
-    # The first step's timeline replayed unchanged and predicted (`StepReplay.timeline`).
+    # The first step's timeline as traced, replayed unchanged and predicted.
     timelines: dict[str, Timeline] = dataclasses.field(default_factory=dict)
     rank: int | None = None
     # The steps' device time by kind and by stream (s): replayed unchanged, predicted.
@@ -112,9 +124,11 @@ def predict_trace(
     cuda_graphs: bool = False,
     comm_speedup: float | None = None,
     fused_optimizer: bool = False,
+    data_parallel: tuple[int, Link] | None = None,
 ) -> TracePrediction:
-    """`trace`'s steps predicted with the changes given (see the module's docstring).
-    Raises ConfigError when none is given, or the trace has no `ProfilerStep`."""
+    """`trace`'s steps predicted with the changes given (see the module's docstring;
+    `data_parallel`: N processes and the link between them). Raises ConfigError when
+    none is given, or the trace has no `ProfilerStep`."""
     (only,) = predict_traces(
         [trace],
         hardware=hardware,
@@ -122,6 +136,7 @@ def predict_trace(
         cuda_graphs=cuda_graphs,
         comm_speedup=comm_speedup,
         fused_optimizer=fused_optimizer,
+        data_parallel=data_parallel,
     )
     return only
 
@@ -134,14 +149,25 @@ def predict_traces(
     cuda_graphs: bool = False,
     comm_speedup: float | None = None,
     fused_optimizer: bool = False,
+    data_parallel: tuple[int, Link] | None = None,
 ) -> tuple[TracePrediction, ...]:
     """Each trace's steps predicted with the changes given, one prediction per trace.
     Several traces are the ranks of one run: replayed together, their collectives
     joined (`replay.replay_ranks`), so that faster communication shortens only what the
-    last rank to arrive waits for. Raises ConfigError as `predict_trace` does."""
-    _check(hardware, precision, cuda_graphs or fused_optimizer, comm_speedup)
+    last rank to arrive waits for. Raises ConfigError as `predict_trace` does, and for
+    `data_parallel` with several ranks, or a trace that communicates already or
+    records no gradient sizes."""
+    _check(
+        hardware,
+        precision,
+        cuda_graphs or fused_optimizer or data_parallel is not None,
+        comm_speedup,
+    )
     changed = [_changes(t, hardware, precision) for t in traces]
     joined = len(traces) > 1
+    inserted: list[Inserted] = []
+    if data_parallel is not None:
+        inserted, dp_assumption = _data_parallel(traces, *data_parallel)
     speedup = comm_speedup if comm_speedup is not None else 1.0
     if joined:
         unchanged = replay_ranks(traces, timeline=True)
@@ -164,6 +190,7 @@ def predict_traces(
                 durations,
                 graphs=cuda_graphs,
                 fused_optimizer=fused_optimizer,
+                inserted=inserted,
                 timeline=True,
             )
         ]
@@ -180,6 +207,10 @@ def predict_traces(
         if fused_optimizer:
             names["fused_optimizer"] = "AdamW"
             assumptions.append(FUSED_ASSUMPTION)
+        if data_parallel is not None:
+            processes, link = data_parallel
+            names["data_parallel"] = f"{processes} processes over {link.id}"
+            assumptions.append(dp_assumption)
         out.append(_prediction(trace, change, names, assumptions, before, after))
     return tuple(out)
 
@@ -193,7 +224,7 @@ def _check(
     if hardware is None and precision is None and not graph_changes and comm_speedup is None:
         raise ConfigError(
             "predict --trace: give a change to predict: --hardware ID, --dtype bf16|fp16,"
-            " --cuda-graphs, --fused-optimizer or --comm-speedup X."
+            " --cuda-graphs, --fused-optimizer, --dp N --link ID or --comm-speedup X."
         )
     if comm_speedup is not None and not comm_speedup > 0:
         raise ConfigError(
@@ -250,6 +281,48 @@ def _changes(trace: Trace, hardware: Hardware | None, precision: Precision | Non
     return _Change(source, target, durations, names, tuple(assumptions), by_time, carried)
 
 
+def _data_parallel(
+    traces: Sequence[Trace], processes: int, link: Link
+) -> tuple[list[Inserted], str]:
+    """The all-reduces to insert into the one trace of `traces` for `processes`
+    processes over `link`, and what they assume."""
+    if processes < 1:
+        raise ConfigError(f"--dp {processes} must be at least 1.")
+    if len(traces) > 1:
+        raise ConfigError(
+            "--dp: these ranks communicate already; predict their communication faster"
+            " with --comm-speedup X, or give one process's trace."
+        )
+    (trace,) = traces
+    if communication_kernels(trace).any():
+        raise ConfigError(
+            f"{trace.path}: this trace runs collectives already; --dp inserts a"
+            " data-parallel step's all-reduces into one process's trace. Predict its"
+            " communication faster with --comm-speedup X."
+        )
+    buckets = gradient_buckets(trace)
+    if not buckets:
+        raise ConfigError(
+            f"{trace.path}: no gradient sizes recorded (torch::autograd::AccumulateGrad"
+            " with Input Dims); trace the training step with record_shapes=True to"
+            " predict --dp."
+        )
+    steps = len({b.step for b in buckets})
+    nbytes = sum(b.nbytes for b in buckets) / steps
+    gradients = sum(b.gradients for b in buckets) / steps
+    assumption = (
+        f"data parallel, {processes} processes over {link.name}: each step's"
+        f" {gradients:.0f} gradients ({nbytes / 2**20:.1f} MiB, from each AccumulateGrad's"
+        f" recorded shape) in DDP's buckets in the order they are ready (the first of"
+        f" 1 MiB, then of 25 MiB), each a ring all-reduce, 2(n−1)/n · bytes / bandwidth +"
+        f" 2(n−1) · latency, on a stream of its own, launched when its last gradient is"
+        " accumulated after the device work launched before it; the first kernel after"
+        " backward waits for them; the gradients' copies into buckets and DDP's host"
+        " work not added"
+    )
+    return all_reduces(buckets, processes, link), assumption
+
+
 def _faster_communication(
     trace: Trace, durations: DeviceDurations | None, speedup: float
 ) -> DeviceDurations:
@@ -302,7 +375,10 @@ def _prediction(
         if s.number in by_number
     )
     validated = tuple(VALIDATED[k] for k in VALIDATED if k in names)
-    timelines = {"replayed": unchanged.timeline, "predicted": changed.timeline}
+    traced = None
+    if unchanged.timeline is not None and unchanged.timeline.step is not None:
+        traced = traced_step_timeline(trace, unchanged.timeline.step)
+    timelines = {"traced": traced, "replayed": unchanged.timeline, "predicted": changed.timeline}
     return TracePrediction(
         path=trace.path,
         source=change.source.id,
@@ -316,7 +392,15 @@ def _prediction(
         timelines={k: v for k, v in timelines.items() if v is not None},
         rank=trace.rank,
         device_time=tuple(
-            (what, seconds, changed.device_time_s.get(what, 0.0))
-            for what, seconds in unchanged.device_time_s.items()
+            (what, unchanged.device_time_s.get(what, 0.0), changed.device_time_s.get(what, 0.0))
+            for what in _kinds_then_streams(unchanged.device_time_s, changed.device_time_s)
         ),
     )
+
+
+def _kinds_then_streams(*times: dict[str, float]) -> list[str]:
+    """The keys of `times` (kinds, then "stream N"), kinds in their order, streams by N."""
+    keys = list(dict.fromkeys(k for t in times for k in t))
+    kinds = [k.value for k in KERNEL_TYPES if k.value in keys]
+    streams = sorted((k for k in keys if k not in kinds), key=lambda k: int(k.split()[-1]))
+    return kinds + streams

@@ -1,7 +1,7 @@
 """The HTML report of what-ifs predicted from a trace (`lightspeed predict --trace`), from
 its JSON document: the changes, each step traced, replayed and predicted, the first step's
-timeline replayed unchanged above the same step predicted, what the prediction assumes
-and what was measured of it."""
+timeline as traced, replayed unchanged and predicted, one above the other, what the
+prediction assumes and what was measured of it."""
 
 from __future__ import annotations
 
@@ -52,9 +52,13 @@ def _rank(page: Page, doc: Mapping[str, Any], which: str, index: int) -> None:
     )
     page.section(f"Device time of the steps{which}", device, anchor=f"device-{index}")
     charts = []
-    # One time axis for both, so that the predicted step reads against the replayed one.
+    # One time axis for all, so that the predicted step reads against the others.
     longest = max((t["duration_s"] for t in doc["timelines"].values()), default=0.0)
-    for key, title in (("replayed", "replayed unchanged"), ("predicted", "predicted")):
+    for key, title in (
+        ("traced", "traced"),
+        ("replayed", "replayed unchanged"),
+        ("predicted", "predicted"),
+    ):
         timeline = doc["timelines"].get(key)
         if timeline is None:
             continue
@@ -64,7 +68,9 @@ def _rank(page: Page, doc: Mapping[str, Any], which: str, index: int) -> None:
         charts.append(page.chart("timeline", figure, caption=timeline_caption(timeline)))
     if charts:
         page.section(
-            f"The first step, replayed and predicted{which}", *charts, anchor=f"timelines-{index}"
+            f"The first step: traced, replayed and predicted{which}",
+            *charts,
+            anchor=f"timelines-{index}",
         )
     page.section(
         f"Assumptions{which}",
