@@ -12,16 +12,23 @@ from kineto import KinetoTrace, all_reduce_step
 from factories import RunCli, printed_labels
 from lightspeed import glossary
 from lightspeed.analysis.roofline import place_on
+from lightspeed.document import Table
 from lightspeed.dtypes import Precision
-from lightspeed.errors import ConfigError
+from lightspeed.errors import ConfigError, TraceError
 from lightspeed.facts.link import Link
 from lightspeed.hardware import catalog_hardware
+from lightspeed.report import render_json
 from lightspeed.report.trace_whatif_report import trace_prediction_document
 from lightspeed.trace.carry import carried_durations, in_precision_durations
 from lightspeed.trace.data_parallel import ACCUMULATE_GRAD, gradient_buckets
 from lightspeed.trace.events import Kind
-from lightspeed.trace.load import load_trace
-from lightspeed.trace.whatif import predict_trace
+from lightspeed.trace.load import load_trace, load_traces
+from lightspeed.trace.whatif import (
+    TracePrediction,
+    predict_trace,
+    predict_trace_files,
+    predict_traces,
+)
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -283,3 +290,46 @@ def test_a_folder_of_ranks_is_predicted_joined(run_cli: RunCli, tmp_path: Path) 
     assert [r["rank"] for r in ranks] == [0, 1]
     # Rank 0 waited 200 µs for rank 1; only the 100 µs transfer halves.
     assert [r["steps"][0]["predicted_s"] for r in ranks] == pytest.approx([265e-6, 265e-6])
+
+
+def test_ranks_read_by_a_pool_are_predicted_as_ranks_read_here(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    all_reduce_step(0, 0).write(folder / "rank0.json")
+    all_reduce_step(1, 200).write(folder / "rank1.json")
+    here = predict_traces(load_traces([folder]), comm_speedup=2)
+    pooled = predict_trace_files([folder], comm_speedup=2, workers=2)
+
+    def document(predictions: tuple[TracePrediction, ...]) -> bytes:
+        return render_json.dumps_utf8(trace_prediction_document(predictions).data)
+
+    assert document(pooled) == document(here)
+    assert [p.steps[0].predicted_s for p in pooled] == pytest.approx([265e-6, 265e-6])
+    all_reduce_step(1, 0).write(folder / "again-rank1.json")
+    with pytest.raises(TraceError, match="are both rank 1"):
+        predict_trace_files([folder], comm_speedup=2, workers=2)
+
+
+def test_a_long_prediction_lists_a_few_steps_and_keeps_every_one(tmp_path: Path) -> None:
+    # 40 steps, each 20 launches of a kernel of 2 µs, step k's host k µs longer.
+    t = KinetoTrace(device_name=H100)
+    at = 0.0
+    for number in range(1, 41):
+        length = 430 + number
+        t.step(number, at, length)
+        for i in range(20):
+            t.launch(at + 20 * i, at + 20 * i + 6, 2, name="relu")
+        at += length
+    t.step(41, at, 10)
+    doc = trace_prediction_document([predict_trace(load_trace(t.write(tmp_path / "t.json")),
+                                                   cuda_graphs=True)])  # fmt: skip
+    (section,) = doc.sections
+    table = next(b for b in section.blocks if isinstance(b, Table))
+    listed = [row[0].raw for row in table.rows if row[0] != "…"]
+    steps = doc.data["ranks"][0]["steps"]
+    assert len(steps) == 40  # every step in the JSON
+    # The first and last five, and no step left out slower than the fifth slowest.
+    assert listed[:5] == [1, 2, 3, 4, 5] and listed[-5:] == [36, 37, 38, 39, 40]
+    fifth = sorted(s["predicted_s"] for s in steps)[-5]
+    assert all(s["predicted_s"] <= fifth for s in steps if s["number"] not in listed)
+    assert len(listed) < 16 and table.caption is not None and "40 steps, shown" in table.caption

@@ -197,8 +197,7 @@ def _from_trace(
     from lightspeed.facts.device import Device
     from lightspeed.hardware.resolve import resolve_hardware
     from lightspeed.report.trace_whatif_report import trace_prediction_document
-    from lightspeed.trace.load import load_traces
-    from lightspeed.trace.whatif import predict_traces
+    from lightspeed.trace.whatif import predict_trace_files
 
     if not trace:
         raise ConfigError(
@@ -214,10 +213,9 @@ def _from_trace(
     if dtype is not None and autocast_to is None:
         raise ConfigError(f"--dtype {dtype}: no change from a trace; give bf16 or fp16.")
     precision = None if autocast_to is None else Precision(autocast_to)
-    # A folder of rank traces is one run: its ranks are replayed together.
-    predicted = predict_traces(
-        load_traces([Path(source)]), hardware=target, precision=precision, **changes
-    )
+    # A folder of rank traces is one run: its ranks are read by a pool of processes and
+    # replayed together.
+    predicted = predict_trace_files([Path(source)], hardware=target, precision=precision, **changes)
     report(trace_prediction_document(predicted), json_path, wide=wide, html_path=html_path)
 
 

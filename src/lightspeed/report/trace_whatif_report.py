@@ -7,7 +7,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightspeed.document import Column, Document, Fields, Notes, Section, Table, Unit, Value, line
-from lightspeed.report.trace_report import timeline_data
+from lightspeed.report.trace_report import (
+    SHOWN_OF,
+    SHOWN_STEPS,
+    percentiles_caption,
+    shown_indices,
+    timeline_data,
+)
 from lightspeed.trace.whatif import TracePrediction
 
 DOCUMENT = "trace-prediction"
@@ -77,11 +83,24 @@ def _section(p: TracePrediction, steps: list[dict[str, Any]], ranks: int) -> Sec
                 ),
             )
         )
+    # A long trace lists a few steps here (the slowest predicted among them); JSON and
+    # HTML keep every step.
+    predicted = [s["predicted_s"] for s in steps]
+    caption = STEP_CAPTION
+    if len(steps) > SHOWN_STEPS:
+        caption = (
+            f"{SHOWN_OF.format(steps=len(steps))} predicted; predicted"
+            f" {percentiles_caption(predicted)}; every step is in --json and --html. "
+            + STEP_CAPTION
+        )
     table = Table(
         title="Steps: traced, replayed unchanged, predicted",
         columns=STEP_COLUMNS,
-        rows=tuple(step_cells(s) for s in steps),
-        caption=STEP_CAPTION,
+        rows=tuple(
+            ("…",) * len(STEP_COLUMNS) if i is None else step_cells(steps[i])
+            for i in shown_indices(predicted)
+        ),
+        caption=caption,
     )
     device = Table(
         title="Device time of the steps: by kind and by stream",

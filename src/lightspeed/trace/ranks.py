@@ -19,10 +19,10 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from lightspeed import units
 from lightspeed.errors import ConfigError, LightspeedError, TraceError
@@ -36,6 +36,7 @@ from lightspeed.trace.analysis import (
 )
 from lightspeed.trace.events import Trace
 from lightspeed.trace.load import (
+    can_fork,
     load_trace,
     no_cycle_collection,
     rank_of,
@@ -152,6 +153,93 @@ def analyse_in_pool(
                 process.kill()
     by_rank = sorted(analysed, key=lambda r: r.rank)
     return combine_ranks(by_rank, [ranks[r.rank][2] for r in by_rank])
+
+
+_T = TypeVar("_T")
+
+
+def map_ranks(
+    files: Sequence[Path], fn: Callable[[Trace], _T], workers: int | None = None
+) -> list[_T]:
+    """`fn` applied to each of `files`' traces (each with its rank, as `load.load_traces`
+    gives it), the results in rank order: by `workers` forked processes (default: a
+    pool of `pool_size` where there are several files and this process can fork), each
+    trace read and reduced where it is read; with one, here, one by one. Two files of
+    one rank are refused, as `load_traces` refuses them. What `fn` returns travels back
+    from a worker: no functions in it."""
+    if workers is None:
+        workers = pool_size(files) if len(files) > 1 and can_fork() else 1
+    workers = min(workers, len(files))
+    if workers < 2:
+        done = []
+        for position, file in enumerate(files):
+            trace = load_trace(file)
+            trace = dataclasses.replace(trace, rank=rank_of(trace, position))
+            assert trace.rank is not None
+            done.append((trace.rank, trace.path, fn(trace)))
+            del trace
+            release_free_memory()
+    else:
+        done = _mapped_in_pool(files, fn, workers)
+    ranked: dict[int, tuple[str, _T]] = {}
+    for rank, path, result in sorted(done, key=lambda d: d[0]):
+        if rank in ranked:
+            raise same_rank(ranked[rank][0], path, rank)
+        ranked[rank] = (path, result)
+    return [result for _, result in ranked.values()]
+
+
+def _mapped_in_pool(
+    files: Sequence[Path], fn: Callable[[Trace], _T], workers: int
+) -> list[tuple[int, str, _T]]:
+    """`map_ranks`' work by `workers` forked processes: each rank, path and result."""
+    context = multiprocessing.get_context("fork")
+    shares = [list(enumerate(files))[i::workers] for i in range(workers)]
+    ends = [context.Pipe() for _ in shares]
+    pipes: list[Connection] = [here for here, _ in ends]
+    processes = []
+    for share, (_, there) in zip(shares, ends, strict=True):
+        process = context.Process(target=_map_worker, args=(there, pipes, share, fn), daemon=True)
+        process.start()
+        there.close()
+        processes.append(process)
+    try:
+        return [item for pipe in pipes for item in _received(pipe)]
+    finally:
+        for pipe in pipes:
+            pipe.close()
+        for process in processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+
+
+def _map_worker(
+    pipe: Connection,
+    parents: list[Connection],
+    share: list[tuple[int, Path]],
+    fn: Callable[[Trace], Any],
+) -> None:
+    """In a worker: read the share's files one at a time, apply `fn` to each, send the
+    ranks, paths and results (or the error raised). `parents` as `_worker` takes them."""
+    for end in parents:
+        end.close()
+    try:
+        done = []
+        for position, path in share:
+            trace = _load_ranked((position, str(path)))
+            with no_cycle_collection():
+                done.append((trace.rank, trace.path, fn(trace)))
+            del trace
+            release_free_memory()
+        pipe.send(("ok", done))
+    except Exception as exc:
+        try:
+            pipe.send(("error", exc))
+        except Exception:
+            pipe.send(("error", LightspeedError(str(exc))))
+    finally:
+        pipe.close()
 
 
 # What each rank's reader sends first: its rank, path, world size and step windows.

@@ -57,9 +57,12 @@ __all__ = [
     "DeviceDurations",
     "Inserted",
     "ReplayedStep",
+    "StepGraph",
     "StepReplay",
+    "replay_graphs",
     "replay_ranks",
     "replay_steps",
+    "step_graph",
 ]
 
 # New durations (µs) of a trace's device events, per kind, row for row of its tables.
@@ -202,7 +205,11 @@ def _device_tasks(trace: Trace, durations: DeviceDurations | None) -> _Device:
 
 
 @dataclasses.dataclass
-class _Graph:
+class StepGraph:
+    """One rank's steps as a dependency graph (see the module's docstring), changed or
+    not, ready to replay alone or joined with its run's other ranks (`replay_graphs`).
+    It holds no function, so it travels between processes."""
+
     # Host tasks in traced order of start: thread, duration (µs), kind, device rows.
     threads: list[int]
     durations: list[float]
@@ -222,6 +229,9 @@ class _Graph:
     # Device task → µs it waited in the trace past all that the graph says it waits for
     # (only for a CUDA graph's tasks: what a graph's nodes wait on is not recorded).
     lags: dict[int, float] = dataclasses.field(default_factory=dict)
+    # The trace's step windows, and its names with the graph's own after them.
+    windows: list[StepWindow] = dataclasses.field(default_factory=list)
+    trace_names: tuple[str, ...] = ()
 
 
 # A host row of the graph as it is built: traced start and duration (µs), thread, name
@@ -236,7 +246,7 @@ def _graph(
     graphs: bool,
     fused_optimizer: bool = False,
     inserted: Sequence[Inserted] = (),
-) -> _Graph:
+) -> StepGraph:
     inserted = sorted(inserted, key=lambda x: x.at_us)  # one stream, in order
     device = _device_tasks(trace, durations)
     if inserted:
@@ -290,9 +300,10 @@ def _graph(
         for first, others in fused_rows:
             device.dur[first] = FUSED_ADAMW_SHARE * float(device.dur[[first, *others]].sum())
             device.dur[others] = 0.0
-    graph = _Graph(
+    graph = StepGraph(
         [], [], [], [], [], {}, {}, {}, device, np.full(len(device.dur), -1, dtype=np.int64)
     )
+    graph.windows, graph.trace_names = list(windows), names
     numbers = [-1 if w.number is None else w.number for w in windows]
     window_starts = [w.start_us for w in windows]
     window_ends = [w.end_us for w in windows]
@@ -555,7 +566,7 @@ def _captured(
 
 
 def _add(
-    graph: _Graph, tid: int, dur: float, *, blocking: int, launches: list[int], name: int = -1
+    graph: StepGraph, tid: int, dur: float, *, blocking: int, launches: list[int], name: int = -1
 ) -> None:
     graph.names.append(name)
     graph.threads.append(tid)
@@ -616,7 +627,7 @@ def _step_thread(trace: Trace) -> int:
 _Simulated = tuple[list[float], list[float], np.ndarray, np.ndarray]
 
 
-def _simulate(graph: _Graph) -> _Simulated:
+def _simulate(graph: StepGraph) -> _Simulated:
     """Each host task's replayed start and end, and each device task's replayed start
     and end (µs), from the graph's durations and edges."""
     device = graph.device
@@ -747,18 +758,49 @@ def replay_steps(
     optimizer step's update as one fused pass (`_fused_optimizer`), and `inserted` adds
     device tasks (`Inserted`). `timeline`: the first step's timeline too
     (`StepReplay.timeline`)."""
-    graph = _graph(trace, durations, graphs, fused_optimizer, inserted)
-    return _replayed(trace, graph, _simulate(graph), timeline)
+    (replayed,) = replay_graphs(
+        [step_graph(trace, durations, graphs=graphs, fused_optimizer=fused_optimizer,
+                    inserted=inserted)],
+        timeline=timeline,
+    )  # fmt: skip
+    return replayed
 
 
-def _replayed(trace: Trace, graph: _Graph, simulated: _Simulated, timeline: bool) -> StepReplay:
-    """The steps of `trace` from its graph's simulation (`_simulate`)."""
+def step_graph(
+    trace: Trace,
+    durations: DeviceDurations | None = None,
+    *,
+    graphs: bool = False,
+    fused_optimizer: bool = False,
+    inserted: Sequence[Inserted] = (),
+) -> StepGraph:
+    """`trace`'s steps as a dependency graph with the changes given (as `replay_steps`
+    takes them), to replay with `replay_graphs`."""
+    return _graph(trace, durations, graphs, fused_optimizer, inserted)
+
+
+def replay_graphs(
+    graphs: Sequence[StepGraph], *, comm_speedup: float = 1.0, timeline: bool = False
+) -> list[StepReplay]:
+    """Each graph's steps replayed (`step_graph`); several graphs are the ranks of one
+    run, replayed together with their collectives joined (`replay_ranks`), in which
+    each collective's transfer is divided by `comm_speedup`. The graphs are changed."""
+    built = list(graphs)
+    keys = [_collective_keys(g) for g in built]
+    joined = set.intersection(*(set(k) for k in keys)) if len(keys) > 1 else set()
+    if joined:
+        _join(built, keys, joined, comm_speedup)
+    return [_replayed(g, _simulate(g), timeline) for g in built]
+
+
+def _replayed(graph: StepGraph, simulated: _Simulated, timeline: bool) -> StepReplay:
+    """The steps of a graph from its simulation (`_simulate`)."""
     host_start, _, device_start, device_end = simulated
     device = graph.device
     at = {number: host_start[index] for index, number in graph.markers.items()}
     traced_end = device.ts + device.traced_dur
     steps = []
-    windows = step_windows(trace)
+    windows = graph.windows
     for w in windows[:-1]:
         assert w.number is not None
         if w.number not in at or -2 - w.number not in at:
@@ -781,11 +823,11 @@ def _replayed(trace: Trace, graph: _Graph, simulated: _Simulated, timeline: bool
         device_tasks=len(device.dur),
         syncs=sum(1 for b in graph.blocking if b != _NONE),
         device_time_s=_device_time(graph, [s.number for s in steps]),
-        timeline=_timeline(trace, graph, simulated, first) if timeline else None,
+        timeline=_timeline(graph, simulated, first) if timeline else None,
     )
 
 
-def _device_time(graph: _Graph, numbers: list[int]) -> dict[str, float]:
+def _device_time(graph: StepGraph, numbers: list[int]) -> dict[str, float]:
     """The device time (s) of the tasks launched in the steps `numbers`, by kind, then
     by stream."""
     device = graph.device
@@ -822,19 +864,16 @@ def replay_ranks(
     at the last rank's arrival plus the transfer. The ranks' clocks are aligned on their
     first joined collective's traced end, which is one instant on every rank. Each rank
     otherwise as `replay_steps` replays it, with `durations[r]` and the other changes."""
-    if not traces:
-        return []
     per_rank = list(durations) if durations is not None else [None] * len(traces)
-    built = [_graph(t, d, graphs, fused_optimizer) for t, d in zip(traces, per_rank, strict=True)]
-    keys = [_collective_keys(g) for g in built]
-    joined = set.intersection(*(set(k) for k in keys)) if len(keys) > 1 else set()
-    if joined:
-        _join(built, keys, joined, comm_speedup)
-    return [_replayed(t, g, _simulate(g), timeline) for t, g in zip(traces, built, strict=True)]
+    built = [
+        step_graph(t, d, graphs=graphs, fused_optimizer=fused_optimizer)
+        for t, d in zip(traces, per_rank, strict=True)
+    ]
+    return replay_graphs(built, comm_speedup=comm_speedup, timeline=timeline)
 
 
 def _join(
-    built: list[_Graph],
+    built: list[StepGraph],
     keys: list[dict[tuple[int, int, int], int]],
     joined: set[tuple[int, int, int]],
     comm_speedup: float,
@@ -871,7 +910,7 @@ def _join(
             return
 
 
-def _collective_keys(graph: _Graph) -> dict[tuple[int, int, int], int]:
+def _collective_keys(graph: StepGraph) -> dict[tuple[int, int, int], int]:
     """Each communication kernel of the graph's steps, by (step, name id, occurrence of
     that name in the step): its device-task row."""
     device = graph.device
@@ -902,9 +941,7 @@ _CODE = {c: CATEGORIES.index(c) for c in Category}
 _CPU_OP = _CODE[Category.CPU_OP]
 
 
-def _timeline(
-    trace: Trace, graph: _Graph, simulated: _Simulated, number: int | None
-) -> Timeline | None:
+def _timeline(graph: StepGraph, simulated: _Simulated, number: int | None) -> Timeline | None:
     """Step `number` as replayed, drawn as `trace.timeline` draws a traced step: a lane
     per host thread and device stream, short runs merged, at most `MAX_EVENTS` blocks."""
     host_start, host_end, device_start, device_end = simulated
@@ -926,8 +963,8 @@ def _timeline(
             _CODE[Category.KERNEL],
         ),
     )
-    # The host's own work is named by one id past the trace's names.
-    work = len(trace.names)
+    # The host's own work is named by one id past the trace's names (`_HOST_WORK`).
+    work = len(graph.trace_names) - 2
     keys = np.r_[
         np.c_[np.zeros(len(host), np.int64), np.array(graph.threads, np.int64)[host]],
         np.c_[np.ones(len(on_device), np.int64), device.stream[on_device]],
@@ -954,7 +991,7 @@ def _timeline(
         lo,
         hi,
         step=number,
-        names=(*trace.names, _HOST_WORK, _INSERTED),
+        names=graph.trace_names,
         lane_of=_lane,
         events_in_window=int(inside.sum()),
     )

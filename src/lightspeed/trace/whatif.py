@@ -22,7 +22,9 @@ work it launched: a host with no sync to wait in runs ahead of its GPU only so f
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -40,17 +42,27 @@ from lightspeed.trace.carry import (
 )
 from lightspeed.trace.data_parallel import all_reduces, gradient_buckets
 from lightspeed.trace.events import Kind, Trace
+from lightspeed.trace.load import trace_files
 from lightspeed.trace.names import KERNEL_TYPES
+from lightspeed.trace.ranks import map_ranks
 from lightspeed.trace.replay import (
     DeviceDurations,
     Inserted,
+    StepGraph,
     StepReplay,
-    replay_ranks,
-    replay_steps,
+    replay_graphs,
+    step_graph,
 )
+from lightspeed.trace.steps import step_windows
 from lightspeed.trace.timeline import Timeline
 
-__all__ = ["PredictedStep", "TracePrediction", "predict_trace", "predict_traces"]
+__all__ = [
+    "PredictedStep",
+    "TracePrediction",
+    "predict_trace",
+    "predict_trace_files",
+    "predict_traces",
+]
 
 # What the benchmarks measured each change against (docs/benchmarks.md).
 VALIDATED = {
@@ -153,66 +165,162 @@ def predict_traces(
 ) -> tuple[TracePrediction, ...]:
     """Each trace's steps predicted with the changes given, one prediction per trace.
     Several traces are the ranks of one run: replayed together, their collectives
-    joined (`replay.replay_ranks`), so that faster communication shortens only what the
+    joined (`replay.replay_graphs`), so that faster communication shortens only what the
     last rank to arrive waits for. Raises ConfigError as `predict_trace` does, and for
     `data_parallel` with several ranks, or a trace that communicates already or
     records no gradient sizes."""
+    asked = _asked(
+        len(traces), hardware, precision, cuda_graphs, comm_speedup, fused_optimizer, data_parallel
+    )
+    return _reduced([_rank_part(t, asked) for t in traces], asked)
+
+
+def predict_trace_files(
+    paths: Sequence[str | Path],
+    *,
+    hardware: Hardware | None = None,
+    precision: Precision | None = None,
+    cuda_graphs: bool = False,
+    comm_speedup: float | None = None,
+    fused_optimizer: bool = False,
+    data_parallel: tuple[int, Link] | None = None,
+    workers: int | None = None,
+) -> tuple[TracePrediction, ...]:
+    """`predict_traces` on the traces `paths` name (files, or folders of one run's
+    ranks), each rank read and made into its graphs by `workers` processes (default: a
+    pool, `ranks.map_ranks`), the ranks replayed together here."""
+    files = trace_files(paths)
+    asked = _asked(
+        len(files), hardware, precision, cuda_graphs, comm_speedup, fused_optimizer, data_parallel
+    )
+    parts = map_ranks(files, functools.partial(_rank_part, asked=asked), workers)
+    return _reduced(parts, asked)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Asked:
+    """The changes asked for, and whether several ranks are replayed together."""
+
+    hardware: Hardware | None
+    precision: Precision | None
+    cuda_graphs: bool
+    comm_speedup: float | None
+    fused_optimizer: bool
+    data_parallel: tuple[int, Link] | None
+    joined: bool
+
+
+def _asked(
+    ranks: int,
+    hardware: Hardware | None,
+    precision: Precision | None,
+    cuda_graphs: bool,
+    comm_speedup: float | None,
+    fused_optimizer: bool,
+    data_parallel: tuple[int, Link] | None,
+) -> _Asked:
     _check(
         hardware,
         precision,
         cuda_graphs or fused_optimizer or data_parallel is not None,
         comm_speedup,
     )
-    changed = [_changes(t, hardware, precision) for t in traces]
-    joined = len(traces) > 1
-    inserted: list[Inserted] = []
     if data_parallel is not None:
-        inserted, dp_assumption = _data_parallel(traces, *data_parallel)
-    speedup = comm_speedup if comm_speedup is not None else 1.0
-    if joined:
-        unchanged = replay_ranks(traces, timeline=True)
-        predicted = replay_ranks(
-            traces,
-            [c.durations for c in changed],
-            graphs=cuda_graphs,
-            fused_optimizer=fused_optimizer,
-            comm_speedup=speedup,
-            timeline=True,
-        )
-    else:
-        durations = changed[0].durations
-        if comm_speedup is not None:
-            durations = _faster_communication(traces[0], durations, comm_speedup)
-        unchanged = [replay_steps(traces[0], timeline=True)]
-        predicted = [
-            replay_steps(
-                traces[0],
-                durations,
-                graphs=cuda_graphs,
-                fused_optimizer=fused_optimizer,
-                inserted=inserted,
-                timeline=True,
+        if data_parallel[0] < 1:
+            raise ConfigError(f"--dp {data_parallel[0]} must be at least 1.")
+        if ranks > 1:
+            raise ConfigError(
+                "--dp: these ranks communicate already; predict their communication faster"
+                " with --comm-speedup X, or give one process's trace."
             )
-        ]
-    out = []
-    for trace, change, before, after in zip(traces, changed, unchanged, predicted, strict=True):
-        assumptions = list(change.assumptions)
-        names = dict(change.names)
-        if comm_speedup is not None:
-            names["comm_speedup"] = f"{comm_speedup:g}×"
-            assumptions.append(_comm_assumption(comm_speedup, joined))
-        if cuda_graphs:
-            names["cuda_graphs"] = "each step"
-            assumptions.append(GRAPHS_ASSUMPTION)
-        if fused_optimizer:
-            names["fused_optimizer"] = "AdamW"
-            assumptions.append(FUSED_ASSUMPTION)
-        if data_parallel is not None:
-            processes, link = data_parallel
-            names["data_parallel"] = f"{processes} processes over {link.id}"
-            assumptions.append(dp_assumption)
-        out.append(_prediction(trace, change, names, assumptions, before, after))
-    return tuple(out)
+    return _Asked(
+        hardware,
+        precision,
+        cuda_graphs,
+        comm_speedup,
+        fused_optimizer,
+        data_parallel,
+        joined=ranks > 1,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _RankPart:
+    """One rank's share of a prediction, made where its trace is read: its changes, its
+    graphs unchanged and changed, and its first step's timeline as traced."""
+
+    path: str
+    rank: int | None
+    source: str  # the traced GPU's and the target's catalog ids
+    target: str
+    by_time_s: float
+    carried_s: float
+    names: dict[str, str]
+    assumptions: tuple[str, ...]
+    unchanged: StepGraph
+    changed: StepGraph
+    traced_timeline: Timeline | None
+
+
+def _rank_part(trace: Trace, asked: _Asked) -> _RankPart:
+    """The map of a prediction: one rank's graphs with the changes `asked`."""
+    change = _changes(trace, asked.hardware, asked.precision)
+    names = dict(change.names)
+    assumptions = list(change.assumptions)
+    durations = change.durations
+    inserted: list[Inserted] = []
+    if asked.comm_speedup is not None:
+        if not asked.joined:
+            durations = _faster_communication(trace, durations, asked.comm_speedup)
+        names["comm_speedup"] = f"{asked.comm_speedup:g}×"
+        assumptions.append(_comm_assumption(asked.comm_speedup, asked.joined))
+    if asked.cuda_graphs:
+        names["cuda_graphs"] = "each step"
+        assumptions.append(GRAPHS_ASSUMPTION)
+    if asked.fused_optimizer:
+        names["fused_optimizer"] = "AdamW"
+        assumptions.append(FUSED_ASSUMPTION)
+    if asked.data_parallel is not None:
+        processes, link = asked.data_parallel
+        inserted, assumption = _data_parallel(trace, processes, link)
+        names["data_parallel"] = f"{processes} processes over {link.id}"
+        assumptions.append(assumption)
+    windows = step_windows(trace)
+    # The step the replays draw (`replay.StepReplay.timeline`): the first of several.
+    first = windows[0].number if len(windows) > 1 else None
+    return _RankPart(
+        path=trace.path,
+        rank=trace.rank,
+        source=change.source.id,
+        target=change.target.id,
+        by_time_s=change.by_time_s,
+        carried_s=change.carried_s,
+        names=names,
+        assumptions=tuple(assumptions),
+        unchanged=step_graph(trace),
+        changed=step_graph(
+            trace,
+            durations,
+            graphs=asked.cuda_graphs,
+            fused_optimizer=asked.fused_optimizer,
+            inserted=inserted,
+        ),
+        traced_timeline=None if first is None else traced_step_timeline(trace, first),
+    )
+
+
+def _reduced(parts: Sequence[_RankPart], asked: _Asked) -> tuple[TracePrediction, ...]:
+    """The reduce of a prediction: the ranks' graphs replayed (together where several)."""
+    unchanged = replay_graphs([p.unchanged for p in parts], timeline=True)
+    predicted = replay_graphs(
+        [p.changed for p in parts],
+        comm_speedup=asked.comm_speedup if asked.comm_speedup is not None else 1.0,
+        timeline=True,
+    )
+    return tuple(
+        _prediction(part, before, after)
+        for part, before, after in zip(parts, unchanged, predicted, strict=True)
+    )
 
 
 def _check(
@@ -281,19 +389,9 @@ def _changes(trace: Trace, hardware: Hardware | None, precision: Precision | Non
     return _Change(source, target, durations, names, tuple(assumptions), by_time, carried)
 
 
-def _data_parallel(
-    traces: Sequence[Trace], processes: int, link: Link
-) -> tuple[list[Inserted], str]:
-    """The all-reduces to insert into the one trace of `traces` for `processes`
-    processes over `link`, and what they assume."""
-    if processes < 1:
-        raise ConfigError(f"--dp {processes} must be at least 1.")
-    if len(traces) > 1:
-        raise ConfigError(
-            "--dp: these ranks communicate already; predict their communication faster"
-            " with --comm-speedup X, or give one process's trace."
-        )
-    (trace,) = traces
+def _data_parallel(trace: Trace, processes: int, link: Link) -> tuple[list[Inserted], str]:
+    """The all-reduces to insert into `trace` for `processes` processes over `link`, and
+    what they assume."""
     if communication_kernels(trace).any():
         raise ConfigError(
             f"{trace.path}: this trace runs collectives already; --dp inserts a"
@@ -348,17 +446,10 @@ def _comm_assumption(speedup: float, joined: bool) -> str:
     )
 
 
-def _prediction(
-    trace: Trace,
-    change: _Change,
-    names: dict[str, str],
-    assumptions: list[str],
-    unchanged: StepReplay,
-    changed: StepReplay,
-) -> TracePrediction:
+def _prediction(part: _RankPart, unchanged: StepReplay, changed: StepReplay) -> TracePrediction:
     if not unchanged.steps:
         raise ConfigError(
-            f"{trace.path}: no whole ProfilerStep to predict; trace a few steps with"
+            f"{part.path}: no whole ProfilerStep to predict; trace a few steps with"
             " torch.profiler's schedule (lightspeed.observe does)."
         )
     by_number = {s.number: s for s in changed.steps}
@@ -374,23 +465,24 @@ def _prediction(
         for s in unchanged.steps
         if s.number in by_number
     )
-    validated = tuple(VALIDATED[k] for k in VALIDATED if k in names)
-    traced = None
-    if unchanged.timeline is not None and unchanged.timeline.step is not None:
-        traced = traced_step_timeline(trace, unchanged.timeline.step)
-    timelines = {"traced": traced, "replayed": unchanged.timeline, "predicted": changed.timeline}
+    validated = tuple(VALIDATED[k] for k in VALIDATED if k in part.names)
+    timelines = {
+        "traced": part.traced_timeline,
+        "replayed": unchanged.timeline,
+        "predicted": changed.timeline,
+    }
     return TracePrediction(
-        path=trace.path,
-        source=change.source.id,
-        target=change.target.id,
-        changes=names,
+        path=part.path,
+        source=part.source,
+        target=part.target,
+        changes=part.names,
         steps=steps,
-        assumptions=tuple(assumptions),
+        assumptions=part.assumptions,
         validated=validated,
-        by_time_s=change.by_time_s,
-        carried_s=change.carried_s,
+        by_time_s=part.by_time_s,
+        carried_s=part.carried_s,
         timelines={k: v for k, v in timelines.items() if v is not None},
-        rank=trace.rank,
+        rank=part.rank,
         device_time=tuple(
             (what, unchanged.device_time_s.get(what, 0.0), changed.device_time_s.get(what, 0.0))
             for what in _kinds_then_streams(unchanged.device_time_s, changed.device_time_s)
