@@ -16,10 +16,11 @@ no more than the available memory holds at the largest file's estimated need
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TypeVar
@@ -125,32 +126,13 @@ def analyse_in_pool(
     """`files` (each one rank's trace) read and analysed by `workers` forked processes
     (see the module's docstring); the same result as reading them one by one. Forks:
     the caller checks that this process can (`load.can_fork`)."""
-    context = multiprocessing.get_context("fork")
-    shares = [list(enumerate(files))[i::workers] for i in range(workers)]
-    ends = [context.Pipe() for _ in shares]
-    pipes: list[Connection] = [here for here, _ in ends]
-    processes = []
-    for share, (_, there) in zip(shares, ends, strict=True):
-        process = context.Process(
-            target=_worker, args=(there, pipes, share, include_last_step), daemon=True
-        )
-        process.start()
-        there.close()
-        processes.append(process)
-    try:
+    with _forked(files, workers, _worker, include_last_step) as pipes:
         ranks, timeline_step = _by_rank(
             [item for pipe in pipes for item in _received(pipe)], timeline_step
         )
         for pipe in pipes:
             pipe.send(timeline_step)
         analysed = [restored(r) for pipe in pipes for r in _received(pipe)]
-    finally:
-        for pipe in pipes:
-            pipe.close()
-        for process in processes:
-            process.join(timeout=5)
-            if process.is_alive():
-                process.kill()
     by_rank = sorted(analysed, key=lambda r: r.rank)
     return combine_ranks(by_rank, [ranks[r.rank][2] for r in by_rank])
 
@@ -193,18 +175,29 @@ def _mapped_in_pool(
     files: Sequence[Path], fn: Callable[[Trace], _T], workers: int
 ) -> list[tuple[int, str, _T]]:
     """`map_ranks`' work by `workers` forked processes: each rank, path and result."""
+    with _forked(files, workers, _map_worker, fn) as pipes:
+        return [item for pipe in pipes for item in _received(pipe)]
+
+
+@contextlib.contextmanager
+def _forked(
+    files: Sequence[Path], workers: int, target: Callable[..., None], *args: Any
+) -> Iterator[list[Connection]]:
+    """`workers` forked processes, each running `target(pipe, pipes, share, *args)` on
+    its share of `files` (each with its position); the parent's ends of their pipes,
+    closed, and the processes ended, on leaving."""
     context = multiprocessing.get_context("fork")
     shares = [list(enumerate(files))[i::workers] for i in range(workers)]
     ends = [context.Pipe() for _ in shares]
     pipes: list[Connection] = [here for here, _ in ends]
     processes = []
     for share, (_, there) in zip(shares, ends, strict=True):
-        process = context.Process(target=_map_worker, args=(there, pipes, share, fn), daemon=True)
+        process = context.Process(target=target, args=(there, pipes, share, *args), daemon=True)
         process.start()
         there.close()
         processes.append(process)
     try:
-        return [item for pipe in pipes for item in _received(pipe)]
+        yield pipes
     finally:
         for pipe in pipes:
             pipe.close()
@@ -212,6 +205,14 @@ def _mapped_in_pool(
             process.join(timeout=5)
             if process.is_alive():
                 process.kill()
+
+
+def _send_error(pipe: Connection, exc: Exception) -> None:
+    """Send a worker's error to the parent, as itself where it pickles."""
+    try:
+        pipe.send(("error", exc))
+    except Exception:
+        pipe.send(("error", LightspeedError(str(exc))))
 
 
 def _map_worker(
@@ -234,10 +235,7 @@ def _map_worker(
             release_free_memory()
         pipe.send(("ok", done))
     except Exception as exc:
-        try:
-            pipe.send(("error", exc))
-        except Exception:
-            pipe.send(("error", LightspeedError(str(exc))))
+        _send_error(pipe, exc)
     finally:
         pipe.close()
 
@@ -305,10 +303,7 @@ def _worker(
     except EOFError:  # the parent stopped waiting
         return
     except Exception as exc:
-        try:
-            pipe.send(("error", exc))
-        except Exception:
-            pipe.send(("error", LightspeedError(str(exc))))
+        _send_error(pipe, exc)
     finally:
         pipe.close()
 
