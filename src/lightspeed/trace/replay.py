@@ -711,6 +711,12 @@ def _simulate(graph: StepGraph) -> _Simulated:
             end = max(end, stream_free.get(last_stream[tid], end))
         clock[tid] = end
         host_end.append(end)
+    if blocked:
+        # Inferred waits that wait on one another (traced times within the tolerance):
+        # the tasks they hold back run without them.
+        waits = {}
+        for stream in streams_rows:
+            release(stream)
     return host_start, host_end, device_start, device_end
 
 
