@@ -13,13 +13,14 @@ encoder-decoder, at the sizes below), one training step's:
   passes from the forward graph to the backward graph (the backward graph's inputs that
   are neither tangents nor the forward's own inputs, parameters and batch), from their
   recorded shapes.
-- **recomputed**: FLOPs of the step (`torch.utils.flop_counter`) less the plain eager
-  step's. Compiled, the graphs AOTAutograd makes are run as they are (no Inductor code),
-  so what is counted is what the partitioner chose.
+- **recomputed**: FLOPs of the step's matrix products and attention (`ProductFlops`:
+  lightspeed's counts, which include the CPU's flash attention that torch's counter
+  lacks) less the plain eager step's. Compiled, the graphs AOTAutograd makes are run as
+  they are (no Inductor code), so what is counted is what the partitioner chose.
 - **peak** (eager only): the step's peak from the same fake-tensor run.
 
 Compiled variants: the min-cut partitioner as Inductor calls it, with the default
-budget (1.0) and `activation_memory_budget` 0.5 and 0.1; and lightspeed's op-level policy
+budget (1.0) and each `activation_memory_budget` of `BUDGETS`; and lightspeed's op-level policy
 under the same partitioner. With `--time`, each variant's step is also timed for real
 (eager, and compiled by Inductor with its compile time apart), the variants taking turns
 over `--rounds` rounds.
@@ -38,9 +39,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from lightspeed.hardware.catalog import catalog_hardware
+from lightspeed.measure.costs.op_cost import op_cost
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.measure.step import StepSettings, prepare
 from lightspeed.optimize.checkpointing import checkpoint
@@ -54,8 +56,47 @@ MODELS: dict[str, tuple[int, str | list[str], str | list[str]]] = {
     "lstm-seq2seq": (32, ["encoder", "decoder"], ["ops:encoder", "ops:decoder"]),
     "transformer-encoder-tiny": (4, "auto", "ops"),
 }
-BUDGETS = (1.0, 0.8, 0.6, 0.5, 0.3, 0.1)
+BUDGETS = (1.0, 0.95, 0.9, 0.8, 0.6, 0.5, 0.3, 0.1)
 MB = 2**20
+# The budgets `--time` times compiled: the least memory with nothing recomputed, and the
+# budget that recomputes the attention (transformer encoder).
+TIMED_BUDGETS = (0.8, 0.6)
+
+
+class ProductFlops(TorchDispatchMode):
+    """The FLOPs of the matrix products and attention dispatched under it, as lightspeed
+    counts them (`measure.costs.op_cost`): torch's counter and the formulas it lacks.
+    torch 2.13's own counter has none for the CPU's flash attention
+    (`_scaled_dot_product_flash_attention_for_cpu`), which a partitioner may recompute."""
+
+    # A partitioned graph runs a recomputed random op (attention with dropout) inside
+    # run_and_save_rng_state or run_with_rng_state: the op inside is counted.
+    supports_higher_order_operators = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flops = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        if name == "run_and_save_rng_state":
+            self._count(args[0], args[1:], kwargs, out[1])
+        elif name == "run_with_rng_state":
+            self._count(args[1], args[2:], kwargs, out)
+        else:
+            self._count(func, args, kwargs, out)
+        return out
+
+    def _count(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        if getattr(func, "namespace", None) == "aten":  # not prim::device and the like
+            cost = op_cost(func, args, kwargs, out)
+            if cost.macs is not None:  # matmul-class: products and attention
+                self.flops += cost.flops
+
+    def get_total_flops(self) -> int:
+        return self.flops
 
 
 def workload_of(name: str, batch: int) -> Workload:
@@ -70,7 +111,7 @@ def eager_figures(workload: Workload) -> tuple[int, int, float]:
     torch.manual_seed(0)
     prepared = prepare(workload, StepSettings())
     prepared.step()
-    with FlopCounterMode(display=False) as counter:
+    with ProductFlops() as counter:
         prepared.step()
     flops = float(counter.get_total_flops())
     return shapes.memory.activations_bytes, shapes.memory.peak_bytes, flops
@@ -88,18 +129,26 @@ def memory_budget(budget: float) -> Iterator[None]:
         config.activation_memory_budget = before
 
 
-def partitioned_backend(kept: list[int], flops: list[int]) -> Any:
+# A tensor the forward graph passes to the backward graph: its node's name with the
+# digits left out (what made it: mm, view, getitem…), shape, dtype.
+SavedKind = tuple[str, tuple[int, ...], str]
+
+
+def partitioned_backend(
+    kept: list[int], flops: list[int], saved_by_kind: dict[SavedKind, int] | None = None
+) -> Any:
     """An AOTAutograd backend that partitions as Inductor does and runs the graphs as
-    they are, adding each backward graph's saved bytes to `kept` and each graph's FLOPs
-    to `flops` (counted as it is compiled, on its fake inputs: a counter around the
-    compiled step would make torch.compile run it eagerly)."""
+    they are, adding each backward graph's saved bytes to `kept` (and by kind to
+    `saved_by_kind`) and each graph's FLOPs to `flops` (counted as it is compiled, on its
+    fake inputs: a counter around the compiled step would make torch.compile run it
+    eagerly)."""
     from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
     def counted(gm: torch.fx.GraphModule, inputs: Any) -> Callable[..., Any]:
         # On the compile-time (fake) inputs: the graph as it will run, once.
         fake = torch._guards.detect_fake_mode(inputs)
-        with fake or contextlib.nullcontext(), FlopCounterMode(display=False) as counter:
+        with fake or contextlib.nullcontext(), ProductFlops() as counter:
             gm(*inputs)
         flops.append(counter.get_total_flops())
         return make_boxed_func(gm.forward)
@@ -114,7 +163,12 @@ def partitioned_backend(kept: list[int], flops: list[int]) -> Any:
             # The forward's own inputs (parameters, the batch) are not activations.
             forward_input = node.name.startswith(("tangents", "primals"))
             if node.op == "placeholder" and not forward_input and isinstance(value, torch.Tensor):
-                saved += value.numel() * value.element_size()
+                size = value.numel() * value.element_size()
+                saved += size
+                if saved_by_kind is not None:
+                    kind = "".join(c for c in node.name if not c.isdigit()).rstrip("_")
+                    key = (kind, tuple(value.shape), str(value.dtype).removeprefix("torch."))
+                    saved_by_kind[key] = saved_by_kind.get(key, 0) + size
         kept.append(saved)
         return counted(gm, inputs)
 
@@ -132,7 +186,9 @@ def compiled_loss(prepared: Any, backend: Any) -> None:
     prepared.workload = dataclasses.replace(prepared.workload, loss=loss)
 
 
-def compiled_figures(workload: Workload, budget: float) -> tuple[int, float] | None:
+def compiled_figures(
+    workload: Workload, budget: float, saved_by_kind: dict[SavedKind, int] | None = None
+) -> tuple[int, float] | None:
     """(kept bytes, FLOPs) of one step of `workload` with its loss compiled with the
     min-cut partitioner at `budget`, its graphs run as they are; None where torch.compile
     breaks the graph (what runs between graphs is in neither figure)."""
@@ -141,12 +197,31 @@ def compiled_figures(workload: Workload, budget: float) -> tuple[int, float] | N
     torch.manual_seed(0)
     prepared = prepare(workload, StepSettings())
     with memory_budget(budget):
-        compiled_loss(prepared, partitioned_backend(kept, flops))
+        compiled_loss(prepared, partitioned_backend(kept, flops, saved_by_kind))
         torch._dynamo.utils.counters.clear()
         prepared.step()  # compiles: each graph's saved bytes and FLOPs, once
     if torch._dynamo.utils.counters["graph_break"]:
         return None
     return sum(kept), float(sum(flops))
+
+
+def saved_difference(base: Workload, ops: str | list[str], budget: float) -> None:
+    """Print what the partitioner at `budget` and the op-level policy (both compiled)
+    pass from forward to backward where they differ, by kind of tensor."""
+    partitioner: dict[SavedKind, int] = {}
+    policy: dict[SavedKind, int] = {}
+    compiled_figures(base, budget, partitioner)
+    compiled_figures(checkpoint(base, ops), 1.0, policy)
+    print(f"\n| saved tensor (kind, shape, dtype) | min-cut, budget {budget} | op by op |")
+    print("|---|---|---|")
+    kinds = sorted(
+        set(partitioner) | set(policy), key=lambda k: -abs(partitioner.get(k, 0) - policy.get(k, 0))
+    )
+    for kind in kinds:
+        a, b = partitioner.get(kind, 0), policy.get(kind, 0)
+        if a != b:
+            name, shape, dtype = kind
+            print(f"| {name}, {shape}, {dtype} | {a / MB:.2f} MiB | {b / MB:.2f} MiB |")
 
 
 def step_s(workload: Workload, compiled: bool, rounds: int) -> tuple[float, float]:
@@ -173,6 +248,13 @@ def main() -> None:
     parser.add_argument("--models", default="transformer-encoder,gpt2-small,lstm-seq2seq")
     parser.add_argument("--time", action="store_true", help="also time the steps for real")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--saved",
+        type=float,
+        metavar="BUDGET",
+        help="also list where the partitioner at BUDGET and the op-level policy save"
+        " different tensors",
+    )
     args = parser.parse_args()
     print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}")
     for name in args.models.split(","):
@@ -205,17 +287,24 @@ def main() -> None:
             )
         if broken:
             print("| compiled | torch.compile breaks the graph: not comparable | | |")
+        elif args.saved is not None:
+            saved_difference(base, ops, args.saved)
         if args.time:
             print("\n| variant | step | compile |")
             print("|---|---|---|")
             variants = {
-                "eager, plain": (base, False),
-                "eager, op by op": (checkpoint(base, ops), False),
-                "compiled (Inductor)": (base, True),
-                "compiled (Inductor), op by op": (checkpoint(base, ops), True),
+                "eager, plain": (base, False, 1.0),
+                "eager, op by op": (checkpoint(base, ops), False, 1.0),
+                "compiled (Inductor)": (base, True, 1.0),
+                **{
+                    f"compiled (Inductor), budget {budget}": (base, True, budget)
+                    for budget in TIMED_BUDGETS
+                },
+                "compiled (Inductor), op by op": (checkpoint(base, ops), True, 1.0),
             }
-            for label, (workload, compiled) in variants.items():
-                s, c = step_s(workload, compiled, args.rounds)
+            for label, (workload, compiled, budget) in variants.items():
+                with memory_budget(budget):  # read as the step compiles
+                    s, c = step_s(workload, compiled, args.rounds)
                 print(f"| {label} | {s * 1e3:.1f} ms | {c:.1f} s |", flush=True)
 
 
