@@ -32,6 +32,7 @@ from lightspeed.dtypes import Precision
 from lightspeed.errors import ConfigError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.link import Link
+from lightspeed.predict.data_parallel import DEFAULT_BUCKET_BYTES, FIRST_BUCKET_BYTES
 from lightspeed.trace.analysis import traced_step_timeline
 from lightspeed.trace.carry import (
     CARRY_RULES,
@@ -411,12 +412,12 @@ def _data_parallel(trace: Trace, processes: int, link: Link) -> tuple[list[Inser
     assumption = (
         f"data parallel, {processes} processes over {link.name}: each step's"
         f" {gradients:.0f} gradients ({nbytes / 2**20:.1f} MiB, from each AccumulateGrad's"
-        f" recorded shape) in DDP's buckets in the order they are ready (the first of"
-        f" 1 MiB, then of 25 MiB), each a ring all-reduce, 2(n−1)/n · bytes / bandwidth +"
-        f" 2(n−1) · latency, on a stream of its own, launched when its last gradient is"
-        " accumulated after the device work launched before it; the first kernel after"
-        " backward waits for them; the gradients' copies into buckets and DDP's host"
-        " work not added"
+        " recorded shape) in DDP's buckets in the order they are ready (the first of"
+        f" {FIRST_BUCKET_BYTES / 2**20:g} MiB, then of {DEFAULT_BUCKET_BYTES / 2**20:g} MiB),"
+        " each a ring all-reduce, 2(n−1)/n · bytes / bandwidth + 2(n−1) · latency, on a"
+        " stream of its own, launched when its last gradient is accumulated after the"
+        " device work launched before it; the first kernel after backward waits for them;"
+        " the gradients' copies into buckets and DDP's host work not added"
     )
     return all_reduces(buckets, processes, link), assumption
 
