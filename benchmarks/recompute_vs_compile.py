@@ -179,9 +179,11 @@ def partitioned_backend(
     )
 
 
-def compiled_loss(prepared: Any, backend: Any) -> None:
-    """`prepared`'s loss (its model's forward and the loss on it) under torch.compile."""
-    torch._dynamo.reset()
+def compiled_loss(prepared: Any, backend: Any, reset: bool = True) -> None:
+    """`prepared`'s loss (its model's forward and the loss on it) under torch.compile
+    (`reset`: everything compiled before forgotten first)."""
+    if reset:
+        torch._dynamo.reset()
     loss = torch.compile(prepared.workload.loss, backend=backend)
     prepared.workload = dataclasses.replace(prepared.workload, loss=loss)
 
@@ -224,6 +226,28 @@ def saved_difference(base: Workload, ops: str | list[str], budget: float) -> Non
             print(f"| {name}, {shape}, {dtype} | {a / MB:.2f} MiB | {b / MB:.2f} MiB |")
 
 
+def interleaved(variants: dict[str, tuple[Workload, float]], rounds: int) -> dict[str, float]:
+    """Each variant (a workload, compiled by Inductor at a memory budget) compiled, then
+    stepped in turns over `rounds` rounds: each one's median seconds a step."""
+    prepared = {}
+    with torch._dynamo.config.patch(automatic_dynamic_shapes=False, cache_size_limit=64):
+        torch._dynamo.reset()
+        for label, (workload, budget) in variants.items():
+            torch.manual_seed(0)
+            prepared[label] = prepare(workload, StepSettings())
+            with memory_budget(budget):  # read as the step compiles
+                compiled_loss(prepared[label], "inductor", reset=False)
+                prepared[label].step()
+            prepared[label].step()
+        times: dict[str, list[float]] = {label: [] for label in variants}
+        for _ in range(rounds):
+            for label, step in prepared.items():
+                start = time.perf_counter()
+                step.step()
+                times[label].append(time.perf_counter() - start)
+    return {label: statistics.median(t) for label, t in times.items()}
+
+
 def step_s(workload: Workload, compiled: bool, rounds: int) -> tuple[float, float]:
     """(median seconds a step over `rounds` steps after two, compile seconds)."""
     torch.manual_seed(0)
@@ -248,6 +272,17 @@ def main() -> None:
     parser.add_argument("--models", default="transformer-encoder,gpt2-small,lstm-seq2seq")
     parser.add_argument("--time", action="store_true", help="also time the steps for real")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="also time the compiled budgets of --budgets and the op-level policy in"
+        " turns, round after round",
+    )
+    parser.add_argument(
+        "--budgets",
+        default=",".join(map(str, TIMED_BUDGETS)),
+        help="the budgets --interleave times (comma-separated)",
+    )
     parser.add_argument(
         "--saved",
         type=float,
@@ -289,6 +324,14 @@ def main() -> None:
             print("| compiled | torch.compile breaks the graph: not comparable | | |")
         elif args.saved is not None:
             saved_difference(base, ops, args.saved)
+        if args.interleave:
+            variants = {f"budget {b}": (base, float(b)) for b in args.budgets.split(",")}
+            variants["op-level policy"] = (checkpoint(base, ops), 1.0)
+            medians = interleaved(variants, args.rounds)
+            print(f"\n| compiled by Inductor, in turns ({args.rounds} rounds) | step |")
+            print("|---|---|")
+            for label, seconds in medians.items():
+                print(f"| {label} | {seconds * 1e3:.1f} ms |", flush=True)
         if args.time:
             print("\n| variant | step | compile |")
             print("|---|---|---|")
