@@ -199,6 +199,10 @@ def test_data_parallel_from_the_cli(run_cli: RunCli, tmp_path: Path) -> None:
     assert code == 2 and "unknown link" in err
     code, _, err = run_cli("predict", str(path), "--trace", "--dp", "0", "--link", "pcie4")
     assert code == 2 and "at least 1" in err
+    code, _, err = run_cli(
+        "predict", str(path), "--trace", "--dp", "2", "--link", "pcie4", "--comm-speedup", "2"
+    )
+    assert code == 2 and "name a faster link" in err
     doc = trace_prediction_document([predict_trace(load_trace(path), data_parallel=(2, _LINK))])
     assert {label for label in printed_labels(doc) if glossary.lookup(label) is None} == set()
 

@@ -234,6 +234,11 @@ def _asked(
                 "--dp: these ranks communicate already; predict their communication faster"
                 " with --comm-speedup X, or give one process's trace."
             )
+        if comm_speedup is not None:
+            raise ConfigError(
+                "--comm-speedup speeds up a trace's own communication; --dp's all-reduces run"
+                " at the speed of --link: name a faster link instead."
+            )
     return _Asked(
         hardware,
         precision,
