@@ -109,7 +109,8 @@ def predict_command(
         "--link",
         metavar="ID",
         help="The link between processes for --dp: a catalog id (`lightspeed hw list"
-        " --links`) or 'measured' (between processes on this machine, measured now).",
+        " --links`) or 'measured' (between processes on this machine, measured now;"
+        " not with --trace).",
     ),
     device: str = DeviceOption,
     budget: float = BudgetOption,
