@@ -24,10 +24,10 @@ from lightspeed.dtypes import TORCH_DTYPE_NAMES, Precision
 from lightspeed.errors import TraceError
 from lightspeed.facts.hardware import Hardware
 from lightspeed.facts.records import OpRecord, Phase
+from lightspeed.trace.dependency import DeviceDurations
 from lightspeed.trace.events import EventTable, Kind, Trace
 from lightspeed.trace.matmuls import MatmulIndex, catalog_gpu_id, matmul_index
 from lightspeed.trace.names import KERNEL_TYPES, KernelType, name_types
-from lightspeed.trace.replay import DeviceDurations
 from lightspeed.trace.steps import device_steps, launch_times, step_windows
 
 _COMMUNICATION = KERNEL_TYPES.index(KernelType.COMMUNICATION)

@@ -13,7 +13,7 @@ them in, all-reduced over a catalog link while backward still runs.
   runs on a stream of its own, one after another, launched when its last gradient is
   accumulated, once the device work the backward thread launched before has ended; the
   first device task launched after the step's last accumulation waits for them all, as
-  DDP's end of backward makes the compute stream wait for its work (`replay.Inserted`).
+  DDP's end of backward makes the compute stream wait for its work (`dependency.Inserted`).
 
 Left out: the copies of gradients into the buckets and DDP's own host time.
 """
@@ -30,9 +30,9 @@ from lightspeed.predict.data_parallel import (
     FIRST_BUCKET_BYTES,
     ring_all_reduce_s,
 )
+from lightspeed.trace.dependency import Inserted
 from lightspeed.trace.events import Kind, Trace
 from lightspeed.trace.matmuls import KINETO_TYPES
-from lightspeed.trace.replay import Inserted
 from lightspeed.trace.steps import step_windows
 
 __all__ = ["Bucket", "all_reduces", "gradient_buckets"]

@@ -5,11 +5,11 @@ Changes, each with what it assumes (`TracePrediction.assumptions`):
 - another GPU: every device task carried over (`trace.carry`), host time kept;
 - mixed precision: the fp32 matrix products with recorded shapes run in bf16 or fp16
   under autocast, their inputs' casts added (`trace.carry.in_precision_durations`);
-- CUDA graphs: each step's device work captured as one graph (`replay._captured`);
+- CUDA graphs: each step's device work captured as one graph (`dependency._captured`);
 - communication X× faster: each NCCL kernel's time divided by X (with every rank's trace,
   each collective's transfer only: `replay.replay_ranks`);
 - a fused optimizer: each `Optimizer.step#…` span's update kernels as one fused pass
-  (`replay.FUSED_ADAMW_SHARE` of their time), its host launches as one;
+  (`dependency.FUSED_ADAMW_SHARE` of their time), its host launches as one;
 - data parallel: each step's gradient buckets all-reduced over a catalog link on a
   stream of their own, overlapping backward (`trace.data_parallel`).
 
