@@ -50,6 +50,7 @@ __all__ = [
     "Inserted",
     "StepGraph",
     "step_graph",
+    "with_durations",
 ]
 
 # New durations (µs) of a trace's device events, per kind, row for row of its tables.
@@ -107,6 +108,8 @@ class DeviceTasks:
     name: np.ndarray
     kind: np.ndarray
     memory: np.ndarray
+    # Each task's row in the trace's device tables, one after another (DEVICE_KINDS).
+    order: np.ndarray
 
 
 def _device_tasks(trace: Trace, durations: DeviceDurations | None) -> DeviceTasks:
@@ -115,18 +118,14 @@ def _device_tasks(trace: Trace, durations: DeviceDurations | None) -> DeviceTask
     tables = [trace.table(kind) for kind in kinds]
     if not tables:
         empty = np.zeros(0, np.int64)
-        return DeviceTasks(empty, np.zeros(0), np.zeros(0), np.zeros(0), empty, empty, empty, empty)
+        return DeviceTasks(
+            empty, np.zeros(0), np.zeros(0), np.zeros(0), empty, empty, empty, empty, empty
+        )
     streams = np.concatenate([t.tid for t in tables])
     ts = np.concatenate([t.ts_us for t in tables])
     order = np.lexsort((ts, streams))
     traced = np.concatenate([t.dur_us for t in tables])[order]
-    changed = (
-        np.concatenate([durations.get(k, t.dur_us) for k, t in zip(kinds, tables, strict=True)])[
-            order
-        ]
-        if durations is not None
-        else traced.copy()
-    )
+    changed = _in_order(trace, durations, order) if durations is not None else traced.copy()
     names = np.concatenate([t.name for t in tables])[order]
     memory = np.concatenate(
         [np.full(len(t), k is not Kind.KERNEL) for k, t in zip(kinds, tables, strict=True)]
@@ -140,7 +139,28 @@ def _device_tasks(trace: Trace, durations: DeviceDurations | None) -> DeviceTask
         name=names,
         kind=name_types(trace)[names],
         memory=memory,
+        order=order,
     )
+
+
+def _in_order(trace: Trace, durations: DeviceDurations, order: np.ndarray) -> np.ndarray:
+    """`durations` (the trace's own where a kind has none), in the device tasks' order."""
+    kinds = [kind for kind in DEVICE_KINDS if kind in trace.tables]
+    found = [durations.get(k, trace.table(k).dur_us) for k in kinds]
+    return np.concatenate(found)[order].astype(np.float64)
+
+
+def with_durations(graph: StepGraph, trace: Trace, durations: DeviceDurations | None) -> StepGraph:
+    """`graph`, built unchanged from `trace` (`step_graph(trace)`), with its device tasks'
+    durations `durations` instead (None: the traced ones): what `step_graph(trace,
+    durations)` builds, without building the graph again. The two share all but the
+    durations, which a joined replay changes (`replay.replay_graphs`)."""
+    device = graph.device
+    if durations is None:
+        dur = device.traced_dur.astype(np.float64)
+    else:
+        dur = _in_order(trace, durations, device.order)
+    return dataclasses.replace(graph, device=dataclasses.replace(device, dur=dur))
 
 
 @dataclasses.dataclass
@@ -319,6 +339,7 @@ def _with_inserted(
         name=np.r_[device.name, np.full(n, name, np.int64)],
         kind=np.r_[device.kind, np.full(n, COMMUNICATION, device.kind.dtype)],
         memory=np.r_[device.memory, np.zeros(n, bool)],
+        order=device.order,
     )
 
 

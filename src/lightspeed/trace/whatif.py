@@ -42,6 +42,7 @@ from lightspeed.trace.carry import (
     trace_hardware,
 )
 from lightspeed.trace.data_parallel import all_reduces, gradient_buckets
+from lightspeed.trace.dependency import with_durations
 from lightspeed.trace.events import Kind, Trace
 from lightspeed.trace.load import trace_files
 from lightspeed.trace.names import KERNEL_TYPES
@@ -294,6 +295,17 @@ def _rank_part(trace: Trace, asked: _Asked) -> _RankPart:
     windows = step_windows(trace)
     # The step the replays draw (`replay.StepReplay.timeline`): the first of several.
     first = windows[0].number if len(windows) > 1 else None
+    unchanged = step_graph(trace)
+    if asked.cuda_graphs or asked.fused_optimizer or inserted:
+        changed = step_graph(
+            trace,
+            durations,
+            graphs=asked.cuda_graphs,
+            fused_optimizer=asked.fused_optimizer,
+            inserted=inserted,
+        )
+    else:  # only durations change: the same graph, not built twice
+        changed = with_durations(unchanged, trace, durations)
     return _RankPart(
         path=trace.path,
         rank=trace.rank,
@@ -303,14 +315,8 @@ def _rank_part(trace: Trace, asked: _Asked) -> _RankPart:
         carried_s=change.carried_s,
         names=names,
         assumptions=tuple(assumptions),
-        unchanged=step_graph(trace),
-        changed=step_graph(
-            trace,
-            durations,
-            graphs=asked.cuda_graphs,
-            fused_optimizer=asked.fused_optimizer,
-            inserted=inserted,
-        ),
+        unchanged=unchanged,
+        changed=changed,
         traced_timeline=None if first is None else traced_step_timeline(trace, first),
     )
 
