@@ -20,6 +20,7 @@ Left out: the copies of gradients into the buckets and DDP's own host time.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 
@@ -83,10 +84,12 @@ def gradient_buckets(
         if trace.names[ops.name[row]] == ACCUMULATE_GRAD
         and (nbytes := _gradient_bytes(dims, types)) is not None
     )
+    ends = [g[0] for g in grads]
     buckets: list[Bucket] = []
     for window in step_windows(trace):
         assert window.number is not None
-        mine = [g for g in grads if window.start_us <= g[0] < window.end_us]
+        lo = bisect.bisect_left(ends, window.start_us)
+        mine = grads[lo : bisect.bisect_left(ends, window.end_us, lo)]
         held = count = 0
         cap = first_bucket_bytes
         for i, (end, tid, nbytes) in enumerate(mine):
