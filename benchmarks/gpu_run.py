@@ -20,11 +20,14 @@ back:
    cuDNN's, measured and predicted (its figures in its log);
 6. `checkpoint-ops`: `benchmarks/checkpoint_ops.py --device cuda`, the checkpoint plans
    with and without op-level recomputation, peaks predicted and measured;
-7. `calibrate`: `lightspeed hw calibrate --device cuda --json` (matmul peaks in bf16,
+7. `mincut`: `benchmarks/recompute_vs_compile.py --device cuda`, per model: the min-cut
+   partitioner's memory budgets and the op-level policy, all compiled by Inductor, timed
+   in turns, with each step's allocator peak;
+8. `calibrate`: `lightspeed hw calibrate --device cuda --json` (matmul peaks in bf16,
    fp16, TF32 and fp32; memory bandwidth);
-8. `ddp`: `benchmarks/predict_data_parallel.py`, 2 processes over gloo on the CPU,
+9. `ddp`: `benchmarks/predict_data_parallel.py`, 2 processes over gloo on the CPU,
    measured against its prediction;
-9. `cpu`: `lightspeed profile NAME --quick` of the same workloads on the machine's CPU.
+10. `cpu`: `lightspeed profile NAME --quick` of the same workloads on the machine's CPU.
 
 `--only` keeps the steps whose names start with one of its words, in this order.
 
@@ -55,6 +58,9 @@ ROOT = HERE.parent
 WORKLOADS = ("gpt2-small", "bert-base", "resnet50")
 DRY_WORKLOADS = ("mlp-tiny",)
 CPU_ORDER = {"resnet50": 0, "bert-base": 1, "gpt2-small": 2}
+# The memory budgets `mincut` times beside the op-level policy, per model: the least
+# memory with nothing recomputed (0.8), and budgets that recompute attention.
+MINCUT_BUDGETS = {"transformer-encoder": "0.8,0.6,0.5,0.3", "gpt2-small": "0.8,0.5"}
 CUDA_TEST_FILES = (
     "tests/test_cuda.py",
     "tests/measure/test_memory.py",
@@ -140,6 +146,17 @@ def plan(work: Path, *, dry_run: bool) -> list[Step]:
                  "--budget", "0.5"],
                 150,
                 "base",
+            ),
+            *(
+                Step(
+                    f"mincut-{model}",
+                    [py, str(HERE / "recompute_vs_compile.py"), "--device", "cuda",
+                     "--models", model, "--no-table", "--interleave", "--budgets", budgets,
+                     "--rounds", "20"],
+                    200,
+                    "base",
+                )
+                for model, budgets in MINCUT_BUDGETS.items()
             ),
             Step(
                 "calibrate",

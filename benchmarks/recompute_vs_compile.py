@@ -3,6 +3,8 @@ against PyTorch's own: the min-cut rematerialization partitioner of `torch.compi
 `activation_memory_budget`.
 
     PYTHONPATH=src .venv/bin/python benchmarks/recompute_vs_compile.py [--time]
+    PYTHONPATH=src python3 benchmarks/recompute_vs_compile.py --device cuda --no-table \
+        --interleave --budgets 0.8,0.6,0.5     # on a GPU: times and allocator peaks
 
 For each model (the suite's transformer encoder and GPT-2 small, and its LSTM
 encoder-decoder, at the sizes below), one training step's:
@@ -23,7 +25,13 @@ Compiled variants: the min-cut partitioner as Inductor calls it, with the defaul
 budget (1.0) and each `activation_memory_budget` of `BUDGETS`; and lightspeed's op-level policy
 under the same partitioner. With `--time`, each variant's step is also timed for real
 (eager, and compiled by Inductor with its compile time apart), the variants taking turns
-over `--rounds` rounds.
+over `--rounds` rounds. With `--interleave`, the compiled budgets and the op-level policy
+take turns, each compiled apart (`distinct`), with what each one's forward **saved for the
+backward** as it ran (`saved_bytes`); on a GPU each variant's **held after the
+forward** is what the allocator gained over the forward (the tensors kept for the
+backward, and the loss), and its **step peak** `torch.cuda.max_memory_allocated` from the
+forward's start on, less what was allocated then (the variants' models and optimizers
+stay resident side by side; the last step's gradients are freed by then).
 """
 
 from __future__ import annotations
@@ -35,16 +43,20 @@ import functools
 import platform
 import statistics
 import time
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from lightspeed.facts.device import Device
+from lightspeed.facts.records import Phase
 from lightspeed.hardware.catalog import catalog_hardware
 from lightspeed.measure.costs.op_cost import op_cost
+from lightspeed.measure.device import synchronizer
 from lightspeed.measure.shape_only import profile_shape_only
-from lightspeed.measure.step import StepSettings, prepare
+from lightspeed.measure.step import PreparedStep, StepSettings, prepare
 from lightspeed.optimize.checkpointing import checkpoint
 from lightspeed.suite import get
 from lightspeed.workload import Workload
@@ -103,13 +115,13 @@ def workload_of(name: str, batch: int) -> Workload:
     return get(name).with_batch_size(batch)
 
 
-def eager_figures(workload: Workload) -> tuple[int, int, float]:
+def eager_figures(workload: Workload, settings: StepSettings) -> tuple[int, int, float]:
     """(kept bytes, peak bytes) of one step on fake tensors, and the FLOPs of one real
     step (after a first)."""
-    shapes = profile_shape_only(workload, catalog_hardware("h100-sxm"), StepSettings())
+    shapes = profile_shape_only(workload, catalog_hardware("h100-sxm"), settings)
     assert shapes.memory is not None
     torch.manual_seed(0)
-    prepared = prepare(workload, StepSettings())
+    prepared = prepare(workload, settings)
     prepared.step()
     with ProductFlops() as counter:
         prepared.step()
@@ -179,17 +191,37 @@ def partitioned_backend(
     )
 
 
-def compiled_loss(prepared: Any, backend: Any, reset: bool = True) -> None:
+def compiled_loss(prepared: Any, backend: Any, reset: bool = True, tag: str = "") -> None:
     """`prepared`'s loss (its model's forward and the loss on it) under torch.compile
-    (`reset`: everything compiled before forgotten first)."""
+    (`reset`: everything compiled before forgotten first). A `tag` compiles it apart
+    from every other tag's (`distinct`)."""
     if reset:
         torch._dynamo.reset()
-    loss = torch.compile(prepared.workload.loss, backend=backend)
+    loss = prepared.workload.loss
+    if tag:
+        loss = distinct(loss, tag)
+    loss = torch.compile(loss, backend=backend)
     prepared.workload = dataclasses.replace(prepared.workload, loss=loss)
 
 
+def distinct(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:
+    """`fn` called through a function with a code object of its own. torch.compile
+    caches what it compiled by code object, guarded on the arguments' shapes, not on the
+    module passed: two variants of one workload (one loss function, other memory
+    budgets) would otherwise both run the first one's compiled graphs."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    code = call.__code__.replace(co_name=f"loss_{tag}")
+    return types.FunctionType(code, call.__globals__, code.co_name, None, call.__closure__)
+
+
 def compiled_figures(
-    workload: Workload, budget: float, saved_by_kind: dict[SavedKind, int] | None = None
+    workload: Workload,
+    budget: float,
+    settings: StepSettings,
+    saved_by_kind: dict[SavedKind, int] | None = None,
 ) -> tuple[int, float] | None:
     """(kept bytes, FLOPs) of one step of `workload` with its loss compiled with the
     min-cut partitioner at `budget`, its graphs run as they are; None where torch.compile
@@ -197,7 +229,7 @@ def compiled_figures(
     kept: list[int] = []
     flops: list[int] = []
     torch.manual_seed(0)
-    prepared = prepare(workload, StepSettings())
+    prepared = prepare(workload, settings)
     with memory_budget(budget):
         compiled_loss(prepared, partitioned_backend(kept, flops, saved_by_kind))
         torch._dynamo.utils.counters.clear()
@@ -207,13 +239,15 @@ def compiled_figures(
     return sum(kept), float(sum(flops))
 
 
-def saved_difference(base: Workload, ops: str | list[str], budget: float) -> None:
+def saved_difference(
+    base: Workload, ops: str | list[str], budget: float, settings: StepSettings
+) -> None:
     """Print what the partitioner at `budget` and the op-level policy (both compiled)
     pass from forward to backward where they differ, by kind of tensor."""
     partitioner: dict[SavedKind, int] = {}
     policy: dict[SavedKind, int] = {}
-    compiled_figures(base, budget, partitioner)
-    compiled_figures(checkpoint(base, ops), 1.0, policy)
+    compiled_figures(base, budget, settings, partitioner)
+    compiled_figures(checkpoint(base, ops), 1.0, settings, policy)
     print(f"\n| saved tensor (kind, shape, dtype) | min-cut, budget {budget} | op by op |")
     print("|---|---|---|")
     kinds = sorted(
@@ -226,43 +260,111 @@ def saved_difference(base: Workload, ops: str | list[str], budget: float) -> Non
             print(f"| {name}, {shape}, {dtype} | {a / MB:.2f} MiB | {b / MB:.2f} MiB |")
 
 
-def interleaved(variants: dict[str, tuple[Workload, float]], rounds: int) -> dict[str, float]:
+def interleaved(
+    variants: dict[str, tuple[Workload, float]], rounds: int, settings: StepSettings
+) -> dict[str, tuple[float, int, tuple[int, int] | None]]:
     """Each variant (a workload, compiled by Inductor at a memory budget) compiled, then
-    stepped in turns over `rounds` rounds: each one's median seconds a step."""
+    stepped in turns over `rounds` rounds: each one's median seconds a step, its
+    `saved_bytes`, and on a GPU its `allocator_figures`."""
     prepared = {}
+    sync = synchronizer(settings.device)
     with torch._dynamo.config.patch(automatic_dynamic_shapes=False, cache_size_limit=64):
         torch._dynamo.reset()
         for label, (workload, budget) in variants.items():
             torch.manual_seed(0)
-            prepared[label] = prepare(workload, StepSettings())
+            prepared[label] = prepare(workload, settings)
             with memory_budget(budget):  # read as the step compiles
-                compiled_loss(prepared[label], "inductor", reset=False)
+                compiled_loss(prepared[label], "inductor", reset=False, tag=str(len(prepared)))
                 prepared[label].step()
             prepared[label].step()
+        saved = {label: saved_bytes(step) for label, step in prepared.items()}
+        memory: dict[str, tuple[int, int] | None] = dict.fromkeys(variants)
+        if settings.device is Device.CUDA:
+            memory.update({label: allocator_figures(step) for label, step in prepared.items()})
         times: dict[str, list[float]] = {label: [] for label in variants}
         for _ in range(rounds):
             for label, step in prepared.items():
+                sync()
                 start = time.perf_counter()
                 step.step()
+                sync()
                 times[label].append(time.perf_counter() - start)
-    return {label: statistics.median(t) for label, t in times.items()}
+    return {
+        label: (statistics.median(t), saved[label], memory[label]) for label, t in times.items()
+    }
 
 
-def step_s(workload: Workload, compiled: bool, rounds: int) -> tuple[float, float]:
+def saved_bytes(prepared: PreparedStep) -> int:
+    """Bytes the forward of one step saves for the backward, as it runs (compiled or
+    not): the distinct storages autograd's saved-tensor hooks see packed, less the
+    parameters' and the batch's."""
+    inputs = [*prepared.model.parameters(), *torch.utils._pytree.tree_leaves(prepared.batch)]
+    own = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
+    storages: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in own:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    @contextlib.contextmanager
+    def around(phase: Phase) -> Iterator[None]:
+        if phase is not Phase.FORWARD:
+            yield
+            return
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            yield
+
+    prepared.step(around)
+    return sum(storages.values())
+
+
+def allocator_figures(prepared: PreparedStep) -> tuple[int, int]:
+    """(held after the forward, peak) of one step on a GPU, in bytes above what the
+    allocator held as the forward began (the gradients freed by then): the first is what
+    the forward keeps for the backward (and the loss), the second the step's peak from
+    there (the gradients made by the backward included)."""
+    marks: list[int] = []
+
+    @contextlib.contextmanager
+    def around(phase: Phase) -> Iterator[None]:
+        if phase is Phase.FORWARD:
+            torch.cuda.synchronize()
+            marks.append(torch.cuda.memory_allocated())
+            torch.cuda.reset_peak_memory_stats()
+        yield
+        if phase is Phase.FORWARD:
+            torch.cuda.synchronize()
+            marks.append(torch.cuda.memory_allocated())
+
+    prepared.step(around)
+    torch.cuda.synchronize()
+    start, after_forward = marks
+    return after_forward - start, torch.cuda.max_memory_allocated() - start
+
+
+def step_s(
+    workload: Workload, compiled: bool, rounds: int, settings: StepSettings
+) -> tuple[float, float]:
     """(median seconds a step over `rounds` steps after two, compile seconds)."""
     torch.manual_seed(0)
-    prepared = prepare(workload, StepSettings())
+    prepared = prepare(workload, settings)
+    sync = synchronizer(settings.device)
     compile_s = 0.0
     if compiled:
         compiled_loss(prepared, "inductor")
         start = time.perf_counter()
         prepared.step()
+        sync()
         compile_s = time.perf_counter() - start
     prepared.step()
     times = []
     for _ in range(rounds):
+        sync()
         start = time.perf_counter()
         prepared.step()
+        sync()
         times.append(time.perf_counter() - start)
     return statistics.median(times), compile_s
 
@@ -290,52 +392,41 @@ def main() -> None:
         help="also list where the partitioner at BUDGET and the op-level policy save"
         " different tensors",
     )
+    parser.add_argument("--device", default="cpu", choices=[d.value for d in Device])
+    parser.add_argument(
+        "--no-table",
+        action="store_true",
+        help="skip the kept/recomputed table (the partitions, run without Inductor)",
+    )
     args = parser.parse_args()
-    print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}")
+    settings = StepSettings(device=Device(args.device))
+    where = platform.processor() or platform.machine()
+    if settings.device is Device.CUDA:
+        where = torch.cuda.get_device_name()
+    print(f"{where}, torch {torch.__version__}")
     for name in args.models.split(","):
         batch, whole, ops = MODELS[name]
         base = workload_of(name, batch)
         print(f"\n### {name}, batch {base.batch_size}\n")
-        print("| variant | kept | recomputed | peak (eager) |")
-        print("|---|---|---|---|")
-        plain_kept, plain_peak, plain_flops = eager_figures(base)
-        rows: list[tuple[str, int, float, int | None]] = [
-            ("eager, plain", plain_kept, 0.0, plain_peak)
-        ]
-        for label, modules in ((f"eager, whole: {whole}", whole), (f"eager, op by op: {ops}", ops)):
-            kept, peak, flops = eager_figures(checkpoint(base, modules))
-            rows.append((label, kept, flops - plain_flops, peak))
-        compiled = [(f"compiled, min-cut, budget {budget}", base, budget) for budget in BUDGETS]
-        compiled.append(("compiled, min-cut, op by op", checkpoint(base, ops), 1.0))
-        broken = False
-        for label, workload, budget in compiled:
-            found = compiled_figures(workload, budget)
-            if found is None:
-                broken = True
-                break
-            rows.append((label, found[0], found[1] - plain_flops, None))
-        for label, kept, recomputed, peak in rows:
-            peak_text = f"{peak / MB:.1f} MiB" if peak is not None else "—"
-            print(
-                f"| {label} | {kept / MB:.1f} MiB | {recomputed / 1e9:.3f} GFLOP | {peak_text} |",
-                flush=True,
-            )
-        if broken:
-            print("| compiled | torch.compile breaks the graph: not comparable | | |")
-        elif args.saved is not None:
-            saved_difference(base, ops, args.saved)
+        if not args.no_table:
+            table(base, whole, ops, settings, args.saved)
         if args.interleave:
             variants = {f"budget {b}": (base, float(b)) for b in args.budgets.split(",")}
             variants["op-level policy"] = (checkpoint(base, ops), 1.0)
-            medians = interleaved(variants, args.rounds)
-            print(f"\n| compiled by Inductor, in turns ({args.rounds} rounds) | step |")
-            print("|---|---|")
-            for label, seconds in medians.items():
-                print(f"| {label} | {seconds * 1e3:.1f} ms |", flush=True)
+            found = interleaved(variants, args.rounds, settings)
+            print(
+                f"\n| compiled by Inductor, in turns ({args.rounds} rounds) | step"
+                " | saved for the backward | held after the forward | step peak |"
+            )
+            print("|---|---|---|---|---|")
+            for label, (seconds, saved, held) in found.items():
+                texts = [f"{b / MB:.1f} MiB" for b in (saved, *(held or ()))]
+                texts += ["—"] * (3 - len(texts))
+                print(f"| {label} | {seconds * 1e3:.2f} ms | {' | '.join(texts)} |", flush=True)
         if args.time:
             print("\n| variant | step | compile |")
             print("|---|---|---|")
-            variants = {
+            variants_timed = {
                 "eager, plain": (base, False, 1.0),
                 "eager, op by op": (checkpoint(base, ops), False, 1.0),
                 "compiled (Inductor)": (base, True, 1.0),
@@ -345,10 +436,47 @@ def main() -> None:
                 },
                 "compiled (Inductor), op by op": (checkpoint(base, ops), True, 1.0),
             }
-            for label, (workload, compiled, budget) in variants.items():
+            for label, (workload, compiled, budget) in variants_timed.items():
                 with memory_budget(budget):  # read as the step compiles
-                    s, c = step_s(workload, compiled, args.rounds)
+                    s, c = step_s(workload, compiled, args.rounds, settings)
                 print(f"| {label} | {s * 1e3:.1f} ms | {c:.1f} s |", flush=True)
+
+
+def table(
+    base: Workload,
+    whole: str | list[str],
+    ops: str | list[str],
+    settings: StepSettings,
+    saved: float | None,
+) -> None:
+    """Print each variant's kept bytes, recomputed FLOPs and (eager) peak, and with
+    `saved` where the partitioner at that budget and the op-level policy differ."""
+    print("| variant | kept | recomputed | peak (eager) |")
+    print("|---|---|---|---|")
+    plain_kept, plain_peak, plain_flops = eager_figures(base, settings)
+    rows: list[tuple[str, int, float, int | None]] = [("eager, plain", plain_kept, 0.0, plain_peak)]
+    for label, modules in ((f"eager, whole: {whole}", whole), (f"eager, op by op: {ops}", ops)):
+        kept, peak, flops = eager_figures(checkpoint(base, modules), settings)
+        rows.append((label, kept, flops - plain_flops, peak))
+    compiled = [(f"compiled, min-cut, budget {budget}", base, budget) for budget in BUDGETS]
+    compiled.append(("compiled, min-cut, op by op", checkpoint(base, ops), 1.0))
+    broken = False
+    for label, workload, budget in compiled:
+        found = compiled_figures(workload, budget, settings)
+        if found is None:
+            broken = True
+            break
+        rows.append((label, found[0], found[1] - plain_flops, None))
+    for label, kept, recomputed, row_peak in rows:
+        peak_text = f"{row_peak / MB:.1f} MiB" if row_peak is not None else "—"
+        print(
+            f"| {label} | {kept / MB:.1f} MiB | {recomputed / 1e9:.3f} GFLOP | {peak_text} |",
+            flush=True,
+        )
+    if broken:
+        print("| compiled | torch.compile breaks the graph: not comparable | | |")
+    elif saved is not None:
+        saved_difference(base, ops, saved, settings)
 
 
 if __name__ == "__main__":
