@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -171,65 +170,3 @@ def test_a_document_written_in_pieces_is_the_document_written_at_once(
     whole = render_json.dumps_utf8(obj)
     assert b"".join(render_json.pieces(obj)) == whole
     assert json.loads(whole)["first"] == lists[0]
-
-
-@pytest.fixture
-def forking(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """Long lists' second halves made by a forked process from 8 items on, as where torch
-    is not loaded and there are two cores; their files in a folder of their own."""
-    import multiprocessing
-    import tempfile
-
-    from lightspeed.trace import load
-
-    if "fork" not in multiprocessing.get_all_start_methods():
-        pytest.skip("processes cannot be forked here")
-    monkeypatch.setattr(load, "can_fork", lambda: True)
-    monkeypatch.setattr("os.cpu_count", lambda: 2)
-    monkeypatch.setattr(render_json, "FORKED_ITEMS", 8)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    return tmp_path
-
-
-def _long_list(n: int, fail_elsewhere: bool = False) -> tuple[dict[str, Any], list[int]]:
-    """A document whose list of `n` items is made one at a time, and the items this
-    process made (with `fail_elsewhere`, making one in another process fails)."""
-    made: list[int] = []
-    here = os.getpid()
-
-    def item(k: int) -> Any:
-        if fail_elsewhere and os.getpid() != here:
-            raise RuntimeError("killed")
-        made.append(k)
-        return {"step": k, "figures": {"s": k / 7, "name": f"kernel {k}"}}
-
-    return {"rank": {"steps": render_json.Streamed(n, item)}, "after": [1, 2]}, made
-
-
-def test_a_long_lists_second_half_made_by_another_process_is_the_same_bytes(
-    forking: Path,
-) -> None:
-    obj, made = _long_list(21)
-    whole = render_json.dumps_utf8(obj)
-    made.clear()
-    assert b"".join(render_json.pieces(obj)) == whole
-    assert made == list(range(10))  # the other 11 were made by the forked process
-    assert not list(forking.iterdir())
-
-
-def test_where_the_other_process_fails_this_one_makes_its_half(forking: Path) -> None:
-    obj, made = _long_list(9, fail_elsewhere=True)
-    whole = render_json.dumps_utf8(obj)
-    made.clear()
-    assert b"".join(render_json.pieces(obj)) == whole
-    assert made == list(range(9))
-    assert not list(forking.iterdir())
-
-
-def test_a_write_stopped_early_leaves_no_file_behind(forking: Path) -> None:
-    obj, _ = _long_list(40)
-    written = render_json.pieces(obj)
-    next(written)
-    next(written)
-    written.close()
-    assert not list(forking.iterdir())

@@ -134,78 +134,13 @@ def pieces(obj: dict[str, Any]) -> Iterator[bytes]:
         if not stream:
             yield b"[]"
         else:
-            yield from _items(stream, indent + b"  ")
+            inner = indent + b"  "
+            for k, item in enumerate(stream):
+                body = orjson.dumps(item, option=_OPTIONS, default=_as_list)
+                yield (b",\n" if k else b"[\n") + inner + body.replace(b"\n", b"\n" + inner)
             yield b"\n" + indent + b"]"
         done = at + len(mark)
     yield text[done:]
-
-
-def _item(stream: Streamed, k: int, inner: bytes) -> bytes:
-    """The `k`-th item of `stream` as it stands in the list: after a comma but the
-    first, on lines of its own indented by `inner`."""
-    body = orjson.dumps(stream[k], option=_OPTIONS, default=_as_list)
-    return (b",\n" if k else b"[\n") + inner + body.replace(b"\n", b"\n" + inner)
-
-
-# From this many items on, a forked process makes the second half of a Streamed list
-# while this one makes the first (a long trace's steps: 9,391 of them, 0.9 s of 3.3).
-FORKED_ITEMS = 2048
-# The pieces in which a forked process's items are read back (bytes).
-_READ_BACK = 1 << 20
-
-
-def _items(stream: Streamed, inner: bytes) -> Iterator[bytes]:
-    """Every item of `stream` (`_item`); a long one's second half made by a forked
-    process into a file of its own, which is read back after the first half (made here
-    if that process fails)."""
-    n = len(stream)
-    rest = _forked_items(stream, n // 2, inner) if n >= FORKED_ITEMS else None
-    try:
-        for k in range(n if rest is None else n // 2):
-            yield _item(stream, k, inner)
-        if rest is None:
-            return
-        process, path = rest
-        process.join()
-        if process.exitcode != 0:
-            for k in range(n // 2, n):
-                yield _item(stream, k, inner)
-            return
-        with open(path, "rb") as made:
-            while piece := made.read(_READ_BACK):
-                yield piece
-    finally:
-        if rest is not None:  # stopped early too: the process ended, its file removed
-            process, path = rest
-            if process.is_alive():
-                process.kill()
-                process.join()
-            Path(path).unlink(missing_ok=True)
-
-
-def _forked_items(stream: Streamed, start: int, inner: bytes) -> tuple[Any, str] | None:
-    """A forked process writing the items of `stream` from `start` on into a temporary
-    file, and the file's path; None where no process can be forked safely or there is
-    no second core."""
-    import multiprocessing
-    import os
-    import tempfile
-
-    from lightspeed.trace.load import can_fork
-
-    if (os.cpu_count() or 1) < 2 or not can_fork():
-        return None
-    handle, path = tempfile.mkstemp(prefix="lightspeed-items-")
-    os.close(handle)
-
-    def write_rest() -> None:
-        with open(path, "wb") as out:
-            for k in range(start, len(stream)):
-                out.write(_item(stream, k, inner))
-
-    process = multiprocessing.get_context("fork").Process(target=write_rest, daemon=True)
-    process.start()
-    return process, path
 
 
 # What stands for a Streamed list while the rest of the document is written: no JSON
