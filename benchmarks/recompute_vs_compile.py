@@ -298,8 +298,8 @@ def saved_bytes(prepared: PreparedStep) -> int:
     """Bytes the forward of one step saves for the backward, as it runs (compiled or
     not): the distinct storages autograd's saved-tensor hooks see packed, less the
     parameters' and the batch's."""
-    inputs = [*prepared.model.parameters(), *torch.utils._pytree.tree_leaves(prepared.batch)]
-    own = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
+    inputs = [*prepared.model.parameters(), *_tensors(prepared.batch)]
+    own = {t.untyped_storage().data_ptr() for t in inputs}
     storages: dict[int, int] = {}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
@@ -318,6 +318,18 @@ def saved_bytes(prepared: PreparedStep) -> int:
 
     prepared.step(around)
     return sum(storages.values())
+
+
+def _tensors(batch: Any) -> Iterator[torch.Tensor]:
+    """The tensors in a batch of tensors, tuples, lists and dicts."""
+    if isinstance(batch, torch.Tensor):
+        yield batch
+    elif isinstance(batch, (tuple, list)):
+        for item in batch:
+            yield from _tensors(item)
+    elif isinstance(batch, dict):
+        for item in batch.values():
+            yield from _tensors(item)
 
 
 def allocator_figures(prepared: PreparedStep) -> tuple[int, int]:
