@@ -28,9 +28,9 @@ from lightspeed.trace.analysis import TraceAnalysis, analyse_rank
 from lightspeed.trace.events import TimeOrder
 from lightspeed.trace.ranks import (
     GZIP_RATIO,
-    MEMORY_PER_BYTE,
     MEMORY_SHARE,
     check_memory,
+    memory_need,
     pool_size,
 )
 
@@ -144,7 +144,7 @@ def test_the_pool_fits_the_cores_the_files_and_the_memory(
     with patch.object(Path, "stat", autospec=True) as stat:
         stat.side_effect = lambda p: SimpleNamespace(st_size=sizes[int(p.name.split(".")[0])])
         n = pool_size(files, available)
-    need = max(sizes) * (GZIP_RATIO if gzipped else 1) * MEMORY_PER_BYTE
+    need = memory_need(max(sizes) * (GZIP_RATIO if gzipped else 1))
     assert 1 <= n <= min(os.cpu_count() or 1, len(files))
     assert n == 1 or n * need <= MEMORY_SHARE * available
 
@@ -183,17 +183,18 @@ def test_a_trace_too_large_for_the_memory_allowed_is_refused_before_it_is_read(
     size = path.stat().st_size
     with patch("lightspeed.trace.load.load_trace") as read:  # never reached
         with pytest.raises(TraceError, match="more than --max-memory"):
-            lightspeed_trace.analyse([path], max_memory_bytes=int(size * MEMORY_PER_BYTE) - 1)
+            lightspeed_trace.analyse([path], max_memory_bytes=int(memory_need(size)) - 1)
         read.assert_not_called()
-    assert lightspeed_trace.analyse([path], max_memory_bytes=int(size * MEMORY_PER_BYTE) + 1)
+    assert lightspeed_trace.analyse([path], max_memory_bytes=int(memory_need(size)) + 1)
     code, _, err = run_cli("trace", str(path), "--max-memory", str(size))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--max-memory" in err
 
 
 def test_ranks_read_here_are_held_together_and_on_a_cluster_one_by_one(tmp_path: Path) -> None:
     files = [_many_steps(tmp_path / f"rank{r}.json", 50) for r in range(2)]
-    one = max(f.stat().st_size for f in files) * MEMORY_PER_BYTE
-    limit = int(1.5 * one)  # one trace fits, both do not
+    one = memory_need(max(f.stat().st_size for f in files))
+    both = memory_need(sum(f.stat().st_size for f in files))
+    limit = int((one + both) / 2)  # one trace fits, both do not
     with pytest.raises(TraceError, match="these 2 traces: reading and analysing"):
         check_memory(files, limit, True)
     check_memory(files, limit, True, together=False)

@@ -11,7 +11,8 @@ result is the one `analyse_traces` gives on the same files read one by one.
 
 The pool is sized by the cores and the memory: no more workers than cores or files, and
 no more than the available memory holds at the largest file's estimated need
-(`MEMORY_PER_BYTE` × its size; a gzipped file's `GZIP_RATIO` times larger).
+(`memory_need`: `MEMORY_BASE` and `MEMORY_PER_BYTE` × its size; a gzipped file's
+`GZIP_RATIO` times larger).
 """
 
 from __future__ import annotations
@@ -47,9 +48,13 @@ from lightspeed.trace.load import (
 from lightspeed.trace.steps import StepWindow, step_windows
 from lightspeed.trace.timeline import common_step
 
-# Peak memory of reading and analysing a trace, per byte of its JSON
-# (docs/benchmarks.md, "Traces at the size users have": 0.84–1.35 MB a MB), with room.
-MEMORY_PER_BYTE = 1.5
+# Peak memory of reading and analysing a trace: a part whatever its size (the interpreter,
+# the imports, each step's results) and a part per byte of its JSON, with room
+# (docs/benchmarks.md, "Traces at the size users have": peak PSS 126–131 MiB for 100 MB,
+# 171 MiB for 100 MB of 9,391 short steps, 761–816 MiB for 1 GB; 1.5 bytes a byte alone
+# left the second short).
+MEMORY_BASE = 128 * 2**20
+MEMORY_PER_BYTE = 1.2
 # How much larger a trace's JSON is than its gzip file (Kineto's JSON compresses ~10×).
 GZIP_RATIO = 10
 # The share of the available memory the pool may plan to use.
@@ -63,12 +68,19 @@ def pool_size(files: Sequence[Path], available_bytes: int | None = None) -> int:
     if not files:
         return 1
     available = available_memory() if available_bytes is None else available_bytes
-    need = max(_json_bytes(f) for f in files) * MEMORY_PER_BYTE
-    if available is None or not need:  # the memory, or the files' sizes, unknown
+    largest = max(_json_bytes(f) for f in files)
+    need = memory_need(largest)
+    if available is None or not largest:  # the memory, or the files' sizes, unknown
         by_memory = len(files)
     else:
         by_memory = int(MEMORY_SHARE * available // need)
     return max(1, min(os.cpu_count() or 1, len(files), by_memory))
+
+
+def memory_need(json_bytes: float) -> float:
+    """Bytes that reading and analysing `json_bytes` of trace JSON takes at most, by the
+    estimate (`MEMORY_BASE` and `MEMORY_PER_BYTE` a byte)."""
+    return MEMORY_BASE + json_bytes * MEMORY_PER_BYTE
 
 
 def available_memory() -> int | None:
@@ -95,14 +107,15 @@ def check_memory(
         return
     largest = max(files, key=_json_bytes)
     json_bytes = sum(map(_json_bytes, files)) if together else _json_bytes(largest)
-    need = json_bytes * MEMORY_PER_BYTE
+    need = memory_need(json_bytes)
     if need <= limit_bytes:
         return
     allowed = "--max-memory" if given else "the memory this machine has available"
     what = f"{largest}" if len(files) == 1 or not together else f"these {len(files)} traces"
     raise TraceError(
         f"{what}: reading and analysing takes about {units.size(need)}"
-        f" ({MEMORY_PER_BYTE:g}× {units.size(json_bytes)} of JSON), more than {allowed}"
+        f" ({units.size(MEMORY_BASE)} and {MEMORY_PER_BYTE:g}× {units.size(json_bytes)} of"
+        f" JSON), more than {allowed}"
         f" ({units.size(limit_bytes)}); raise --max-memory, give fewer ranks at once, or"
         " use --executor dask=ADDRESS."
     )
