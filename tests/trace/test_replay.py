@@ -79,22 +79,23 @@ def test_a_launch_bound_step_is_its_host(tmp_path: Path) -> None:
     assert step.idle_points == pytest.approx(0.0)
 
 
-def _waits_on_a_stream(t: KinetoTrace) -> None:
-    # A kernel of 100 µs on stream 7; stream 8 made to wait for it, then a kernel of
-    # 10 µs launched there, which ran at 105, once the first had ended; a device sync.
+def _waits_on_a_stream(path: Path, ran_at: float) -> Path:
+    # A kernel of 100 µs on stream 7 (5..105); stream 8 made to wait for it, then a
+    # kernel of 10 µs launched there, which ran at `ran_at`; a device sync until both end.
+    t = KinetoTrace()
     t.step(1, 0, 130)
     t.launch(0, 5, 100)
     t.runtime("cudaStreamWaitEvent", 6, 1)
-    t.launch(8, 105, 10, stream=8)
-    t.runtime("cudaDeviceSynchronize", 14, 101)
+    t.launch(8, ran_at, 10, stream=8)
+    t.runtime("cudaDeviceSynchronize", 14, max(105, ran_at + 10) - 14)
     t.step(2, 130, 20)
     t.launch(131, 136, 5)
+    return t.write(path)
 
 
 def test_a_stream_waits_for_the_task_its_event_follows(tmp_path: Path) -> None:
-    t = KinetoTrace()
-    _waits_on_a_stream(t)
-    trace = load_trace(t.write(tmp_path / "t.json"))
+    # Stream 8's kernel ran at 105, once the first had ended.
+    trace = load_trace(_waits_on_a_stream(tmp_path / "t.json", ran_at=105))
     (step,) = replay_steps(trace).steps
     assert step.replayed_s == pytest.approx(step.traced_s)
     assert step.replayed_busy_s == pytest.approx(110e-6)
@@ -108,17 +109,9 @@ def test_a_stream_waits_for_the_task_its_event_follows(tmp_path: Path) -> None:
 def test_a_wait_on_a_task_that_ended_after_the_waiter_began_is_no_edge(
     tmp_path: Path,
 ) -> None:
-    # The same, but stream 8's kernel ran at 20, while stream 7's was running: whatever
-    # the event followed, it was not that kernel.
-    t = KinetoTrace()
-    t.step(1, 0, 130)
-    t.launch(0, 5, 100)
-    t.runtime("cudaStreamWaitEvent", 6, 1)
-    t.launch(8, 20, 10, stream=8)
-    t.runtime("cudaDeviceSynchronize", 14, 91)
-    t.step(2, 130, 20)
-    t.launch(131, 136, 5)
-    (step,) = replay_steps(load_trace(t.write(tmp_path / "t.json"))).steps
+    # Stream 8's kernel ran at 20, while stream 7's was running: whatever the event
+    # followed, it was not that kernel.
+    (step,) = replay_steps(load_trace(_waits_on_a_stream(tmp_path / "t.json", ran_at=20))).steps
     assert step.replayed_busy_s == pytest.approx(100e-6)  # the two overlap, as traced
 
 

@@ -199,13 +199,16 @@ class StepGraph:
 _Row = tuple[float, float, int, int, int, int]
 
 
-def _graph(
+def step_graph(
     trace: Trace,
-    durations: DeviceDurations | None,
-    graphs: bool,
+    durations: DeviceDurations | None = None,
+    *,
+    graphs: bool = False,
     fused_optimizer: bool = False,
     inserted: Sequence[Inserted] = (),
 ) -> StepGraph:
+    """`trace`'s steps as a dependency graph with the changes given (as `replay_steps`
+    takes them), to replay with `replay_graphs`."""
     inserted = sorted(inserted, key=lambda x: x.at_us)  # one stream, in order
     device = _device_tasks(trace, durations)
     if inserted:
@@ -583,19 +586,6 @@ def _step_thread(trace: Trace) -> int:
         if trace.names[annotations.name[i]].startswith("ProfilerStep#"):
             return int(annotations.tid[i])
     return 0
-
-
-def step_graph(
-    trace: Trace,
-    durations: DeviceDurations | None = None,
-    *,
-    graphs: bool = False,
-    fused_optimizer: bool = False,
-    inserted: Sequence[Inserted] = (),
-) -> StepGraph:
-    """`trace`'s steps as a dependency graph with the changes given (as `replay_steps`
-    takes them), to replay with `replay_graphs`."""
-    return _graph(trace, durations, graphs, fused_optimizer, inserted)
 
 
 HOST_WORK = "host work"  # the name of the host's own time between two runtime calls

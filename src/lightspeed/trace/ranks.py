@@ -166,14 +166,7 @@ def map_ranks(
         workers = pool_size(files) if len(files) > 1 and can_fork() else 1
     workers = min(workers, len(files))
     if workers < 2:
-        done = []
-        for position, file in enumerate(files):
-            trace = load_trace(file)
-            trace = dataclasses.replace(trace, rank=rank_of(trace, position))
-            assert trace.rank is not None
-            done.append((trace.rank, trace.path, fn(trace)))
-            del trace
-            release_free_memory()
+        done = _mapped(list(enumerate(files)), fn, parallel=None)
     else:
         done = _mapped_in_pool(files, fn, workers)
     ranked: dict[int, tuple[str, _T]] = {}
@@ -182,6 +175,24 @@ def map_ranks(
             raise same_rank(ranked[rank][0], path, rank)
         ranked[rank] = (path, result)
     return [result for _, result in ranked.values()]
+
+
+def _mapped(
+    share: Sequence[tuple[int, Path]], fn: Callable[[Trace], _T], *, parallel: bool | None
+) -> list[tuple[int, str, _T]]:
+    """`fn` of each file of `share` (each with its position), read one at a time
+    (`parallel` as `load_trace` takes it) and let go before the next: each rank, path
+    and result."""
+    done = []
+    for position, path in share:
+        trace = load_trace(path, parallel=parallel)
+        trace = dataclasses.replace(trace, rank=rank_of(trace, position))
+        assert trace.rank is not None
+        with no_cycle_collection():
+            done.append((trace.rank, trace.path, fn(trace)))
+        del trace
+        release_free_memory()
+    return done
 
 
 def _mapped_in_pool(
@@ -239,14 +250,8 @@ def _map_worker(
     for end in parents:
         end.close()
     try:
-        done = []
-        for position, path in share:
-            trace = _load_ranked((position, str(path)))
-            with no_cycle_collection():
-                done.append((trace.rank, trace.path, fn(trace)))
-            del trace
-            release_free_memory()
-        pipe.send(("ok", done))
+        # A worker is a daemon process, which may not fork the reader's second one.
+        pipe.send(("ok", _mapped(share, fn, parallel=False)))
     except Exception as exc:
         _send_error(pipe, exc)
     finally:

@@ -171,8 +171,16 @@ def predict_traces(
     last rank to arrive waits for. Raises ConfigError as `predict_trace` does, and for
     `data_parallel` with several ranks, or a trace that communicates already or
     records no gradient sizes."""
-    asked = _asked(
-        len(traces), hardware, precision, cuda_graphs, comm_speedup, fused_optimizer, data_parallel
+    asked = _checked(
+        _Asked(
+            hardware,
+            precision,
+            cuda_graphs,
+            comm_speedup,
+            fused_optimizer,
+            data_parallel,
+            joined=len(traces) > 1,
+        )
     )
     return _reduced([_rank_part(t, asked) for t in traces], asked)
 
@@ -192,8 +200,16 @@ def predict_trace_files(
     ranks), each rank read and made into its graphs by `workers` processes (default: a
     pool, `ranks.map_ranks`), the ranks replayed together here."""
     files = trace_files(paths)
-    asked = _asked(
-        len(files), hardware, precision, cuda_graphs, comm_speedup, fused_optimizer, data_parallel
+    asked = _checked(
+        _Asked(
+            hardware,
+            precision,
+            cuda_graphs,
+            comm_speedup,
+            fused_optimizer,
+            data_parallel,
+            joined=len(files) > 1,
+        )
     )
     parts = map_ranks(files, functools.partial(_rank_part, asked=asked), workers)
     return _reduced(parts, asked)
@@ -212,43 +228,28 @@ class _Asked:
     joined: bool
 
 
-def _asked(
-    ranks: int,
-    hardware: Hardware | None,
-    precision: Precision | None,
-    cuda_graphs: bool,
-    comm_speedup: float | None,
-    fused_optimizer: bool,
-    data_parallel: tuple[int, Link] | None,
-) -> _Asked:
+def _checked(asked: _Asked) -> _Asked:
+    """`asked`, once the changes are known to go together (ConfigError where not)."""
     _check(
-        hardware,
-        precision,
-        cuda_graphs or fused_optimizer or data_parallel is not None,
-        comm_speedup,
+        asked.hardware,
+        asked.precision,
+        asked.cuda_graphs or asked.fused_optimizer or asked.data_parallel is not None,
+        asked.comm_speedup,
     )
-    if data_parallel is not None:
-        if data_parallel[0] < 1:
-            raise ConfigError(f"--dp {data_parallel[0]} must be at least 1.")
-        if ranks > 1:
+    if asked.data_parallel is not None:
+        if asked.data_parallel[0] < 1:
+            raise ConfigError(f"--dp {asked.data_parallel[0]} must be at least 1.")
+        if asked.joined:
             raise ConfigError(
                 "--dp: these ranks communicate already; predict their communication faster"
                 " with --comm-speedup X, or give one process's trace."
             )
-        if comm_speedup is not None:
+        if asked.comm_speedup is not None:
             raise ConfigError(
                 "--comm-speedup speeds up a trace's own communication; --dp's all-reduces run"
                 " at the speed of --link: name a faster link instead."
             )
-    return _Asked(
-        hardware,
-        precision,
-        cuda_graphs,
-        comm_speedup,
-        fused_optimizer,
-        data_parallel,
-        joined=ranks > 1,
-    )
+    return asked
 
 
 @dataclasses.dataclass(frozen=True)
