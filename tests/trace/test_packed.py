@@ -10,6 +10,7 @@ import pickle
 from typing import Any
 
 import numpy as np
+import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 from trace_paths import TRACES
@@ -17,7 +18,7 @@ from trace_paths import TRACES
 from lightspeed.trace import analysis, load_trace
 from lightspeed.trace.analysis import StepAnalyses
 from lightspeed.trace.packed import pack
-from lightspeed.trace.window import TraceContext
+from lightspeed.trace.window import TraceContext, plain
 
 
 class Colour(enum.Enum):
@@ -115,6 +116,12 @@ def test_packed_values_are_made_again_the_same(found: list[Any]) -> None:
         _same(column[-1], found[-1])
 
 
+@given(alike)
+def test_packed_values_are_written_as_each_value_is(found: list[Any]) -> None:
+    # A dataclass as the dict of its fields (a list of them, each), from the columns.
+    _same(pack(found).plain_values(), [plain(v) for v in found])
+
+
 def test_floats_of_many_values_take_eight_bytes_each() -> None:
     column = pack([float(i) for i in range(10_000)])
     assert len(pickle.dumps(column)) < 8 * 10_000 + 1_000
@@ -133,3 +140,7 @@ def test_a_rank_s_packed_steps_are_its_steps() -> None:
     assert packed.bounds == [w.bound for w in steps]
     assert packed.step_s.tolist() == [w.step_s for w in steps]
     assert packed.has_device.tolist() == [w.has_device for w in steps]
+    # Each step's JSON object made from the columns is the one made from the step.
+    written = [analysis.window_data(w) for w in steps]
+    assert [packed.data(i) for i in range(len(packed))] == written
+    assert orjson.dumps(packed.data(1)) == orjson.dumps(written[1])

@@ -70,7 +70,9 @@ class Streamed(Sequence[Any]):
     """A long list of a JSON document whose items are made one at a time: `item(i)`
     makes the i-th. `write` makes and writes them one after the other, so a trace of a
     hundred thousand steps never holds all of them as JSON objects, nor all their text;
-    anywhere else it is the list of them."""
+    anywhere else it is the list of them. Its items are written one a line, without
+    indentation inside them (a step of a long trace takes a third fewer bytes, and each
+    line can be read apart)."""
 
     def __init__(self, count: int, item: Callable[[int], Any]) -> None:
         self._count, self._item = count, item
@@ -91,6 +93,7 @@ class Streamed(Sequence[Any]):
 
 
 _OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+_ITEM_OPTIONS = orjson.OPT_NON_STR_KEYS
 
 
 def _as_list(value: Any) -> Any:
@@ -100,12 +103,12 @@ def _as_list(value: Any) -> Any:
 
 
 def dumps_utf8(obj: dict[str, Any]) -> bytes:
-    """Strict JSON, indented, as UTF-8: non-finite floats (an infinite intensity) become
-    null (orjson's rule; `finite` is the same rule for a value kept in Python)."""
+    """Strict JSON, indented (a `Streamed` list an item a line), as UTF-8: non-finite
+    floats (an infinite intensity) become null (orjson's rule; `finite` is the same rule
+    for a value kept in Python)."""
     # orjson: a long trace's result is hundreds of MB, which the standard library takes
     # seconds to write; bytes, so that a file is written without a copy as text.
-    data: bytes = orjson.dumps(obj, option=_OPTIONS, default=_as_list)
-    return data
+    return b"".join(pieces(obj))
 
 
 def pieces(obj: dict[str, Any]) -> Iterator[bytes]:
@@ -136,8 +139,8 @@ def pieces(obj: dict[str, Any]) -> Iterator[bytes]:
         else:
             inner = indent + b"  "
             for k, item in enumerate(stream):
-                body = orjson.dumps(item, option=_OPTIONS, default=_as_list)
-                yield (b",\n" if k else b"[\n") + inner + body.replace(b"\n", b"\n" + inner)
+                body = orjson.dumps(item, option=_ITEM_OPTIONS, default=_as_list)
+                yield (b",\n" if k else b"[\n") + inner + body
             yield b"\n" + indent + b"]"
         done = at + len(mark)
     yield text[done:]

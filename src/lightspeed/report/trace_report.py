@@ -40,6 +40,7 @@ from lightspeed.trace.analysis import (
     StepSkew,
     TraceAnalysis,
     WindowAnalysis,
+    window_data,
 )
 from lightspeed.trace.collectives import CollectiveSkew
 from lightspeed.trace.names import short_kernel_name
@@ -100,7 +101,7 @@ def _rank_data(r: RankAnalysis) -> dict[str, Any]:
         "last_step_left_out": r.last_step_left_out,
         **_whole_data(r.whole),
         # Each step's object made as it is written: a long trace has a hundred thousand.
-        "steps": render_json.Streamed(len(r.steps), lambda i: _window_data(r.steps[i])),
+        "steps": render_json.Streamed(len(r.steps), r.steps.data),
         "notes": list(r.notes),
         "timeline": None if r.timeline is None else timeline_data(r.timeline),
     }
@@ -128,7 +129,7 @@ def timeline_data(t: Timeline) -> dict[str, Any]:
 def _whole_data(w: WindowAnalysis) -> dict[str, Any]:
     """The whole trace's window; its matrix products carry the ceilings of the catalog
     GPU they are placed on (`hardware_ceilings`), so a report draws them from the JSON."""
-    data = _window_data(w)
+    data = window_data(w)
     matmuls = data.get("matmuls")
     if matmuls and matmuls.get("hardware"):
         from lightspeed.hardware import catalog_hardware
@@ -137,19 +138,6 @@ def _whole_data(w: WindowAnalysis) -> dict[str, Any]:
             **matmuls,
             "hardware_ceilings": hardware_to_dict(catalog_hardware(matmuls["hardware"])),
         }
-    return data
-
-
-def _window_data(w: WindowAnalysis) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "step": w.step,
-        "step_s": w.step_s,
-        "bound": w.bound.value,
-        "findings": findings_data(w.findings),
-    }
-    for analyzer in w.analyzers:
-        if analyzer.data is not None:
-            data[analyzer.key] = analyzer.data(w[analyzer])
     return data
 
 

@@ -19,6 +19,7 @@ from typing import Any, TypeVar, overload
 
 import numpy as np
 
+from lightspeed.document import findings_data
 from lightspeed.rules import SKEW_SHARE, Bound, Finding, FindingKind, max_speedup
 from lightspeed.trace.breakdown import (
     IDLE,
@@ -152,7 +153,8 @@ class StepAnalyses(Sequence[WindowAnalysis]):
     thousand, which as objects take about 5 kB each. `steps[i]` makes the i-th step's
     `WindowAnalysis` again, equal to the one packed; `numbers`, `step_s` and `bounds`
     give every step's number, length (seconds) and bound, and `has_device` whether it
-    ran device work, without making them."""
+    ran device work, without making them; `data(i)` the i-th step's JSON object
+    (`window_data`), made from the columns without the step's objects."""
 
     __slots__ = (
         "_bounds",
@@ -161,6 +163,7 @@ class StepAnalyses(Sequence[WindowAnalysis]):
         "_numbers",
         "_results",
         "_starts",
+        "_written",
         "has_device",
         "step_s",
     )
@@ -169,11 +172,12 @@ class StepAnalyses(Sequence[WindowAnalysis]):
         # Each step's results from the same analyzers, in order (`_window_analysis`).
         assert all(w.analyzers is WINDOW_ANALYZERS for w in steps)
         self._numbers = [pack([w.step for w in steps])]
-        self._results = [pack([dict(w.results) for w in steps])]
+        self._results = [{a.key: pack([w.results[a.key] for w in steps]) for a in WINDOW_ANALYZERS}]
         self._bounds = [pack([w.bound for w in steps])]
         self._findings = [pack([w.findings for w in steps])]
         self._starts = [0, len(steps)]
         self._made: tuple[int, list[WindowAnalysis]] | None = None  # the last part made
+        self._written: tuple[int, list[dict[str, Any]]] | None = None  # and written
         self.step_s = np.array([w.step_s for w in steps], dtype=np.float64)
         self.has_device = np.array([w.has_device for w in steps], dtype=np.bool_)
 
@@ -186,7 +190,7 @@ class StepAnalyses(Sequence[WindowAnalysis]):
         joined._bounds = [c for p in parts for c in p._bounds]
         joined._findings = [c for p in parts for c in p._findings]
         joined._starts = [0, *np.cumsum([len(c) for c in joined._numbers]).tolist()]
-        joined._made = None
+        joined._made = joined._written = None
         joined.step_s = np.concatenate([np.zeros(0), *(p.step_s for p in parts)])
         joined.has_device = np.concatenate([np.zeros(0, np.bool_), *(p.has_device for p in parts)])
         return joined
@@ -213,10 +217,18 @@ class StepAnalyses(Sequence[WindowAnalysis]):
             return self._made[1][0]
         return _window_analysis(
             self._numbers[part][k],
-            self._results[part][k],
+            {key: results[k] for key, results in self._results[part].items()},
             self._bounds[part][k],
             self._findings[part][k],
         )
+
+    def data(self, i: int) -> dict[str, Any]:
+        """The i-th step's JSON object, `window_data(self[i])`; steps are mostly written
+        in order, so each part's are made at once, from its columns."""
+        part = bisect.bisect_right(self._starts, i) - 1
+        if self._written is None or self._written[0] != part:
+            self._written = part, self._part_data(part)
+        return self._written[1][i - self._starts[part]]
 
     def __eq__(self, other: object) -> bool:
         # As the list of the steps would compare.
@@ -228,18 +240,21 @@ class StepAnalyses(Sequence[WindowAnalysis]):
 
     def __getstate__(self) -> dict[str, Any]:
         # Without the steps last made: their analyzers are functions, which do not pickle.
-        return {k: getattr(self, k) for k in self.__slots__ if k != "_made"}
+        return {k: getattr(self, k) for k in self.__slots__ if k not in ("_made", "_written")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for k, v in state.items():
             setattr(self, k, v)
-        self._made = None
+        self._made = self._written = None
 
     def _part(self, part: int) -> list[WindowAnalysis]:
         """The steps of one part (a few thousand), made again at once: steps are mostly
         read in order, and made together they cost a fraction of one at a time."""
-        results = self._results[part].values()
-        n = len(results)
+        by_key = {key: results.values() for key, results in self._results[part].items()}
+        n = len(self._numbers[part])
+        results = [
+            dict(zip(by_key, row, strict=True)) for row in zip(*by_key.values(), strict=True)
+        ]
         columns = {
             "step": self._numbers[part].values(),
             "analyzers": [WINDOW_ANALYZERS] * n,
@@ -252,6 +267,20 @@ class StepAnalyses(Sequence[WindowAnalysis]):
         made: list[WindowAnalysis] = records(WindowAnalysis, columns, n)
         return made
 
+    def _part_data(self, part: int) -> list[dict[str, Any]]:
+        """The JSON objects of one part's steps, from its columns."""
+        first, n = self._starts[part], len(self._numbers[part])
+        head = [
+            self._numbers[part].values(),
+            self.step_s[first : first + n].tolist(),
+            [b.value for b in self._bounds[part].values()],
+            list(map(findings_data, self._findings[part].values())),
+        ]
+        written = [a for a in WINDOW_ANALYZERS if a.data is not None]
+        results = [a.steps_data(self._results[part][a.key]) for a in written]
+        keys = (*_DATA_HEAD, *(a.key for a in written))
+        return [dict(zip(keys, row, strict=True)) for row in zip(*head, *results, strict=True)]
+
     @property
     def numbers(self) -> list[int | None]:
         """Each step's number (ProfilerStep#N), in order."""
@@ -261,6 +290,21 @@ class StepAnalyses(Sequence[WindowAnalysis]):
     def bounds(self) -> list[Bound]:
         """Each step's bound, in order."""
         return [c[k] for c in self._bounds for k in range(len(c))]
+
+
+# What a window's JSON object has before its analyzers' results.
+_DATA_HEAD = ("step", "step_s", "bound", "findings")
+
+
+def window_data(w: WindowAnalysis) -> dict[str, Any]:
+    """A window's JSON object: its step, length, bound, findings, and each analyzer's
+    result (`WindowAnalyzer.data`, under its key) that is written."""
+    head = (w.step, w.step_s, w.bound.value, findings_data(w.findings))
+    data = dict(zip(_DATA_HEAD, head, strict=True))
+    for analyzer in w.analyzers:
+        if analyzer.data is not None:
+            data[analyzer.key] = analyzer.data(w[analyzer])
+    return data
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

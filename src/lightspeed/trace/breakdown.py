@@ -36,6 +36,7 @@ from lightspeed.trace.names import KERNEL_TYPES, BoolArray, KernelType, short_ke
 from lightspeed.trace.packed import records
 from lightspeed.trace.window import (
     DeviceEvents,
+    Fields,
     Shown,
     StepsContext,
     WindowAnalyzer,
@@ -464,15 +465,6 @@ def _describe_idle(idle: IdleBreakdown) -> Shown:
     ]
 
 
-def _overlap_data(o: Overlap) -> dict[str, float | None]:
-    return {
-        "communication_s": o.communication_s,
-        "overlapped_s": o.overlapped_s,
-        "overlap_fraction": o.fraction,
-        "exposed_s": o.exposed_s,
-    }
-
-
 def _describe_overlap(o: Overlap) -> Shown:
     if not o.communication_s:
         return ()
@@ -535,7 +527,7 @@ OVERLAP = WindowAnalyzer(
     key="communication",
     analyse=lambda w: comm_overlap(w.events),
     analyse_steps=overlap_steps,
-    data=_overlap_data,
+    data=Fields((("overlap_fraction", "fraction"), ("exposed_s", "exposed_s"))),
     describe=_describe_overlap,
 )
 STREAMS = WindowAnalyzer(
@@ -562,6 +554,6 @@ KERNELS = WindowAnalyzer(
     key="kernels",
     analyse=_kernels,
     analyse_steps=lambda sc: kernel_stats_steps(sc, TOP_KERNELS),
-    data=list,  # orjson writes each KernelStat, its type as the type's value
+    data=plain,  # orjson writes each KernelStat's type as the type's value
     describe=_describe_kernels,
 )

@@ -37,12 +37,12 @@ from lightspeed.trace.steps import (
     top_level,
 )
 from lightspeed.trace.window import (
+    Fields,
     Shown,
     StepsContext,
     TraceContext,
     WindowAnalyzer,
     WindowContext,
-    plain,
 )
 from lightspeed.units import plural
 
@@ -584,14 +584,14 @@ LAUNCHES = WindowAnalyzer(
     key="launches",
     analyse=_launches,
     analyse_steps=_launches_steps,
-    data=lambda s: {**plain(s), "cpu_per_launch_s": s.cpu_per_launch_s},
+    data=Fields((("cpu_per_launch_s", "cpu_per_launch_s"),)),
     describe=_describe_launches,
 )
 HOST = WindowAnalyzer(
     key="host",
     analyse=_host,
     analyse_steps=_host_steps,
-    data=lambda h: {**plain(h), "overhead_s": h.overhead_s},
+    data=Fields((("overhead_s", "overhead_s"),)),
     describe=_describe_host,
 )
 DEVICE_SYNCS = WindowAnalyzer(

@@ -46,12 +46,12 @@ from lightspeed.trace.names import BoolArray
 from lightspeed.trace.packed import records
 from lightspeed.trace.steps import correlate
 from lightspeed.trace.window import (
+    Fields,
     Shown,
     StepsContext,
     TraceContext,
     WindowAnalyzer,
     WindowContext,
-    plain,
 )
 
 # Kineto's `Input type` strings for the floating-point types matrix products run in.
@@ -580,14 +580,6 @@ MATMULS = WindowAnalyzer(
     key="matmuls",
     analyse=_matmuls,
     analyse_steps=_matmuls_steps,
-    data=lambda m: (
-        None
-        if m is None
-        else {
-            **plain(m),
-            "flops_per_s": m.flops_per_s,
-            "fraction_of_sol": m.fraction_of_sol,
-        }
-    ),
+    data=Fields((("flops_per_s", "flops_per_s"), ("fraction_of_sol", "fraction_of_sol"))),
     describe=_describe,
 )

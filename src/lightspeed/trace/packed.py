@@ -46,6 +46,13 @@ class Column:
         """Every value, made again at once (much faster than one at a time)."""
         return self._part.values(self._length)
 
+    def plain_values(self) -> list[Any]:
+        """Every value made again at once, a dataclass as a new dict of its fields (in
+        their order, their values as `values` makes them), a list or tuple of them as a
+        list of such dicts: what a JSON writer needs of a result, without making the
+        dataclasses first."""
+        return self._part.plain(self._length)
+
 
 def pack(values: Sequence[Any]) -> Column:
     """`values` as a column: `pack(values)[i]` equals `values[i]` and is of its type.
@@ -68,6 +75,21 @@ class _Part(abc.ABC):
     @abc.abstractmethod
     def values(self, n: int) -> list[Any]:
         """All `n` values."""
+
+    def plain(self, n: int) -> list[Any]:
+        """All `n` values, each dataclass (or each in a list or tuple) as a new dict of
+        its fields."""
+        return [_fields(v) for v in self.values(n)]
+
+
+def _fields(value: Any) -> Any:
+    """A dataclass as a new dict of its fields, a list or tuple as a list of its items
+    so; anything else as it is."""
+    if isinstance(value, (list, tuple)):
+        return [_fields(v) for v in value]
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return value
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
 
 
 def _part(values: list[Any]) -> _Part:
@@ -205,6 +227,12 @@ class _Runs(_Part):
         items, kind = self.items.values(offsets[-1]), self.kind
         return [kind(items[a:b]) for a, b in itertools.pairwise(offsets)]
 
+    def plain(self, n: int) -> list[Any]:
+        # Each value a list of its items' dicts (a JSON array, as a tuple is written).
+        offsets = self.offsets.tolist()
+        items = self.items.plain(offsets[-1])
+        return [items[a:b] for a, b in itertools.pairwise(offsets)]
+
 
 class _Keyed(_Part):
     """Dicts of one set of keys: a part a key."""
@@ -218,11 +246,15 @@ class _Keyed(_Part):
         return {k: p.get(i) for k, p in zip(self.keys, self.parts, strict=True)}
 
     def values(self, n: int) -> list[Any]:
-        keys = self.keys
-        if not keys:
-            return [{} for _ in range(n)]
-        columns = [p.values(n) for p in self.parts]
-        return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
+        return _rows(self.keys, self.parts, n)
+
+
+def _rows(keys: Sequence[Any], parts: Sequence[_Part], n: int) -> list[dict[Any, Any]]:
+    """`n` new dicts, the i-th of each key's part's i-th value."""
+    if not keys:
+        return [{} for _ in range(n)]
+    columns = [p.values(n) for p in parts]
+    return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
 class _Mappings(_Part):
@@ -260,6 +292,9 @@ class _Records(_Part):
         return records(
             self.kind, dict(zip(self.names, (p.values(n) for p in self.parts), strict=True)), n
         )
+
+    def plain(self, n: int) -> list[Any]:
+        return _rows(self.names, self.parts, n)
 
 
 def records(kind: type, columns: Mapping[str, Sequence[Any]], n: int) -> list[Any]:
