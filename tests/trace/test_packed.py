@@ -129,8 +129,9 @@ def test_floats_of_many_values_take_eight_bytes_each() -> None:
 
 def test_a_rank_s_packed_steps_are_its_steps() -> None:
     trace = load_trace(TRACES / "hta-a100-ddp-train-rank0of2.json.gz")
-    steps = analysis.analyse_steps(analysis.step_contexts(TraceContext(trace)))
-    packed = StepAnalyses.joined([StepAnalyses(steps[:2]), StepAnalyses(steps[2:])])
+    steps = [analysis.analyse_window(c) for c in analysis.step_contexts(TraceContext(trace))]
+    packed = StepAnalyses.joined([StepAnalyses.of(steps[:2]), StepAnalyses.of(steps[2:])])
+    _same(list(analysis.analyse_steps(analysis.step_contexts(TraceContext(trace)))), steps)
     assert len(packed) == len(steps) > 2
     _same(list(packed), steps)
     _same(list(pickle.loads(pickle.dumps(packed))), steps)

@@ -12,7 +12,7 @@ import bisect
 import dataclasses
 import multiprocessing
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar, overload
@@ -96,9 +96,11 @@ def analyse_window(ctx: WindowContext) -> WindowAnalysis:
     return _diagnosed(ctx, {a.key: a.analyse(ctx) for a in WINDOW_ANALYZERS})
 
 
-def analyse_steps(contexts: Sequence[WindowContext]) -> list[WindowAnalysis]:
-    """`analyse_window` of each of `contexts`: where they are many steps of one trace
-    (`StepsContext.of`), each analyzer that can does all of them at once."""
+def analyse_steps(contexts: Sequence[WindowContext]) -> StepAnalyses:
+    """`analyse_window` of each of `contexts`, packed: where they are many steps of one
+    trace (`StepsContext.of`), each analyzer that can does all of them at once; their
+    diagnoses are made from each analyzer's results as they come, without a
+    `WindowAnalysis` a step."""
     together = StepsContext.of(contexts) if len(contexts) >= STEPS_TOGETHER else None
     by_analyzer = {}
     for a in WINDOW_ANALYZERS:
@@ -106,10 +108,19 @@ def analyse_steps(contexts: Sequence[WindowContext]) -> list[WindowAnalysis]:
         if together is not None and a.analyse_steps is not None:
             results = a.analyse_steps(together)
         by_analyzer[a.key] = results if results is not None else [a.analyse(c) for c in contexts]
-    return [
-        _diagnosed(c, {key: results[i] for key, results in by_analyzer.items()})
-        for i, c in enumerate(contexts)
-    ]
+    n = len(contexts)
+    facts: list[WindowFacts] = records(
+        WindowFacts, {field: by_analyzer[key] for field, key in _FACTS}, n
+    )
+    diagnoses = list(map(diagnose_window, facts))
+    return StepAnalyses(
+        numbers=[c.window.number for c in contexts],
+        results=by_analyzer,
+        bounds=[d.bound for d in diagnoses],
+        findings=[d.findings for d in diagnoses],
+        step_s=[f.step_s for f in facts],
+        has_device=[f.has_device for f in facts],
+    )
 
 
 def _diagnosed(ctx: WindowContext, results: dict[str, Any]) -> WindowAnalysis:
@@ -151,7 +162,8 @@ def _window_analysis(
 class StepAnalyses(Sequence[WindowAnalysis]):
     """A rank's steps' analyses, packed (`trace.packed`): a long trace has a hundred
     thousand, which as objects take about 5 kB each. `steps[i]` makes the i-th step's
-    `WindowAnalysis` again, equal to the one packed; `numbers`, `step_s` and `bounds`
+    `WindowAnalysis` again, equal to the one packed (iterating makes a lot of them at
+    once, a fraction of the cost of each alone); `numbers`, `step_s` and `bounds`
     give every step's number, length (seconds) and bound, and `has_device` whether it
     ran device work, without making them; `data(i)` the i-th step's JSON object
     (`window_data`), made from the columns without the step's objects."""
@@ -159,7 +171,6 @@ class StepAnalyses(Sequence[WindowAnalysis]):
     __slots__ = (
         "_bounds",
         "_findings",
-        "_made",
         "_numbers",
         "_results",
         "_starts",
@@ -168,18 +179,41 @@ class StepAnalyses(Sequence[WindowAnalysis]):
         "step_s",
     )
 
-    def __init__(self, steps: Sequence[WindowAnalysis] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        numbers: Sequence[int | None] = (),
+        results: Mapping[str, Sequence[Any]] | None = None,
+        bounds: Sequence[Bound] = (),
+        findings: Sequence[list[Finding]] = (),
+        step_s: Sequence[float] = (),
+        has_device: Sequence[bool] = (),
+    ) -> None:
+        """Steps from their figures, a list of each; `results`: each analyzer's of
+        `WINDOW_ANALYZERS`, by its key (None: no steps)."""
+        results = results or {a.key: () for a in WINDOW_ANALYZERS}
+        self._numbers = [pack(numbers)]
+        self._results = [{a.key: pack(results[a.key]) for a in WINDOW_ANALYZERS}]
+        self._bounds = [pack(bounds)]
+        self._findings = [pack(findings)]
+        self._starts = [0, len(numbers)]
+        self._written: tuple[int, list[dict[str, Any]]] | None = None  # and written
+        self.step_s = np.array(step_s, dtype=np.float64)
+        self.has_device = np.array(has_device, dtype=np.bool_)
+
+    @classmethod
+    def of(cls, steps: Sequence[WindowAnalysis]) -> StepAnalyses:
+        """`steps`, packed."""
         # Each step's results from the same analyzers, in order (`_window_analysis`).
         assert all(w.analyzers is WINDOW_ANALYZERS for w in steps)
-        self._numbers = [pack([w.step for w in steps])]
-        self._results = [{a.key: pack([w.results[a.key] for w in steps]) for a in WINDOW_ANALYZERS}]
-        self._bounds = [pack([w.bound for w in steps])]
-        self._findings = [pack([w.findings for w in steps])]
-        self._starts = [0, len(steps)]
-        self._made: tuple[int, list[WindowAnalysis]] | None = None  # the last part made
-        self._written: tuple[int, list[dict[str, Any]]] | None = None  # and written
-        self.step_s = np.array([w.step_s for w in steps], dtype=np.float64)
-        self.has_device = np.array([w.has_device for w in steps], dtype=np.bool_)
+        return cls(
+            numbers=[w.step for w in steps],
+            results={a.key: [w.results[a.key] for w in steps] for a in WINDOW_ANALYZERS},
+            bounds=[w.bound for w in steps],
+            findings=[w.findings for w in steps],
+            step_s=[w.step_s for w in steps],
+            has_device=[w.has_device for w in steps],
+        )
 
     @classmethod
     def joined(cls, parts: Sequence[StepAnalyses]) -> StepAnalyses:
@@ -190,7 +224,7 @@ class StepAnalyses(Sequence[WindowAnalysis]):
         joined._bounds = [c for p in parts for c in p._bounds]
         joined._findings = [c for p in parts for c in p._findings]
         joined._starts = [0, *np.cumsum([len(c) for c in joined._numbers]).tolist()]
-        joined._made = joined._written = None
+        joined._written = None
         joined.step_s = np.concatenate([np.zeros(0), *(p.step_s for p in parts)])
         joined.has_device = np.concatenate([np.zeros(0, np.bool_), *(p.has_device for p in parts)])
         return joined
@@ -210,17 +244,17 @@ class StepAnalyses(Sequence[WindowAnalysis]):
         i %= len(self)
         part = bisect.bisect_right(self._starts, i) - 1
         k = i - self._starts[part]
-        if self._made is not None and self._made[0] == part:
-            return self._made[1][k]
-        if k == 0:  # read from the start of a part, as in order: made all at once
-            self._made = part, self._part(part)
-            return self._made[1][0]
         return _window_analysis(
             self._numbers[part][k],
             {key: results[k] for key, results in self._results[part].items()},
             self._bounds[part][k],
             self._findings[part][k],
         )
+
+    def __iter__(self) -> Iterator[WindowAnalysis]:
+        # Each part's steps made at once: together they cost a fraction of one at a time.
+        for part in range(len(self._numbers)):
+            yield from self._part(part)
 
     def data(self, i: int) -> dict[str, Any]:
         """The i-th step's JSON object, `window_data(self[i])`; steps are mostly written
@@ -239,13 +273,13 @@ class StepAnalyses(Sequence[WindowAnalysis]):
     __hash__ = None  # type: ignore[assignment]
 
     def __getstate__(self) -> dict[str, Any]:
-        # Without the steps last made: their analyzers are functions, which do not pickle.
-        return {k: getattr(self, k) for k in self.__slots__ if k not in ("_made", "_written")}
+        # Without the steps last written (made again when asked).
+        return {k: getattr(self, k) for k in self.__slots__ if k != "_written"}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for k, v in state.items():
             setattr(self, k, v)
-        self._made = self._written = None
+        self._written = None
 
     def _part(self, part: int) -> list[WindowAnalysis]:
         """The steps of one part (a few thousand), made again at once: steps are mostly
@@ -542,13 +576,11 @@ def _analysed(ctx: TraceContext, windows: Sequence[_Window]) -> StepAnalyses:
     """The windows' analyses, a few thousand at a time, each lot packed as it is done."""
     return StepAnalyses.joined(
         [
-            StepAnalyses(
-                analyse_steps(
-                    [
-                        WindowContext(ctx, w, rows, device_span_us=span, inside=True)
-                        for w, rows, span in windows[first : first + STEPS_AT_ONCE]
-                    ]
-                )
+            analyse_steps(
+                [
+                    WindowContext(ctx, w, rows, device_span_us=span, inside=True)
+                    for w, rows, span in windows[first : first + STEPS_AT_ONCE]
+                ]
             )
             for first in range(0, len(windows), STEPS_AT_ONCE)
         ]
