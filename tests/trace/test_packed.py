@@ -18,7 +18,7 @@ from trace_paths import TRACES
 from lightspeed.trace import analysis, load_trace
 from lightspeed.trace.analysis import StepAnalyses
 from lightspeed.trace.packed import pack
-from lightspeed.trace.window import TraceContext, plain
+from lightspeed.trace.window import Fields, TraceContext, plain
 
 
 class Colour(enum.Enum):
@@ -120,6 +120,29 @@ def test_packed_values_are_made_again_the_same(found: list[Any]) -> None:
 def test_packed_values_are_written_as_each_value_is(found: list[Any]) -> None:
     # A dataclass as the dict of its fields (a list of them, each), from the columns.
     _same(pack(found).plain_values(), [plain(v) for v in found])
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Span:
+    start: float
+    end: float
+
+    @property
+    def length(self) -> float:
+        return self.end - self.start
+
+
+@given(
+    st.lists(
+        st.builds(Span, st.floats(-9, 9), st.floats(-9, 9)).flatmap(
+            lambda span: st.sampled_from([span, [span, span], None])
+        ),
+        max_size=5,
+    )
+)
+def test_a_result_s_properties_are_written_from_the_columns_too(found: list[Any]) -> None:
+    written = Fields((("length", "length"),))
+    _same(written.column(pack(found)), [written(v) for v in found])
 
 
 def test_floats_of_many_values_take_eight_bytes_each() -> None:

@@ -197,7 +197,8 @@ class StepAnalyses(Sequence[WindowAnalysis]):
         self._bounds = [pack(bounds)]
         self._findings = [pack(findings)]
         self._starts = [0, len(numbers)]
-        self._written: tuple[int, list[dict[str, Any]]] | None = None  # and written
+        # The part last written and its steps' JSON objects (`data`).
+        self._written: tuple[int, list[dict[str, Any]]] | None = None
         self.step_s = np.array(step_s, dtype=np.float64)
         self.has_device = np.array(has_device, dtype=np.bool_)
 

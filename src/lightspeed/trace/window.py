@@ -184,10 +184,17 @@ class Fields:
         written = column.plain_values()
         if self.properties:
             for row, result in zip(written, column.values(), strict=True):
-                if isinstance(row, dict):
-                    for key, attribute in self.properties:
-                        row[key] = getattr(result, attribute)
+                self._add_properties(row, result)
         return written
+
+    def _add_properties(self, row: Any, result: Any) -> None:
+        """`properties` of `result` added to `row`, its fields' dict (each of a list's)."""
+        if isinstance(row, list):
+            for item, of in zip(row, result, strict=True):
+                self._add_properties(item, of)
+        elif isinstance(row, dict) and dataclasses.is_dataclass(result):
+            for key, attribute in self.properties:
+                row[key] = getattr(result, attribute)
 
 
 # A dataclass result's fields, as they are.
