@@ -6,7 +6,6 @@ infinity) and atomic writes."""
 from __future__ import annotations
 
 import datetime
-import itertools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -73,10 +72,17 @@ class Streamed(Sequence[Any]):
     hundred thousand steps never holds all of them as JSON objects, nor all their text;
     anywhere else it is the list of them. Its items are written one a line, without
     indentation inside them (a step of a long trace takes a third fewer bytes, and each
-    line can be read apart)."""
+    line can be read apart). `texts(start, stop)`, where given, gives the items'
+    compact JSON texts at once (what orjson writes of each), for writing them without
+    making them."""
 
-    def __init__(self, count: int, item: Callable[[int], Any]) -> None:
-        self._count, self._item = count, item
+    def __init__(
+        self,
+        count: int,
+        item: Callable[[int], Any],
+        texts: Callable[[int, int], list[bytes]] | None = None,
+    ) -> None:
+        self._count, self._item, self.texts = count, item, texts
 
     def __len__(self) -> int:
         return self._count
@@ -139,15 +145,26 @@ def pieces(obj: dict[str, Any]) -> Iterator[bytes]:
             yield b"[]"
         else:
             inner = b",\n" + indent + b"  "
-            items, start = iter(stream), b"[\n" + indent + b"  "
-            while lot := list(itertools.islice(items, _ITEMS_A_PIECE)):
-                yield start + inner.join(
-                    [orjson.dumps(item, option=_ITEM_OPTIONS, default=_as_list) for item in lot]
-                )
+            start = b"[\n" + indent + b"  "
+            for lot in _texts(stream):
+                yield start + inner.join(lot)
                 start = inner
             yield b"\n" + indent + b"]"
         done = at + len(mark)
     yield text[done:]
+
+
+def _texts(stream: Streamed) -> Iterator[list[bytes]]:
+    """A streamed list's items' compact JSON texts, a few hundred at a time."""
+    for start in range(0, len(stream), _ITEMS_A_PIECE):
+        stop = min(len(stream), start + _ITEMS_A_PIECE)
+        if stream.texts is not None:
+            yield stream.texts(start, stop)
+        else:
+            yield [
+                orjson.dumps(stream[i], option=_ITEM_OPTIONS, default=_as_list)
+                for i in range(start, stop)
+            ]
 
 
 # A Streamed list's items written a piece at a time: one write and one join, not each.

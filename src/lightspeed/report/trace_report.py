@@ -101,7 +101,7 @@ def _rank_data(r: RankAnalysis) -> dict[str, Any]:
         "last_step_left_out": r.last_step_left_out,
         **_whole_data(r.whole),
         # Each step's object made as it is written: a long trace has a hundred thousand.
-        "steps": render_json.Streamed(len(r.steps), r.steps.data),
+        "steps": render_json.Streamed(len(r.steps), r.steps.data, r.steps.texts),
         "notes": list(r.notes),
         "timeline": None if r.timeline is None else timeline_data(r.timeline),
     }

@@ -36,7 +36,7 @@ from lightspeed.trace.host import DEVICE_SYNCS, HOST, LAUNCHES
 from lightspeed.trace.idle_causes import IDLE_CAUSES
 from lightspeed.trace.load import can_fork
 from lightspeed.trace.matmuls import MATMULS
-from lightspeed.trace.packed import pack, records
+from lightspeed.trace.packed import dumps, object_texts, pack, records, scalar_texts
 from lightspeed.trace.steps import (
     StepWindow,
     device_step_spans,
@@ -170,11 +170,12 @@ class StepAnalyses(Sequence[WindowAnalysis]):
 
     __slots__ = (
         "_bounds",
+        "_data",
         "_findings",
         "_numbers",
         "_results",
         "_starts",
-        "_written",
+        "_texts",
         "has_device",
         "step_s",
     )
@@ -197,8 +198,9 @@ class StepAnalyses(Sequence[WindowAnalysis]):
         self._bounds = [pack(bounds)]
         self._findings = [pack(findings)]
         self._starts = [0, len(numbers)]
-        # The part last written and its steps' JSON objects (`data`).
-        self._written: tuple[int, list[dict[str, Any]]] | None = None
+        # The part last asked for and its steps' JSON objects (`data`), or their texts.
+        self._data: tuple[int, list[dict[str, Any]]] | None = None
+        self._texts: tuple[int, list[bytes]] | None = None
         self.step_s = np.array(step_s, dtype=np.float64)
         self.has_device = np.array(has_device, dtype=np.bool_)
 
@@ -225,7 +227,7 @@ class StepAnalyses(Sequence[WindowAnalysis]):
         joined._bounds = [c for p in parts for c in p._bounds]
         joined._findings = [c for p in parts for c in p._findings]
         joined._starts = [0, *np.cumsum([len(c) for c in joined._numbers]).tolist()]
-        joined._written = None
+        joined._data = joined._texts = None
         joined.step_s = np.concatenate([np.zeros(0), *(p.step_s for p in parts)])
         joined.has_device = np.concatenate([np.zeros(0, np.bool_), *(p.has_device for p in parts)])
         return joined
@@ -261,9 +263,23 @@ class StepAnalyses(Sequence[WindowAnalysis]):
         """The i-th step's JSON object, `window_data(self[i])`; steps are mostly written
         in order, so each part's are made at once, from its columns."""
         part = bisect.bisect_right(self._starts, i) - 1
-        if self._written is None or self._written[0] != part:
-            self._written = part, self._part_data(part)
-        return self._written[1][i - self._starts[part]]
+        if self._data is None or self._data[0] != part:
+            self._data = part, self._part_data(part)
+        return self._data[1][i - self._starts[part]]
+
+    def texts(self, start: int, stop: int) -> list[bytes]:
+        """The compact JSON texts of steps `start` to `stop` (`data` of each, as orjson
+        writes it), made a part at a time from the columns, without the objects."""
+        found: list[bytes] = []
+        while start < stop:
+            part = bisect.bisect_right(self._starts, start) - 1
+            if self._texts is None or self._texts[0] != part:
+                self._texts = part, self._part_texts(part)
+            first = self._starts[part]
+            end = min(stop, self._starts[part + 1])
+            found += self._texts[1][start - first : end - first]
+            start = end
+        return found
 
     def __eq__(self, other: object) -> bool:
         # As the list of the steps would compare.
@@ -274,13 +290,13 @@ class StepAnalyses(Sequence[WindowAnalysis]):
     __hash__ = None  # type: ignore[assignment]
 
     def __getstate__(self) -> dict[str, Any]:
-        # Without the steps last written (made again when asked).
-        return {k: getattr(self, k) for k in self.__slots__ if k != "_written"}
+        # Without the part last written (made again when asked).
+        return {k: getattr(self, k) for k in self.__slots__ if k not in ("_data", "_texts")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for k, v in state.items():
             setattr(self, k, v)
-        self._written = None
+        self._data = self._texts = None
 
     def _part(self, part: int) -> list[WindowAnalysis]:
         """The steps of one part (a few thousand), made again at once: steps are mostly
@@ -315,6 +331,19 @@ class StepAnalyses(Sequence[WindowAnalysis]):
         results = [a.steps_data(self._results[part][a.key]) for a in written]
         keys = (*_DATA_HEAD, *(a.key for a in written))
         return [dict(zip(keys, row, strict=True)) for row in zip(*head, *results, strict=True)]
+
+    def _part_texts(self, part: int) -> list[bytes]:
+        """The JSON texts of one part's steps, from its columns."""
+        first, n = self._starts[part], len(self._numbers[part])
+        written = [a for a in WINDOW_ANALYZERS if a.data is not None]
+        columns = [
+            self._numbers[part].texts(),
+            scalar_texts(self.step_s[first : first + n].tolist()),
+            scalar_texts(self._bounds[part].values()),
+            [dumps(findings_data(f)) for f in self._findings[part].values()],
+            *(a.steps_texts(self._results[part][a.key]) for a in written),
+        ]
+        return object_texts((*_DATA_HEAD, *(a.key for a in written)), columns, n)
 
     @property
     def numbers(self) -> list[int | None]:

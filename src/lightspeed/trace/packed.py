@@ -15,6 +15,7 @@ from __future__ import annotations
 import abc
 import collections
 import dataclasses
+import enum
 import itertools
 import operator
 import types
@@ -22,8 +23,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 
-__all__ = ["Column", "pack", "records"]
+__all__ = ["Column", "dumps", "object_texts", "pack", "records", "scalar_texts"]
 
 
 class Column:
@@ -53,6 +55,14 @@ class Column:
         dataclasses first."""
         return self._part.plain(self._length)
 
+    def texts(self) -> list[bytes]:
+        """Every value's compact JSON text, as orjson writes it (`OPT_NON_STR_KEYS`; a
+        dataclass as the dict of the fields its __init__ sets, the same as its
+        `plain_values` form where that is every field), made at once from the columns:
+        a column of scalars is written by one call, a dataclass by filling a template
+        of its keys."""
+        return self._part.texts(self._length)
+
 
 def pack(values: Sequence[Any]) -> Column:
     """`values` as a column: `pack(values)[i]` equals `values[i]` and is of its type.
@@ -81,10 +91,46 @@ class _Part(abc.ABC):
         its fields."""
         return [_fields(v) for v in self.values(n)]
 
+    def texts(self, n: int) -> list[bytes]:
+        """All `n` values' JSON texts (see `Column.texts`)."""
+        return list(map(dumps, self.values(n)))
+
+
+_AS_IS = frozenset({str, float, int, bool, type(None)})
+
+
+def dumps(value: Any) -> bytes:
+    """`value`'s compact JSON text, as the JSON reports write it."""
+    text: bytes = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    return text
+
+
+def scalar_texts(values: Sequence[Any]) -> list[bytes]:
+    """The JSON text of each of `values` (numbers, strings, enums, None: no container),
+    by one call to orjson: indented, it puts each on a line of its own, and no JSON
+    text of a scalar holds a line break."""
+    if not len(values):
+        return []
+    text = orjson.dumps(list(values), option=orjson.OPT_INDENT_2)
+    return text[4:-2].split(b",\n  ")  # between "[\n  " and "\n]"
+
+
+def object_texts(keys: Sequence[Any], columns: Sequence[Sequence[bytes]], n: int) -> list[bytes]:
+    """`n` JSON objects' texts, the i-th with each of `keys` and the i-th of its column
+    of JSON texts (as orjson writes a dict of them)."""
+    if not keys:
+        return [b"{}"] * n
+    # A key's text as orjson writes it in a dict (a non-string key too), '%' escaped.
+    names = [dumps({k: None})[1:-6].replace(b"%", b"%%") for k in keys]
+    template = b"{" + b",".join(name + b":%b" for name in names) + b"}"
+    return [template % row for row in zip(*columns, strict=True)]
+
 
 def _fields(value: Any) -> Any:
     """A dataclass as a new dict of its fields, a list or tuple as a list of its items
     so; anything else as it is."""
+    if type(value) in _AS_IS:  # most values: a long trace has millions
+        return value
     if isinstance(value, (list, tuple)):
         return [_fields(v) for v in value]
     if not dataclasses.is_dataclass(value) or isinstance(value, type):
@@ -161,6 +207,12 @@ class _Objects(_Part):
     def values(self, n: int) -> list[Any]:
         return list(self.items)
 
+    def texts(self, n: int) -> list[bytes]:
+        kinds = set(map(type, self.items))
+        if all(k in _AS_IS or issubclass(k, enum.Enum) for k in kinds):
+            return scalar_texts(self.items)
+        return super().texts(n)
+
 
 class _Same(_Part):
     """One object that every value is."""
@@ -175,6 +227,9 @@ class _Same(_Part):
 
     def values(self, n: int) -> list[Any]:
         return [self.value] * n
+
+    def texts(self, n: int) -> list[bytes]:
+        return [dumps(self.value)] * n
 
 
 class _Numbers(_Part):
@@ -191,6 +246,9 @@ class _Numbers(_Part):
     def values(self, n: int) -> list[Any]:
         found: list[Any] = self.array.tolist()
         return found
+
+    def texts(self, n: int) -> list[bytes]:
+        return scalar_texts(self.array.tolist())
 
 
 class _Arrays(_Part):
@@ -233,6 +291,11 @@ class _Runs(_Part):
         items = self.items.plain(offsets[-1])
         return [items[a:b] for a, b in itertools.pairwise(offsets)]
 
+    def texts(self, n: int) -> list[bytes]:
+        offsets = self.offsets.tolist()
+        items = self.items.texts(offsets[-1])
+        return [b"[" + b",".join(items[a:b]) + b"]" for a, b in itertools.pairwise(offsets)]
+
 
 class _Keyed(_Part):
     """Dicts of one set of keys: a part a key."""
@@ -247,6 +310,9 @@ class _Keyed(_Part):
 
     def values(self, n: int) -> list[Any]:
         return _rows(self.keys, self.parts, n)
+
+    def texts(self, n: int) -> list[bytes]:
+        return object_texts(self.keys, [p.texts(n) for p in self.parts], n)
 
 
 def _rows(keys: Sequence[Any], parts: Sequence[_Part], n: int) -> list[dict[Any, Any]]:
@@ -295,6 +361,9 @@ class _Records(_Part):
 
     def plain(self, n: int) -> list[Any]:
         return _rows(self.names, self.parts, n)
+
+    def texts(self, n: int) -> list[bytes]:
+        return object_texts(self.names, [p.texts(n) for p in self.parts], n)
 
 
 def records(kind: type, columns: Mapping[str, Sequence[Any]], n: int) -> list[Any]:

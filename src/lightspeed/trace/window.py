@@ -24,7 +24,7 @@ from lightspeed.document import Block, Line
 from lightspeed.trace import intervals
 from lightspeed.trace.events import EventTable, FloatArray, IntArray, Trace
 from lightspeed.trace.names import KERNEL_TYPES, BoolArray, KernelType, name_types
-from lightspeed.trace.packed import Column
+from lightspeed.trace.packed import Column, dumps
 from lightspeed.trace.steps import (
     DEVICE_KINDS,
     StepWindow,
@@ -187,6 +187,27 @@ class Fields:
                 self._add_properties(row, result)
         return written
 
+    def texts(self, column: Column) -> list[bytes]:
+        """The compact JSON text of `self(value)` for each of a packed column's values,
+        from the columns (a dataclass's properties added to its fields' text)."""
+        texts = column.texts()
+        if not self.properties:
+            return texts
+        results = column.values()
+        if not all(r is None or dataclasses.is_dataclass(r) for r in results):
+            return [dumps(row) for row in self.column(column)]  # lists: as `column` writes
+        names = [dumps(key) + b":" for key, _ in self.properties]
+        written = []
+        for text, result in zip(texts, results, strict=True):
+            if result is not None:
+                extra = b",".join(
+                    name + dumps(getattr(result, attribute))
+                    for name, (_, attribute) in zip(names, self.properties, strict=True)
+                )
+                text = text[:-1] + (b"," if text != b"{}" else b"") + extra + b"}"
+            written.append(text)
+        return written
+
     def _add_properties(self, row: Any, result: Any) -> None:
         """`properties` of `result` added to `row`, its fields' dict (each of a list's)."""
         if isinstance(row, list):
@@ -227,6 +248,13 @@ class WindowAnalyzer(Generic[R]):
     data: Callable[[R], Any] | None = None
     describe: Callable[[R], Shown] = _nothing_shown
     analyse_steps: Callable[[StepsContext], list[R] | None] | None = None
+
+    def steps_texts(self, results: Column) -> list[bytes]:
+        """The compact JSON text of `steps_data`'s each, from the columns where `data` is
+        `Fields`."""
+        if isinstance(self.data, Fields):
+            return self.data.texts(results)
+        return list(map(dumps, self.steps_data(results)))
 
     def steps_data(self, results: Column) -> list[Any]:
         """`data` of each of many steps' results, packed (`trace.packed`): at once from
