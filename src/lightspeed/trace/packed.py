@@ -144,8 +144,9 @@ def _part(values: list[Any]) -> _Part:
         return _Objects(values)
     first = values[0]
     kind = type(first)
-    # map and set: a long trace's columns hold a million values.
-    if kind not in (list, dict) and len(set(map(id, values))) == 1:
+    # A long trace's columns hold a million values: the search for another object stops
+    # at the first (most columns differ at once), the set of types is made by map.
+    if kind not in (list, dict) and next((v for v in values if v is not first), first) is first:
         return _Same(first)
     if len(set(map(type, values))) > 1:
         return _Objects(values)
