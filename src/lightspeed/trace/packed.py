@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-__all__ = ["Column", "dumps", "object_texts", "pack", "records", "scalar_texts"]
+__all__ = ["Column", "dumps", "object_texts", "pack", "records", "scalar_texts", "value_texts"]
 
 
 class Column:
@@ -62,6 +62,16 @@ class Column:
         a column of scalars is written by one call, a dataclass by filling a template
         of its keys."""
         return self._part.texts(self._length)
+
+    def texts_with(self, more: Sequence[tuple[str, Sequence[Any]]]) -> list[bytes] | None:
+        """`texts` of a column of dataclasses of one type, each object followed by more
+        keys (a key and its value for each value of the column); None for a column of
+        anything else."""
+        if not isinstance(self._part, _Records):
+            return None
+        n, part = self._length, self._part
+        columns = [p.texts(n) for p in part.parts] + [value_texts(v) for _, v in more]
+        return object_texts((*part.names, *(key for key, _ in more)), columns, n)
 
 
 def pack(values: Sequence[Any]) -> Column:
@@ -113,6 +123,15 @@ def scalar_texts(values: Sequence[Any]) -> list[bytes]:
         return []
     text = orjson.dumps(list(values), option=orjson.OPT_INDENT_2)
     return text[4:-2].split(b",\n  ")  # between "[\n  " and "\n]"
+
+
+def value_texts(values: Sequence[Any]) -> list[bytes]:
+    """The JSON text of each of `values`: at once where all are scalars
+    (`scalar_texts`), else one by one."""
+    kinds = set(map(type, values))
+    if all(k in _AS_IS or issubclass(k, enum.Enum) for k in kinds):
+        return scalar_texts(values)
+    return list(map(dumps, values))
 
 
 def object_texts(keys: Sequence[Any], columns: Sequence[Sequence[bytes]], n: int) -> list[bytes]:
@@ -209,10 +228,7 @@ class _Objects(_Part):
         return list(self.items)
 
     def texts(self, n: int) -> list[bytes]:
-        kinds = set(map(type, self.items))
-        if all(k in _AS_IS or issubclass(k, enum.Enum) for k in kinds):
-            return scalar_texts(self.items)
-        return super().texts(n)
+        return value_texts(self.items)
 
 
 class _Same(_Part):

@@ -190,23 +190,15 @@ class Fields:
     def texts(self, column: Column) -> list[bytes]:
         """The compact JSON text of `self(value)` for each of a packed column's values,
         from the columns (a dataclass's properties added to its fields' text)."""
-        texts = column.texts()
         if not self.properties:
-            return texts
+            return column.texts()
         results = column.values()
-        if not all(r is None or dataclasses.is_dataclass(r) for r in results):
-            return [dumps(row) for row in self.column(column)]  # lists: as `column` writes
-        names = [dumps(key) + b":" for key, _ in self.properties]
-        written = []
-        for text, result in zip(texts, results, strict=True):
-            if result is not None:
-                extra = b",".join(
-                    name + dumps(getattr(result, attribute))
-                    for name, (_, attribute) in zip(names, self.properties, strict=True)
-                )
-                text = text[:-1] + (b"," if text != b"{}" else b"") + extra + b"}"
-            written.append(text)
-        return written
+        if all(dataclasses.is_dataclass(r) for r in results):  # of one type: a template
+            more = [(key, [getattr(r, a) for r in results]) for key, a in self.properties]
+            written = column.texts_with(more)
+            if written is not None:
+                return written
+        return list(map(dumps, self.column(column)))
 
     def _add_properties(self, row: Any, result: Any) -> None:
         """`properties` of `result` added to `row`, its fields' dict (each of a list's)."""
