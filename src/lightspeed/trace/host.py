@@ -271,29 +271,27 @@ def launch_stats_steps(
     # Each step's median delay: its delays sorted, the middle one (or two's mean).
     sorted_delay = delay[np.lexsort((delay, m_step))]
     offset = np.cumsum(n_matched) - n_matched
-    result = []
-    for k in range(n):
-        if not launches[k]:
-            result.append(LaunchStats())
-            continue
-        count, mid = int(n_matched[k]), int(offset[k] + n_matched[k] // 2)
-        median = None
-        if count % 2:
-            median = float(sorted_delay[mid]) * US
-        elif count:
-            median = float((sorted_delay[mid - 1] + sorted_delay[mid]) / 2) * US
-        result.append(
-            LaunchStats(
-                launches=int(launches[k]),
-                launch_cpu_s=float(cpu_total[k]) * US,
-                matched=count,
-                median_delay_s=median,
-                shorter_than_launch=int(n_shorter[k]),
-                runtime_outliers=int(runtime_outliers[k]),
-                delay_outliers=int(delay_outliers[k]),
-            )
-        )
-    return result
+    mid = offset + n_matched // 2
+    if len(sorted_delay):
+        upper = sorted_delay[np.minimum(mid, len(sorted_delay) - 1)]
+        lower = sorted_delay[np.clip(mid - 1, 0, len(sorted_delay) - 1)]
+        median = np.where(n_matched % 2, upper, (lower + upper) / 2) * US
+    else:
+        median = np.zeros(n)
+    columns: dict[str, list[Any]] = {
+        "launches": launches.tolist(),
+        "launch_cpu_s": (cpu_total * US).tolist(),
+        "matched": n_matched.tolist(),
+        # None where no launch was matched to a kernel
+        "median_delay_s": [
+            m if c else None for m, c in zip(median.tolist(), n_matched.tolist(), strict=True)
+        ],
+        "shorter_than_launch": n_shorter.tolist(),
+        "runtime_outliers": runtime_outliers.tolist(),
+        "delay_outliers": delay_outliers.tolist(),
+    }
+    found: list[LaunchStats] = records(LaunchStats, columns, n)
+    return found
 
 
 def host_stats_steps(
