@@ -10,7 +10,7 @@ import pickle
 from typing import Any
 
 import numpy as np
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from trace_paths import TRACES
 
@@ -23,6 +23,11 @@ from lightspeed.trace.window import Fields, TraceContext, plain
 class Colour(enum.Enum):
     RED = "red"
     BLUE = "blue"
+
+
+class Pair(enum.Enum):  # a member's value a container: written as one, not as a scalar
+    ONE = (1, "one")
+    TWO = (2, "two")
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +58,7 @@ scalars = (
     | st.text(max_size=3)
     | st.just(SHARED)
     | st.sampled_from(Colour)
+    | st.sampled_from(Pair)
     | st.lists(st.integers(-5, 5), max_size=3).map(lambda v: np.array(v, dtype=np.int64))
     | st.integers(0, 3).map(Derived)
 )
@@ -130,6 +136,7 @@ def _writable(value: Any) -> bool:
 
 
 @given(alike.filter(lambda found: all(map(_writable, found))))
+@example([Pair.ONE, Pair.TWO, Colour.RED, "a,\n  b", None, 1.5])
 def test_packed_values_json_texts_are_what_orjson_writes_of_each(found: list[Any]) -> None:
     assert pack(found).texts() == [dumps(v) for v in found]
 

@@ -16,6 +16,7 @@ import abc
 import collections
 import dataclasses
 import enum
+import functools
 import itertools
 import operator
 import types
@@ -128,10 +129,16 @@ def scalar_texts(values: Sequence[Any]) -> list[bytes]:
 def value_texts(values: Sequence[Any]) -> list[bytes]:
     """The JSON text of each of `values`: at once where all are scalars
     (`scalar_texts`), else one by one."""
-    kinds = set(map(type, values))
-    if all(k in _AS_IS or issubclass(k, enum.Enum) for k in kinds):
+    if all(k in _AS_IS or _scalar_enum(k) for k in set(map(type, values))):
         return scalar_texts(values)
     return list(map(dumps, values))
+
+
+@functools.cache
+def _scalar_enum(kind: type) -> bool:
+    """Whether `kind` is an enum whose members' values are all scalars (orjson writes a
+    member as its value)."""
+    return issubclass(kind, enum.Enum) and all(type(m.value) in _AS_IS for m in kind)
 
 
 def object_texts(keys: Sequence[Any], columns: Sequence[Sequence[bytes]], n: int) -> list[bytes]:
