@@ -10,13 +10,14 @@ import pickle
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from trace_paths import TRACES
 
 from lightspeed.trace import analysis, load_trace
 from lightspeed.trace.analysis import StepAnalyses
-from lightspeed.trace.packed import dumps, pack
+from lightspeed.trace.packed import dumps, pack, record
 from lightspeed.trace.window import Fields, TraceContext, plain
 
 
@@ -163,6 +164,32 @@ def test_a_result_s_properties_are_written_from_the_columns_too(found: list[Any]
     written = Fields((("length", "length"),))
     _same(written.column(pack(found)), [written(v) for v in found])
     assert written.texts(pack(found)) == [dumps(written(v)) for v in found]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Facts:
+    a: float
+    b: int = 0
+    c: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class SlottedFacts:
+    a: float
+    b: int = 0
+    c: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+@pytest.mark.parametrize("kind", [Facts, SlottedFacts])
+def test_one_record_is_what_its_init_makes(kind: type) -> None:
+    for fields in ({"a": 1.0}, {"a": 1.0, "b": 2, "c": {"x": 1}}):
+        _same(record(kind, fields), kind(**fields))
+    assert record(kind, {"a": 1.0}).c is not record(kind, {"a": 1.0}).c  # a new default
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record(kind, {"a": 1.0}).b = 3
+    for wrong in ({}, {"a": 1.0, "z": 1}):  # a field missing, a field unknown
+        with pytest.raises(TypeError):
+            record(kind, wrong)
 
 
 def test_floats_of_many_values_take_eight_bytes_each() -> None:

@@ -12,6 +12,7 @@ from lightspeed.trace.breakdown import IdleBreakdown, Overlap, TemporalBreakdown
 from lightspeed.trace.host import HostStats, LaunchStats
 from lightspeed.trace.idle_causes import IdleCauses
 from lightspeed.trace.matmuls import MatmulStats
+from lightspeed.trace.packed import record
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -75,7 +76,7 @@ def step_facts(f: WindowFacts) -> StepFacts:
         busy_s=f.host.busy_s,
     )
     if not f.has_device:
-        return StepFacts(**host)
+        return record(StepFacts, host)
     c = f.idle_causes or _unattributed(f)
     # One construction, not a replace of the host's: a long trace has 100,000 steps.
     device: dict[str, Any] = dict(
@@ -109,7 +110,7 @@ def step_facts(f: WindowFacts) -> StepFacts:
         if m is None
         else tuple(Precision(p) for p in sorted(m.unaligned_by_precision)),
     )
-    return StepFacts(**(host | device))
+    return record(StepFacts, host | device)
 
 
 def _unattributed(f: WindowFacts) -> IdleCauses:
