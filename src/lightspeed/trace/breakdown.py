@@ -381,12 +381,11 @@ def stream_steps(sc: StepsContext) -> list[list[StreamIdle]]:
     idle = _classified(
         len(firsts), group[after], start[after] - end[after - 1], end[after - 1], launch[after]
     )
-    result: list[list[StreamIdle]] = [[] for _ in sc.windows]
-    for g, i in enumerate(firsts):
-        result[step[i]].append(
-            StreamIdle(device=int(device[i]), stream=int(stream[i]), idle=idle[g])
-        )
-    return result
+    columns = {"device": device[firsts].tolist(), "stream": stream[firsts].tolist(), "idle": idle}
+    made: list[StreamIdle] = records(StreamIdle, columns, len(firsts))
+    # Each step's streams: a run of them, in order (the steps are the first sort key).
+    bounds = np.searchsorted(step[firsts], np.arange(len(sc.windows) + 1)).tolist()
+    return [made[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def type_totals_steps(sc: StepsContext) -> list[dict[KernelType, float]]:

@@ -159,13 +159,10 @@ def comm_events_steps(sc: StepsContext) -> list[CommEvents]:
     rows = rows[np.lexsort((ev.start_us[rows], sc.owner[rows]))]
     bounds = np.searchsorted(sc.owner[rows], np.arange(len(sc) + 1))
     start, dur = ev.start_us[rows], ev.end_us[rows] - ev.start_us[rows]
+    every = [names[i] for i in ev.name[rows].tolist()]
     return [
-        CommEvents(
-            names=tuple(names[i] for i in ev.name[rows[a:b]]),
-            start_us=start[a:b],
-            dur_us=dur[a:b],
-        )
-        for a, b in itertools.pairwise(bounds)
+        CommEvents(names=tuple(every[a:b]), start_us=start[a:b], dur_us=dur[a:b])
+        for a, b in itertools.pairwise(bounds.tolist())
     ]
 
 
