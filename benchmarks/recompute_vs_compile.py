@@ -57,6 +57,7 @@ from lightspeed.measure.costs.op_cost import op_cost
 from lightspeed.measure.device import synchronizer
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
+from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.optimize.checkpointing import checkpoint
 from lightspeed.suite import get
 from lightspeed.workload import Workload
@@ -298,7 +299,7 @@ def saved_bytes(prepared: PreparedStep) -> int:
     """Bytes the forward of one step saves for the backward, as it runs (compiled or
     not): the distinct storages autograd's saved-tensor hooks see packed, less the
     parameters' and the batch's."""
-    inputs = [*prepared.model.parameters(), *_tensors(prepared.batch)]
+    inputs = [*prepared.model.parameters(), *tensors_in(prepared.batch)]
     own = {t.untyped_storage().data_ptr() for t in inputs}
     storages: dict[int, int] = {}
 
@@ -318,18 +319,6 @@ def saved_bytes(prepared: PreparedStep) -> int:
 
     prepared.step(around)
     return sum(storages.values())
-
-
-def _tensors(batch: Any) -> Iterator[torch.Tensor]:
-    """The tensors in a batch of tensors, tuples, lists and dicts."""
-    if isinstance(batch, torch.Tensor):
-        yield batch
-    elif isinstance(batch, (tuple, list)):
-        for item in batch:
-            yield from _tensors(item)
-    elif isinstance(batch, dict):
-        for item in batch.values():
-            yield from _tensors(item)
 
 
 def allocator_figures(prepared: PreparedStep) -> tuple[int, int]:

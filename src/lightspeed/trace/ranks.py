@@ -185,8 +185,7 @@ def _mapped(
     and result."""
     done = []
     for position, path in share:
-        trace = load_trace(path, parallel=parallel)
-        trace = dataclasses.replace(trace, rank=rank_of(trace, position))
+        trace = _load_ranked((position, str(path)), parallel=parallel)
         assert trace.rank is not None
         with no_cycle_collection():
             done.append((trace.rank, trace.path, fn(trace)))
@@ -402,12 +401,12 @@ def analyse_on_dask(
     return combine_ranks(by_rank, [ranks[r.rank][2] for r in by_rank])
 
 
-def _load_ranked(position_path: tuple[int, str]) -> Trace:
-    """On a worker (of the pool or of Dask): the trace at the path, with its rank
-    (`load.rank_of`)."""
+def _load_ranked(position_path: tuple[int, str], parallel: bool | None = False) -> Trace:
+    """The trace at the path, with its rank (`load.rank_of`); read as `load_trace` reads
+    with `parallel` (by default as on a worker of the pool or of Dask: a daemon process,
+    which may not fork the reader's second one)."""
     position, path = position_path
-    # A worker is a daemon process, which may not fork the reader's second one.
-    trace = load_trace(path, parallel=False)
+    trace = load_trace(path, parallel=parallel)
     return dataclasses.replace(trace, rank=rank_of(trace, position))
 
 

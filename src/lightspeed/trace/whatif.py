@@ -25,6 +25,7 @@ import dataclasses
 import functools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
@@ -58,7 +59,11 @@ from lightspeed.trace.replay import (
 from lightspeed.trace.steps import step_windows
 from lightspeed.trace.timeline import Timeline
 
+if TYPE_CHECKING:  # Python 3.10's typing has no Unpack; annotations are not evaluated
+    from typing_extensions import Unpack
+
 __all__ = [
+    "Changes",
     "PredictedStep",
     "TracePrediction",
     "predict_trace",
@@ -130,94 +135,11 @@ class TracePrediction:
     device_time: tuple[tuple[str, float, float], ...] = ()
 
 
-def predict_trace(
-    trace: Trace,
-    *,
-    hardware: Hardware | None = None,
-    precision: Precision | None = None,
-    cuda_graphs: bool = False,
-    comm_speedup: float | None = None,
-    fused_optimizer: bool = False,
-    data_parallel: tuple[int, Link] | None = None,
-) -> TracePrediction:
-    """`trace`'s steps predicted with the changes given (see the module's docstring;
-    `data_parallel`: N processes and the link between them). Raises ConfigError when
-    none is given, or the trace has no `ProfilerStep`."""
-    (only,) = predict_traces(
-        [trace],
-        hardware=hardware,
-        precision=precision,
-        cuda_graphs=cuda_graphs,
-        comm_speedup=comm_speedup,
-        fused_optimizer=fused_optimizer,
-        data_parallel=data_parallel,
-    )
-    return only
-
-
-def predict_traces(
-    traces: Sequence[Trace],
-    *,
-    hardware: Hardware | None = None,
-    precision: Precision | None = None,
-    cuda_graphs: bool = False,
-    comm_speedup: float | None = None,
-    fused_optimizer: bool = False,
-    data_parallel: tuple[int, Link] | None = None,
-) -> tuple[TracePrediction, ...]:
-    """Each trace's steps predicted with the changes given, one prediction per trace.
-    Several traces are the ranks of one run: replayed together, their collectives
-    joined (`replay.replay_graphs`), so that faster communication shortens only what the
-    last rank to arrive waits for. Raises ConfigError as `predict_trace` does, and for
-    `data_parallel` with several ranks, or a trace that communicates already or
-    records no gradient sizes."""
-    asked = _checked(
-        _Asked(
-            hardware,
-            precision,
-            cuda_graphs,
-            comm_speedup,
-            fused_optimizer,
-            data_parallel,
-            joined=len(traces) > 1,
-        )
-    )
-    return _reduced([_rank_part(t, asked) for t in traces], asked)
-
-
-def predict_trace_files(
-    paths: Sequence[str | Path],
-    *,
-    hardware: Hardware | None = None,
-    precision: Precision | None = None,
-    cuda_graphs: bool = False,
-    comm_speedup: float | None = None,
-    fused_optimizer: bool = False,
-    data_parallel: tuple[int, Link] | None = None,
-    workers: int | None = None,
-) -> tuple[TracePrediction, ...]:
-    """`predict_traces` on the traces `paths` name (files, or folders of one run's
-    ranks), each rank read and made into its graphs by `workers` processes (default: a
-    pool, `ranks.map_ranks`), the ranks replayed together here."""
-    files = trace_files(paths)
-    asked = _checked(
-        _Asked(
-            hardware,
-            precision,
-            cuda_graphs,
-            comm_speedup,
-            fused_optimizer,
-            data_parallel,
-            joined=len(files) > 1,
-        )
-    )
-    parts = map_ranks(files, functools.partial(_rank_part, asked=asked), workers)
-    return _reduced(parts, asked)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Asked:
-    """The changes asked for, and whether several ranks are replayed together."""
+class Changes(TypedDict, total=False):
+    """The changes a trace's steps are predicted with (at least one; see the module's
+    docstring): another catalog GPU (`hardware`), autocast to bf16 or fp16
+    (`precision`), CUDA graphs, communication `comm_speedup`× faster, a fused optimizer,
+    and `data_parallel`: N processes and the link between them."""
 
     hardware: Hardware | None
     precision: Precision | None
@@ -225,6 +147,51 @@ class _Asked:
     comm_speedup: float | None
     fused_optimizer: bool
     data_parallel: tuple[int, Link] | None
+
+
+def predict_trace(trace: Trace, **changes: Unpack[Changes]) -> TracePrediction:
+    """`trace`'s steps predicted with the `changes` given. Raises ConfigError when none
+    is given, or the trace has no `ProfilerStep`."""
+    (only,) = predict_traces([trace], **changes)
+    return only
+
+
+def predict_traces(
+    traces: Sequence[Trace], **changes: Unpack[Changes]
+) -> tuple[TracePrediction, ...]:
+    """Each trace's steps predicted with the `changes` given, one prediction per trace.
+    Several traces are the ranks of one run: replayed together, their collectives
+    joined (`replay.replay_graphs`), so that faster communication shortens only what the
+    last rank to arrive waits for. Raises ConfigError as `predict_trace` does, and for
+    `data_parallel` with several ranks, or a trace that communicates already or
+    records no gradient sizes."""
+    asked = _checked(_Asked(**changes, joined=len(traces) > 1))
+    return _reduced([_rank_part(t, asked) for t in traces], asked)
+
+
+def predict_trace_files(
+    paths: Sequence[str | Path], *, workers: int | None = None, **changes: Unpack[Changes]
+) -> tuple[TracePrediction, ...]:
+    """`predict_traces` on the traces `paths` name (files, or folders of one run's
+    ranks), each rank read and made into its graphs by `workers` processes (default: a
+    pool, `ranks.map_ranks`), the ranks replayed together here."""
+    files = trace_files(paths)
+    asked = _checked(_Asked(**changes, joined=len(files) > 1))
+    parts = map_ranks(files, functools.partial(_rank_part, asked=asked), workers)
+    return _reduced(parts, asked)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Asked:
+    """The changes asked for (`Changes`), and whether several ranks are replayed
+    together."""
+
+    hardware: Hardware | None = None
+    precision: Precision | None = None
+    cuda_graphs: bool = False
+    comm_speedup: float | None = None
+    fused_optimizer: bool = False
+    data_parallel: tuple[int, Link] | None = None
     joined: bool
 
 
