@@ -326,3 +326,31 @@ def test_a_gpu_with_matrix_peaks_has_a_roof_for_each() -> None:
     # The memory slope rises to the highest roof drawn: the matrix one.
     memory = next(r for r in roofs if r.name.startswith("memory"))
     assert memory.ys[-1] == 46.1e12
+
+
+def test_a_trace_page_draws_every_step_and_lists_a_long_traces_ends_and_slowest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lightspeed.report.html import trace_steps
+    from lightspeed.report.html.trace_page import trace_page
+
+    doc = trace_result(TWO_RANKS[0])
+    step = doc["ranks"][0]["steps"][0]
+    times = [0.2 - 0.001 * i for i in range(40)]  # the first steps are the slowest...
+    times[17] = 0.9  # ...but for one in the middle
+    doc["ranks"][0]["steps"] = [
+        {**step, "step": 100 + i, "step_s": t, "bound": "compute" if i % 3 else "overhead"}
+        for i, t in enumerate(times)
+    ]
+    monkeypatch.setattr(trace_steps, "TABLE_STEPS", 12)
+    page = trace_page(doc)
+    chart = next(f for f in page.figures.values() if "Every step" in f["layout"]["title"]["text"])
+    drawn = {x: y for t in chart["data"] for x, y in zip(t["x"], t["y"], strict=True)}
+    assert drawn == {100 + i: t for i, t in enumerate(times)}  # every step, once
+    assert {t["name"] for t in chart["data"]} == {"compute", "overhead"}
+    assert chart["layout"]["xaxis"]["dtick"] == 5  # ticks on whole steps: 39 steps apart
+    html = "".join(page.sections)
+    table = html[html.index('data-table="steps"') :].split("</table>")[0]
+    listed = table.count("<tr>") - 1  # less the header row
+    assert listed == 5 + 5 + 1 + 2  # the ends, the slowest, and two gaps ("…")
+    assert "900 ms" in table and "40 steps" in html and "bound: compute 26, overhead 14" in html

@@ -22,7 +22,8 @@ from lightspeed import progress
 from lightspeed import trace as lightspeed_trace
 from lightspeed.errors import TraceError
 from lightspeed.report import render_json
-from lightspeed.report.trace_report import SHOWN_STEPS, shown_steps, trace_document
+from lightspeed.report.steps_shown import SHOWN_STEPS
+from lightspeed.report.trace_report import shown_steps, trace_document
 from lightspeed.trace import intervals, load_trace
 from lightspeed.trace.analysis import TraceAnalysis, analyse_rank
 from lightspeed.trace.events import TimeOrder

@@ -11,12 +11,9 @@ string keys.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
-from lightspeed import units
 from lightspeed.document import (
     Column,
     Document,
@@ -34,6 +31,13 @@ from lightspeed.document import (
 )
 from lightspeed.facts.hardware import hardware_to_dict
 from lightspeed.report import render_json
+from lightspeed.report.steps_shown import (
+    SHOWN_OF,
+    SHOWN_STEPS,
+    bounds_caption,
+    percentiles_caption,
+    shown_indices,
+)
 from lightspeed.trace.analysis import (
     RankAnalysis,
     StepAnalyses,
@@ -189,30 +193,6 @@ def _devices(names: tuple[str, ...]) -> str:
     return ", ".join(f"{c} × {n}" if c > 1 else n for n, c in counts.items()) or "—"
 
 
-# A trace with more steps than this lists a few of them in the terminal (the first and
-# last, the slowest) and summarises the rest; JSON and HTML keep every step.
-SHOWN_STEPS = 24
-_ENDS, _SLOWEST = 5, 5
-SHOWN_OF = f"{{steps:,}} steps, shown: the first and last {_ENDS} and the {_SLOWEST} slowest"
-
-
-def shown_indices(times: Sequence[float]) -> list[int | None]:
-    """Which of steps with these times the terminal lists, in step order: all of them up
-    to `SHOWN_STEPS`, else the first and last few and the slowest, a None where steps
-    are left out."""
-    n = len(times)
-    if n <= SHOWN_STEPS:
-        return list(range(n))
-    slowest = sorted(range(n), key=lambda i: times[i], reverse=True)
-    keep = sorted({*range(_ENDS), *range(n - _ENDS, n), *slowest[:_SLOWEST]})
-    shown: list[int | None] = []
-    for before, i in zip([-1, *keep], keep, strict=False):
-        if i > before + 1:
-            shown.append(None)
-        shown.append(i)
-    return shown
-
-
 def shown_steps(steps: StepAnalyses) -> list[WindowAnalysis | None]:
     """The steps the terminal lists (`shown_indices`), a None where steps are left out."""
     if len(steps) <= SHOWN_STEPS:
@@ -220,27 +200,14 @@ def shown_steps(steps: StepAnalyses) -> list[WindowAnalysis | None]:
     return [None if i is None else steps[i] for i in shown_indices(steps.step_s.tolist())]
 
 
-def percentiles_caption(times: Sequence[float]) -> str:
-    """The step times' p50, p90, p99 and max, for a caption (a few steps are shown)."""
-    p50, p90, p99 = np.percentile(times, [50, 90, 99])
-    return (
-        f"step time p50 {units.seconds(float(p50))}, p90 {units.seconds(float(p90))},"
-        f" p99 {units.seconds(float(p99))}, max {units.seconds(float(max(times)))}"
-    )
-
-
 def _steps_caption(steps: StepAnalyses) -> str | None:
     """What the rows left out of a long step table hold: percentiles of step time and
     each bound's count."""
     if len(steps) <= SHOWN_STEPS:
         return None
-    bounds: dict[str, int] = {}
-    for b in steps.bounds:
-        bounds[b.value] = bounds.get(b.value, 0) + 1
-    by_bound = ", ".join(f"{b} {n:,}" for b, n in sorted(bounds.items(), key=lambda x: -x[1]))
     return (
         f"{SHOWN_OF.format(steps=len(steps))}; {percentiles_caption(steps.step_s.tolist())};"
-        f" bound: {by_bound}; every step is in --json and --html"
+        f" {bounds_caption(b.value for b in steps.bounds)}; every step is in --json and --html"
     )
 
 

@@ -7,13 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightspeed.document import Column, Document, Fields, Notes, Section, Table, Unit, Value, line
-from lightspeed.report.trace_report import (
-    SHOWN_OF,
-    SHOWN_STEPS,
-    percentiles_caption,
-    shown_indices,
-    timeline_data,
-)
+from lightspeed.report.steps_shown import SHOWN_OF, SHOWN_STEPS, percentiles_caption, shown_indices
+from lightspeed.report.trace_report import timeline_data
 from lightspeed.trace.whatif import TracePrediction
 
 DOCUMENT = "trace-prediction"

@@ -1,7 +1,8 @@
 """The HTML report of a trace analysis, from its JSON document: the ranks' temporal and
-idle breakdowns side by side, then per rank a timeline of one step, launch and sync
-statistics, the top kernels, the matrix products on the GPU's roofline and the
-findings; then the view across ranks (each collective's waits, who arrives last)."""
+idle breakdowns side by side, then per rank a timeline of one step, every step's time
+and a table of the steps, launch and sync statistics, the top kernels, the matrix
+products on the GPU's roofline and the findings; then the view across ranks (each
+collective's waits, who arrives last)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from lightspeed.document import Unit, Value
 from lightspeed.report.html import roofline
 from lightspeed.report.html.across_ranks import across_ranks
 from lightspeed.report.html.markup import Column, Markup, Page, fields, findings, label, notes
+from lightspeed.report.html.trace_steps import steps_parts
 
 _TEMPORAL = (
     ("compute_s", "computation", "#2b59c3"),
@@ -136,6 +138,8 @@ def _rank_section(page: Page, index: int, r: Mapping[str, Any]) -> None:
         parts.append(
             page.chart("timeline", timeline_figure(timeline), caption=timeline_caption(timeline))
         )
+    whole_on_device = bool((r.get("temporal_breakdown") or {}).get("total_s"))
+    parts += steps_parts(page, r.get("steps") or [], on_device=whole_on_device)
     parts.append("<h3>Top kernels</h3>" + _kernels(page, r.get("kernels") or []))
     if matmuls and matmuls.get("points"):
         rl = matmul_roofline(matmuls)
