@@ -224,7 +224,7 @@ def _write_and_log(
     """`write_files`, then the result's figures and its JSON and HTML logged to `sinks`
     (made in a temporary folder where no path asked for them)."""
     from lightspeed.integrations.sinks import log_result
-    from lightspeed.report import render_json
+    from lightspeed.report import read_json, render_json
     from lightspeed.report.html import write_html
 
     result = write_files(doc, json_path, html_path, png_path)
@@ -234,7 +234,7 @@ def _write_and_log(
             saved = Path(folder) / f"{doc.kind}.json"
             render_json.write(saved, render_json.render(doc))
         if result is None:
-            result = json.loads(saved.read_bytes())
+            result = read_json.load(saved)
         page = html_path
         if page is None:
             page = Path(folder) / f"{doc.kind}.html"
@@ -296,7 +296,7 @@ def write_files(
     back where it drew pictures from it (None: it drew none)."""
     if json_path is None and html_path is None and png_path is None:
         return None
-    from lightspeed.report import render_json
+    from lightspeed.report import read_json, render_json
 
     obj = render_json.render(doc)
     data: bytes | None = None
@@ -311,8 +311,8 @@ def write_files(
     if html_path is None and png_path is None:
         return None
     # Drawn from the JSON as its file holds it: the report of a saved result is this.
-    result: dict[str, Any] = json.loads(
-        data if data is not None else Path(str(json_path)).read_bytes()
+    result: dict[str, Any] = (
+        json.loads(data) if data is not None else read_json.load(Path(str(json_path)))
     )
     write_pictures(result, html_path, png_path)
     return result

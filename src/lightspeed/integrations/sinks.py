@@ -146,9 +146,14 @@ def _trace_figures(result: Mapping[str, Any]) -> dict[str, float | str]:
     if not ranks:
         return {}
     rank = ranks[0]
-    steps = list(rank.get("steps") or [])
-    times = [s["step_s"] for s in steps] or [rank["step_s"]]
-    bounds = [s["bound"] for s in steps] or [rank["bound"]]
+    # One pass over the steps, keeping three figures of each: a long trace's steps are
+    # read from its file one at a time (`read_json.OnDisk`).
+    steps = [
+        (s["step_s"], s["bound"], (s.get("matmuls") or {}).get("flops"))
+        for s in rank.get("steps") or []
+    ]
+    times = [t for t, _, _ in steps] or [rank["step_s"]]
+    bounds = [b for _, b, _ in steps] or [rank["bound"]]
     figures: dict[str, float | str] = {
         "step_time_s": statistics.median(times),
         "steps_recorded": float(len(steps)),
@@ -160,8 +165,8 @@ def _trace_figures(result: Mapping[str, Any]) -> dict[str, float | str]:
     matmuls = rank.get("matmuls") or {}
     if matmuls.get("fraction_of_sol") is not None:
         figures["fraction_of_sol"] = matmuls["fraction_of_sol"]
-    if any(s.get("matmuls") for s in steps):
-        each = [(s.get("matmuls") or {}).get("flops", 0.0) for s in steps]
+    if any(flops is not None for _, _, flops in steps):
+        each = [flops or 0.0 for _, _, flops in steps]
         flops = statistics.median(each)
         figures["flops_per_step"] = flops
         rate = sum(each) / sum(times)

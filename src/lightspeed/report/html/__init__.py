@@ -102,10 +102,15 @@ def check_result(doc: object, where: str) -> None:
 
 
 def read_result(path: str | Path) -> dict[str, Any]:
-    """The JSON object of a saved result, checked to be one the report can draw."""
+    """The JSON object of a saved result, checked to be one the report can draw; its
+    lists written an item a line (a trace's steps) read from the file as they are used
+    (`read_json.OnDisk`)."""
+    from lightspeed.report import read_json
+
     where = str(path)
     try:
-        raw = Path(path).read_bytes()
+        # A long trace's steps stay in the file until the page reads them, one at a time.
+        doc = read_json.load(path)
     except FileNotFoundError:
         raise ConfigError(f"{where}: no such file; pass a result written with --json.") from None
     except IsADirectoryError:
@@ -114,8 +119,6 @@ def read_result(path: str | Path) -> dict[str, Any]:
         ) from None
     except OSError as exc:
         raise ConfigError(f"{where}: cannot be read ({exc.strerror}).") from None
-    try:
-        doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         reason = "too deeply nested" if isinstance(exc, RecursionError) else str(exc)
         raise ConfigError(f"{where}: not readable as JSON ({reason}).") from None

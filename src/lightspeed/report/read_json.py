@@ -1,0 +1,148 @@
+"""Read a JSON result as lightspeed writes it, its long lists left in the file.
+
+A trace of a hundred thousand steps writes them as a list an item a line
+(`render_json.Streamed`): 445 MB for a 1 GB trace, which as Python objects would take
+several GB. `load` reads the rest of the document and gives each such list as `OnDisk`:
+a sequence that reads and parses its items from the file when they are asked for, so
+a report drawn from a long trace's result holds one step at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, overload
+
+import numpy as np
+import orjson
+
+# What stands for a list left in the file while the rest is parsed: no JSON string
+# lightspeed writes begins with a NUL.
+_MARK = "\x00lightspeed on disk "
+# Items read from the file at once when they are iterated.
+_LINES_A_READ = 256
+
+
+class OnDisk(Sequence[Any]):
+    """The items of a list of a JSON file, each the compact JSON text of one line,
+    parsed when asked for (`items[i]`, iterating: in order, a few hundred lines a read).
+    Equal to a list of the same items."""
+
+    def __init__(self, path: Path, starts: np.ndarray, ends: np.ndarray) -> None:
+        """Items at byte offsets [starts[i], ends[i]) of `path`."""
+        self._path, self._starts, self._ends = path, starts, ends
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Any]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i %= len(self)
+        start, end = int(self._starts[i]), int(self._ends[i])
+        with self._path.open("rb") as f:
+            return orjson.loads(os.pread(f.fileno(), end - start, start))
+
+    def __iter__(self) -> Iterator[Any]:
+        with self._path.open("rb") as f:
+            for first in range(0, len(self), _LINES_A_READ):
+                last = min(len(self), first + _LINES_A_READ) - 1
+                base = int(self._starts[first])
+                block = os.pread(f.fileno(), int(self._ends[last]) - base, base)
+                for start, end in zip(
+                    self._starts[first : last + 1].tolist(),
+                    self._ends[first : last + 1].tolist(),
+                    strict=True,
+                ):
+                    yield orjson.loads(block[start - base : end - base])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (list, OnDisk)):
+            return NotImplemented
+        return len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"OnDisk({str(self._path)!r}, {len(self)} items)"
+
+
+def load(path: str | Path) -> Any:
+    """The JSON document in `path`, as `json.load` would give it, except that each list
+    whose items are objects written a line each (as `render_json` writes a streamed
+    list) is an `OnDisk` of them. Raises what `json.loads` raises for what is not JSON
+    (a line of such a list that is not is found when it is read)."""
+    target = Path(path)
+    skeleton: list[bytes] = []
+    runs: list[tuple[list[int], list[int]]] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    comma = False  # the last item read ends with a comma: another must follow
+    at = 0
+    with target.open("rb") as f:
+        for line in f:
+            item = _item(line) if starts or _opens_list(skeleton) else None
+            if item is not None and (comma or not starts):
+                starts.append(at + item[0])
+                ends.append(at + item[1])
+                comma = item[2]
+            elif starts and (comma or line.strip() not in (b"]", b"],")):
+                break  # not as lightspeed writes a list: parsed whole below
+            else:
+                if starts:
+                    skeleton.append(json.dumps(f"{_MARK}{len(runs)}").encode() + b"\n")
+                    runs.append((starts, ends))
+                    starts, ends = [], []
+                skeleton.append(line)
+            at += len(line)
+        else:
+            if not starts:
+                return _with_lists(target, json.loads(b"".join(skeleton)), runs)
+    return json.loads(target.read_bytes())
+
+
+def _with_lists(target: Path, doc: Any, runs: list[tuple[list[int], list[int]]]) -> Any:
+    if not runs:
+        return doc
+    lists = [
+        OnDisk(target, np.array(s, dtype=np.int64), np.array(e, dtype=np.int64)) for s, e in runs
+    ]
+    return _placed(doc, lists)
+
+
+def _opens_list(skeleton: list[bytes]) -> bool:
+    """Whether the last line read outside lists opens a list."""
+    return bool(skeleton) and skeleton[-1].rstrip().endswith(b"[")
+
+
+def _item(line: bytes) -> tuple[int, int, bool] | None:
+    """Where in `line` an object written on one line lies (its start and end) and
+    whether a comma follows it, or None for any other line: JSON written indented puts
+    an object with members on several."""
+    body = line.rstrip(b"\r\n")
+    comma = body.endswith(b",")
+    if comma:
+        body = body[:-1]
+    text = body.lstrip(b" ")
+    if len(text) < 3 or text[:1] != b"{" or text[-1:] != b"}":
+        return None
+    return len(body) - len(text), len(body), comma
+
+
+def _placed(value: Any, lists: list[OnDisk]) -> Any:
+    """`value` with each list of one mark replaced by the list it marks."""
+    if isinstance(value, dict):
+        return {k: _placed(v, lists) for k, v in value.items()}
+    if isinstance(value, list):
+        if len(value) == 1 and isinstance(value[0], str) and value[0].startswith(_MARK):
+            return lists[int(value[0][len(_MARK) :])]
+        return [_placed(v, lists) for v in value]
+    return value
