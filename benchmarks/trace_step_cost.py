@@ -25,13 +25,12 @@ from typing import Any
 import numpy as np
 import orjson
 
+from lightspeed.rules import diagnose
 from lightspeed.trace import analysis
 from lightspeed.trace.diagnosis import WindowFacts, step_facts
 from lightspeed.trace.load import load_trace
 from lightspeed.trace.packed import pack, scalar_texts
 from lightspeed.trace.window import StepsContext, TraceContext, WindowContext
-
-from lightspeed.rules import diagnose  # isort: skip
 
 
 def _best(run: Callable[[], Any], repeats: int) -> tuple[float, Any]:
