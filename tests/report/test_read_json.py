@@ -11,22 +11,15 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from json_trees import json_trees
 
 from lightspeed.report import read_json, render_json
 
-leaves = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=6)
-trees = st.recursive(
-    leaves,
-    lambda children: (
-        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
-    ),
-    max_leaves=12,
-)
-objects = st.dictionaries(st.text(max_size=4), trees, min_size=1, max_size=3)
+objects = st.dictionaries(st.text(max_size=4), json_trees, min_size=1, max_size=3)
 
 
 @settings(max_examples=60, deadline=None)
-@given(trees, st.lists(st.lists(objects | trees, max_size=4), min_size=1, max_size=3))
+@given(json_trees, st.lists(st.lists(objects | json_trees, max_size=4), min_size=1, max_size=3))
 def test_a_written_document_reads_back_as_json_loads_reads_it(
     tree: Any, lists: list[list[Any]]
 ) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from json_trees import json_trees
 
 from lightspeed import trace
 from lightspeed.document import (
@@ -148,16 +149,6 @@ def test_one_registration_adds_an_analysis_to_json_and_terminal(
     assert rank["steps"][0]["device_event_count"] == 5
     assert rank["device_event_count"] == 6
     assert re.search(r"│ device events +6 ", render_terminal.render_text(doc, width=120))
-
-
-json_leaves = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=6)
-json_trees = st.recursive(
-    json_leaves,
-    lambda children: (
-        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
-    ),
-    max_leaves=12,
-)
 
 
 @given(json_trees, st.lists(st.lists(json_trees, max_size=3), min_size=1, max_size=3))

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 import orjson
+
+from lightspeed.report.render_json import Items
 
 # What stands for a list left in the file while the rest is parsed: no JSON string
 # lightspeed writes begins with a NUL.
@@ -25,7 +27,7 @@ _MARK = "\x00lightspeed on disk "
 _LINES_A_READ = 256
 
 
-class OnDisk(Sequence[Any]):
+class OnDisk(Items):
     """The items of a list of a JSON file, each the compact JSON text of one line,
     parsed when asked for (`items[i]`, iterating: in order, a few hundred lines a read).
     Equal to a list of the same items."""
@@ -37,16 +39,7 @@ class OnDisk(Sequence[Any]):
     def __len__(self) -> int:
         return len(self._starts)
 
-    @overload
-    def __getitem__(self, i: int) -> Any: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Any]: ...
-    def __getitem__(self, i: int | slice) -> Any:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if not -len(self) <= i < len(self):
-            raise IndexError(i)
-        i %= len(self)
+    def _get(self, i: int) -> Any:
         start, end = int(self._starts[i]), int(self._ends[i])
         with self._path.open("rb") as f:
             return orjson.loads(os.pread(f.fileno(), end - start, start))

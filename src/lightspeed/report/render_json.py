@@ -66,7 +66,26 @@ def dumps(obj: dict[str, Any]) -> str:
     return dumps_utf8(obj).decode()
 
 
-class Streamed(Sequence[Any]):
+class Items(Sequence[Any]):
+    """A sequence whose i-th item is made when it is asked for (`_get(i)`, 0 ≤ i < its
+    length): `items[-1]` and slices as a list has them."""
+
+    def _get(self, i: int) -> Any:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Any]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self._get(k) for k in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return self._get(i % len(self))
+
+
+class Streamed(Items):
     """A long list of a JSON document whose items are made one at a time: `item(i)`
     makes the i-th. `write` makes and writes them one after the other, so a trace of a
     hundred thousand steps never holds all of them as JSON objects, nor all their text;
@@ -87,16 +106,8 @@ class Streamed(Sequence[Any]):
     def __len__(self) -> int:
         return self._count
 
-    @overload
-    def __getitem__(self, i: int) -> Any: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Any]: ...
-    def __getitem__(self, i: int | slice) -> Any:
-        if isinstance(i, slice):
-            return [self._item(k) for k in range(*i.indices(self._count))]
-        if not -self._count <= i < self._count:
-            raise IndexError(i)
-        return self._item(i % self._count)
+    def _get(self, i: int) -> Any:
+        return self._item(i)
 
 
 _OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
