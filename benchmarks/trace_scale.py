@@ -7,11 +7,12 @@ whole command, per MB of trace.
     .venv/bin/python benchmarks/trace_scale.py /tmp/synth100.json /tmp/synth300.json \\
         /tmp/synth1000.json
 
-Each file is analysed by `lightspeed trace FILE --json OUT` in a fresh process, `--rounds`
-times, the files taking turns. Memory is sampled every 50 ms: the command's own resident
-set, and the proportional set (PSS) of it and every process it starts (the reader and the
-analysis fork one; pages they share count once), whose peak is what the machine had to
-hold. The table gives each file's median round.
+Each file is analysed by `lightspeed trace FILE --json OUT` (with `--html`, `--html PAGE`
+too) in a fresh process, `--rounds` times, the files taking turns. Memory is sampled
+every 50 ms: the command's own resident set, and the proportional set (PSS) of it and
+every process it starts (the reader and the analysis fork one; pages they share count
+once), whose peak is what the machine had to hold. The table gives each file's median
+round.
 """
 
 from __future__ import annotations
@@ -48,14 +49,15 @@ def _kb(pid: int, field: str, rollup: bool) -> int:
     return 0
 
 
-def run(path: Path) -> dict[str, float]:
-    """One `lightspeed trace` of `path`: seconds, peak PSS of the process tree (MB), peak
-    resident set of the command itself (MB)."""
+def run(path: Path, html: bool = False) -> dict[str, float]:
+    """One `lightspeed trace` of `path` (with `html`, its HTML report too): seconds, peak
+    PSS of the process tree (MB), peak resident set of the command itself (MB)."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "t.json"
+        page = ["--html", str(Path(folder) / "t.html")] if html else []
         started = time.perf_counter()
         proc = subprocess.Popen(
-            [*LIGHTSPEED, "trace", str(path), "--json", str(out)],
+            [*LIGHTSPEED, "trace", str(path), "--json", str(out), *page],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
@@ -77,11 +79,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("traces", nargs="+", type=Path)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--html", action="store_true", help="write the HTML report too")
     args = parser.parse_args()
     found: dict[Path, list[dict[str, float]]] = {p: [] for p in args.traces}
     for r in range(args.rounds):
         for path in args.traces:
-            found[path].append(run(path))
+            found[path].append(run(path, args.html))
             print(f"round {r + 1}: {path.name} {found[path][-1]}", file=sys.stderr, flush=True)
     print(f"{os.cpu_count()} cores; median of {args.rounds} round(s)")
     print("| trace | MB | time | s per 100 MB | peak PSS (all processes) | MB per MB | peak RSS |")

@@ -343,6 +343,8 @@ def test_a_trace_page_draws_every_step_and_lists_a_long_traces_ends_and_slowest(
         for i, t in enumerate(times)
     ]
     monkeypatch.setattr(trace_steps, "TABLE_STEPS", 12)
+    monkeypatch.setattr(trace_steps, "TABLE_ENDS", 5)
+    monkeypatch.setattr(trace_steps, "TABLE_SLOWEST", 5)
     page = trace_page(doc)
     chart = next(f for f in page.figures.values() if "Every step" in f["layout"]["title"]["text"])
     drawn = {x: y for t in chart["data"] for x, y in zip(t["x"], t["y"], strict=True)}

@@ -17,15 +17,17 @@ _ENDS, _SLOWEST = 5, 5
 SHOWN_OF = f"{{steps:,}} steps, shown: the first and last {_ENDS} and the {_SLOWEST} slowest"
 
 
-def shown_indices(times: Sequence[float], most: int = SHOWN_STEPS) -> list[int | None]:
+def shown_indices(
+    times: Sequence[float], most: int = SHOWN_STEPS, ends: int = _ENDS, slowest: int = _SLOWEST
+) -> list[int | None]:
     """Which of steps with these times a report lists, in step order: all of them up
-    to `most`, else the first and last few and the slowest, a None where steps are
-    left out."""
+    to `most`, else the first and last `ends` and the `slowest`, a None where steps
+    are left out."""
     n = len(times)
     if n <= most:
         return list(range(n))
-    slowest = sorted(range(n), key=lambda i: times[i], reverse=True)
-    keep = sorted({*range(_ENDS), *range(n - _ENDS, n), *slowest[:_SLOWEST]})
+    by_time = sorted(range(n), key=lambda i: times[i], reverse=True)
+    keep = sorted({*range(ends), *range(n - ends, n), *by_time[:slowest]})
     shown: list[int | None] = []
     for before, i in zip([-1, *keep], keep, strict=False):
         if i > before + 1:

@@ -18,8 +18,10 @@ from lightspeed.report.steps_shown import (
     shown_indices,
 )
 
-# Steps a table lists at most; the chart draws every step.
+# Steps a table lists at most, and of a longer trace the first and last and the slowest
+# it lists; the chart draws every step.
 TABLE_STEPS = 2000
+TABLE_ENDS, TABLE_SLOWEST = 50, 100
 # Above this many points a chart is drawn with WebGL: SVG slows the browser first.
 WEBGL_POINTS = 5000
 
@@ -83,13 +85,14 @@ def steps_parts(page: Page, steps: Iterable[Mapping[str, Any]], *, on_device: bo
     bounds = bounds_caption(s.bound for s in found)
     summary = f"{len(found):,} steps; {percentiles_caption(times)}; {bounds}"
     chart = page.chart("step-times", _figure(found), caption=summary)
-    listed = shown_indices(times, most=TABLE_STEPS)
+    listed = shown_indices(times, TABLE_STEPS, TABLE_ENDS, TABLE_SLOWEST)
     whose = "the device's" if on_device else "the host's (the trace has no device)"
     caption = f"busy and comm: {whose} time"
     if len(listed) < len(found):
         caption = (
-            f"the first and last steps and the slowest of {len(found):,}; every step is on"
-            f" the chart above and in the JSON; {caption}"
+            f"of {len(found):,} steps, the first and last {TABLE_ENDS} and the"
+            f" {TABLE_SLOWEST} slowest; every step is on the chart above and in the JSON;"
+            f" {caption}"
         )
     table = page.table(
         (
