@@ -79,3 +79,11 @@ def test_a_damaged_list_is_refused_as_json_loads_refuses_it(tmp_path: Path) -> N
     assert steps[0] == {"step": 1}
     with pytest.raises(ValueError):
         list(steps)
+
+
+def test_a_list_whose_file_changed_since_it_was_read_is_refused(tmp_path: Path) -> None:
+    path = _steps_file(tmp_path / "r.json", [{"step": 1}, {"step": 2}])
+    steps = read_json.load(path)["steps"]
+    _steps_file(path, [{"step": 7}, {"step": 8}, {"step": 9}])
+    with pytest.raises(ValueError, match="changed since it was read"):
+        steps[0]

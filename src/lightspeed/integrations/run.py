@@ -20,7 +20,6 @@ manager:
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -251,7 +250,7 @@ class ProfiledRun:
     def _result(self, analysis: TraceAnalysis) -> Mapping[str, Any]:
         """The report's JSON object. Where this process reports: written, read back once,
         and its HTML drawn from it as `lightspeed trace --json --html` draws it."""
-        from lightspeed.report import render_json
+        from lightspeed.report import read_json, render_json
         from lightspeed.report.html import write_html
         from lightspeed.report.trace_report import trace_document
 
@@ -259,7 +258,7 @@ class ProfiledRun:
         if not self.report:
             return obj
         render_json.write(self.json_path, obj)
-        result: dict[str, Any] = json.loads(self.json_path.read_bytes())
+        result: dict[str, Any] = read_json.load(self.json_path)
         write_html(self.html_path, result)
         log.info("wrote %s and %s", self.json_path, self.html_path)
         return result

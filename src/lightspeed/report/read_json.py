@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
@@ -32,20 +32,31 @@ class OnDisk(Items):
     parsed when asked for (`items[i]`, iterating: in order, a few hundred lines a read).
     Equal to a list of the same items."""
 
-    def __init__(self, path: Path, starts: np.ndarray, ends: np.ndarray) -> None:
-        """Items at byte offsets [starts[i], ends[i]) of `path`."""
-        self._path, self._starts, self._ends = path, starts, ends
+    def __init__(
+        self, path: Path, starts: np.ndarray, ends: np.ndarray, stamp: tuple[int, int, int]
+    ) -> None:
+        """Items at byte offsets [starts[i], ends[i]) of `path`, as it was when it was
+        read (`stamp`)."""
+        self._path, self._starts, self._ends, self._stamp = path, starts, ends, stamp
 
     def __len__(self) -> int:
         return len(self._starts)
 
     def _get(self, i: int) -> Any:
         start, end = int(self._starts[i]), int(self._ends[i])
-        with self._path.open("rb") as f:
+        with self._opened() as f:
             return orjson.loads(os.pread(f.fileno(), end - start, start))
 
+    def _opened(self) -> BinaryIO:
+        """The file, refused (ValueError) if it changed since it was read."""
+        f = self._path.open("rb")
+        if _stamp(os.fstat(f.fileno())) != self._stamp:
+            f.close()
+            raise ValueError(f"{self._path} changed since it was read")
+        return f
+
     def __iter__(self) -> Iterator[Any]:
-        with self._path.open("rb") as f:
+        with self._opened() as f:
             for first in range(0, len(self), _LINES_A_READ):
                 last = min(len(self), first + _LINES_A_READ) - 1
                 base = int(self._starts[first])
@@ -81,6 +92,7 @@ def load(path: str | Path) -> Any:
     comma = False  # the last item read ends with a comma: another must follow
     at = 0
     with target.open("rb") as f:
+        stamp = _stamp(os.fstat(f.fileno()))
         for line in f:
             item = _item(line) if starts or _opens_list(skeleton) else None
             if item is not None and (comma or not starts):
@@ -98,17 +110,26 @@ def load(path: str | Path) -> Any:
             at += len(line)
         else:
             if not starts:
-                return _with_lists(target, json.loads(b"".join(skeleton)), runs)
+                return _with_lists(target, json.loads(b"".join(skeleton)), runs, stamp)
     return json.loads(target.read_bytes())
 
 
-def _with_lists(target: Path, doc: Any, runs: list[tuple[list[int], list[int]]]) -> Any:
+def _with_lists(
+    target: Path, doc: Any, runs: list[tuple[list[int], list[int]]], stamp: tuple[int, int, int]
+) -> Any:
     if not runs:
         return doc
     lists = [
-        OnDisk(target, np.array(s, dtype=np.int64), np.array(e, dtype=np.int64)) for s, e in runs
+        OnDisk(target, np.array(s, dtype=np.int64), np.array(e, dtype=np.int64), stamp)
+        for s, e in runs
     ]
     return _placed(doc, lists)
+
+
+def _stamp(status: os.stat_result) -> tuple[int, int, int]:
+    """What tells one version of a file from another: its inode (a file written anew is
+    renamed over the old one), size and modification time."""
+    return status.st_ino, status.st_size, status.st_mtime_ns
 
 
 def _opens_list(skeleton: list[bytes]) -> bool:
