@@ -356,3 +356,36 @@ def test_a_trace_page_draws_every_step_and_lists_a_long_traces_ends_and_slowest(
     listed = table.count("<tr>") - 1  # less the header row
     assert listed == 5 + 5 + 1 + 2  # the ends, the slowest, and two gaps ("…")
     assert "900 ms" in table and "40 steps" in html and "bound: compute 26, overhead 14" in html
+
+
+def test_a_long_trace_s_view_across_ranks_draws_every_step_and_lists_a_few(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lightspeed.report.html import across_ranks
+    from lightspeed.report.html.trace_page import trace_page
+
+    doc = trace_result(*TWO_RANKS)
+    step, finding = doc["skew"][0], doc["findings"][0]
+    spreads = [0.001 * (i % 5) for i in range(40)]
+    doc["skew"] = [
+        {**step, "step": i, "step_s": {"0": 0.5, "1": 0.5 + d}} for i, d in enumerate(spreads)
+    ]
+    gains = [1.0 + 0.01 * i for i in range(9)]
+    doc["findings"] = [
+        {**finding, "evidence": {**finding["evidence"], "max_speedup": g}} for g in gains
+    ]
+    monkeypatch.setattr(across_ranks, "TABLE_STEPS", 12)
+    monkeypatch.setattr(across_ranks, "TABLE_ENDS", 3)
+    monkeypatch.setattr(across_ranks, "TABLE_SLOWEST", 3)
+    page = trace_page(doc)
+    chart = next(f for f in page.figures.values() if "slowest rank" in f["layout"]["title"]["text"])
+    assert chart["data"][0]["x"] == list(range(40))
+    assert chart["data"][0]["y"] == pytest.approx(spreads)
+    html = "".join(page.sections)
+    table = html[html.index('data-table="skew"') :].split("</table>")[0]
+    # Steps 0-2 and 37-39, the most spread 4, 9 and 14, and a gap before each of these.
+    assert table.count("<tr>") - 1 == 3 + 3 + 3 + 4
+    shown = html[html.index("<h3>Findings</h3>", html.index('data-table="skew"')) :]
+    assert shown.count('<span class="kind">collective-wait</span>') == 3
+    assert "1.08× faster" in shown and "1.05× faster" not in shown  # the largest gains kept
+    assert "… and 6 more collective-wait findings" in shown

@@ -4,8 +4,10 @@ few of many steps. Each is checked against the plain computation it replaces."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from unittest.mock import patch
@@ -69,12 +71,13 @@ def test_a_union_cut_by_binary_search_is_the_union_clipped(
     assert [a.tolist() for a in cut] == [a.tolist() for a in clipped]
 
 
-def _many_steps(path: Path, steps: int) -> Path:
-    """`steps` steps of a data load, three launches and a copy back, at a drifting pace."""
+def _many_steps(path: Path, steps: int, slow_us: float = 0.0) -> Path:
+    """`steps` steps of a data load, three launches and a copy back, at a drifting pace;
+    every fourth step `slow_us` longer."""
     trace = KinetoTrace(device_name="NVIDIA H100 80GB HBM3")
     t = 0.0
     for n in range(1, steps + 1):
-        length = 900.0 + 37.0 * (n % 7)
+        length = 900.0 + 37.0 * (n % 7) + (slow_us if n % 4 == 0 else 0.0)
         trace.step(n, t, length)
         trace.cpu_op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 5, 60)
         for i in range(3):
@@ -200,3 +203,24 @@ def test_ranks_read_here_are_held_together_and_on_a_cluster_one_by_one(tmp_path:
     with pytest.raises(TraceError, match="these 2 traces: reading and analysing"):
         check_memory(files, limit, True)
     check_memory(files, limit, True, together=False)
+
+
+def test_a_long_trace_of_two_ranks_lists_a_few_steps_and_findings_across_them(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    for r in range(2):
+        _many_steps(tmp_path / f"rank{r}.json", 40, slow_us=400.0 * r)
+    out_json = tmp_path / "t.json"
+    code, out, _ = run_cli("trace", str(tmp_path), "--json", str(out_json))
+    assert code == 0
+    across = " ".join(out[out.index("Across ranks") :].replace("│", " ").split())
+    doc = json.loads(out_json.read_text())
+    skewed = [f for f in doc["findings"] if f["kind"] == "rank-skew"]
+    assert len(doc["skew"]) == 40 and len(skewed) == 10  # the JSON keeps every one
+    assert across.count("[rank-skew]") == 3 and "… and 7 more rank-skew findings" in across
+    assert "40 steps, shown: the first and last 5 and the 5 whose ranks differ most" in across
+    # The five steps listed besides the ends are among the slow ones.
+    listed = {int(m) for m in re.findall(r"(?:^| )(\d+) [\d.]+ [mµ]s \(1\)", across)}
+    middle = {s for s in listed if 5 < s < 36}
+    assert middle and middle <= {8, 12, 16, 20, 24, 28, 32}
+    assert "slowest most often: rank 1 in 10;" in across  # steps alike on both ranks: none

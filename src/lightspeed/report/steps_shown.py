@@ -4,6 +4,7 @@ time and each bound's count; JSON and HTML keep every step."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -36,11 +37,12 @@ def shown_indices(
     return shown
 
 
-def percentiles_caption(times: Sequence[float]) -> str:
-    """The step times' p50, p90, p99 and max, for a caption (a few steps are shown)."""
+def percentiles_caption(times: Sequence[float], what: str = "step time") -> str:
+    """The p50, p90, p99 and max of `times` (seconds; `what` they are), for a caption (a
+    few steps are shown)."""
     p50, p90, p99 = np.percentile(times, [50, 90, 99])
     return (
-        f"step time p50 {units.seconds(float(p50))}, p90 {units.seconds(float(p90))},"
+        f"{what} p50 {units.seconds(float(p50))}, p90 {units.seconds(float(p90))},"
         f" p99 {units.seconds(float(p99))}, max {units.seconds(float(max(times)))}"
     )
 
@@ -56,3 +58,36 @@ def bound_counts(bounds: Iterable[str]) -> list[tuple[str, int]]:
 def bounds_caption(bounds: Iterable[str]) -> str:
     """`bound: compute 9,000, communication 391`: each bound's count of steps."""
     return "bound: " + ", ".join(f"{b} {n:,}" for b, n in bound_counts(bounds))
+
+
+# Of a kind of finding made once a step, a report shows this many (those that could
+# gain most) and counts the rest.
+FINDINGS_A_KIND = 3
+
+
+def shown_findings(
+    kinds: Sequence[str], gains: Sequence[float | None], most: int = FINDINGS_A_KIND
+) -> tuple[list[int], dict[str, int]]:
+    """Which of findings of these kinds and gains (`max_speedup`, None: unbounded) a
+    report shows, in their order: of each kind, the `most` that could gain most; and
+    how many of each kind it leaves out."""
+    by_kind: dict[str, list[int]] = {}
+    for i, kind in enumerate(kinds):
+        by_kind.setdefault(kind, []).append(i)
+    kept: set[int] = set()
+    left: dict[str, int] = {}
+    for kind, which in by_kind.items():
+        kept.update(sorted(which, key=lambda i: -(gains[i] or math.inf))[:most])
+        if len(which) > most:
+            left[kind] = len(which) - most
+    return sorted(kept), left
+
+
+def findings_left_out(left: dict[str, int], where: str) -> str:
+    """The line that says which findings a report left out (`shown_findings`), and
+    where every one is."""
+    counts = ", ".join(f"{n:,} more {kind}" for kind, n in left.items())
+    return (
+        f"… and {counts} findings, one a step: of each kind, those above could gain most;"
+        f" every one is in {where}"
+    )

@@ -11,7 +11,7 @@ string keys.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightspeed.document import (
@@ -35,7 +35,9 @@ from lightspeed.report.steps_shown import (
     SHOWN_OF,
     SHOWN_STEPS,
     bounds_caption,
+    findings_left_out,
     percentiles_caption,
+    shown_findings,
     shown_indices,
 )
 from lightspeed.trace.analysis import (
@@ -257,24 +259,12 @@ def _steps(steps: StepAnalyses, *, on_device: bool) -> Table:
 
 
 def _across_ranks(analysis: TraceAnalysis) -> Section:
-    """Steps compared across ranks, collectives matched across them, and findings."""
+    """Steps compared across ranks, collectives matched across them, and findings; of a
+    long trace, the steps and the findings made a step that could gain most."""
     parts: list[Any] = []
     if analysis.skew:
-        rows = []
-        for s in analysis.skew:
-            slow, fast, waiter = s.slowest, s.fastest, s.longest_waiter
-            wait = s.collective_wait_s
-            rows.append(
-                (
-                    Value(s.step, Unit.INTEGER),
-                    Value(s.step_s[slow], Unit.SECONDS, suffix=f" ({slow})"),
-                    Value(s.step_s[fast], Unit.SECONDS, suffix=f" ({fast})"),
-                    "—"
-                    if waiter is None
-                    else Value(wait[waiter], Unit.SECONDS, suffix=f" ({waiter})"),
-                    ", ".join(f"{r} ×{n}" for r, n in s.often_last()) or "—",
-                )
-            )
+        spreads = [s.step_s[s.slowest] - s.step_s[s.fastest] for s in analysis.skew]
+        gap = ("…",) * 5
         parts.append(
             Table(
                 title="Steps (rank); last: rank ×times it arrived last at a collective",
@@ -285,7 +275,11 @@ def _across_ranks(analysis: TraceAnalysis) -> Section:
                     Column("max_wait", "max wait"),
                     Column("last", "last"),
                 ),
-                rows=tuple(rows),
+                rows=tuple(
+                    gap if i is None else _skew_row(analysis.skew[i])
+                    for i in shown_indices(spreads)
+                ),
+                caption=_skew_caption(analysis.skew, spreads),
             )
         )
     if analysis.collectives:
@@ -311,7 +305,46 @@ def _across_ranks(analysis: TraceAnalysis) -> Section:
                 ),
             )
         )
-    parts.append(Findings(tuple(analysis.findings)))
+    found = analysis.findings
+    kept, left = shown_findings([f.kind.value for f in found], [f.max_speedup for f in found])
+    parts.append(Findings(tuple(found[i] for i in kept)))
+    if left:
+        parts.append(Notes((findings_left_out(left, "--json and --html"),)))
     if analysis.notes:
         parts.append(Notes(tuple(f"• {note}" for note in analysis.notes), title="Not analysed"))
     return Section("Across ranks", tuple(parts))
+
+
+def _skew_row(s: StepSkew) -> tuple[Value | str, ...]:
+    """A step across ranks: its slowest and fastest rank, the longest wait in its
+    collectives, who arrived last most often."""
+    slow, fast, waiter = s.slowest, s.fastest, s.longest_waiter
+    return (
+        Value(s.step, Unit.INTEGER),
+        Value(s.step_s[slow], Unit.SECONDS, suffix=f" ({slow})"),
+        Value(s.step_s[fast], Unit.SECONDS, suffix=f" ({fast})"),
+        "—"
+        if waiter is None
+        else Value(s.collective_wait_s[waiter], Unit.SECONDS, suffix=f" ({waiter})"),
+        ", ".join(f"{r} ×{n}" for r, n in s.often_last()) or "—",
+    )
+
+
+def _skew_caption(skew: Sequence[StepSkew], spreads: Sequence[float]) -> str | None:
+    """What the rows left out of a long table of steps across ranks hold: the spread of
+    step time between ranks and which rank is slowest how often."""
+    if len(skew) <= SHOWN_STEPS:
+        return None
+    slowest: dict[int, int] = {}
+    for s, spread in zip(skew, spreads, strict=True):
+        if spread > 0:  # a step as long on every rank has no slowest
+            slowest[s.slowest] = slowest.get(s.slowest, 0) + 1
+    often = ", ".join(
+        f"rank {r} in {n:,}" for r, n in sorted(slowest.items(), key=lambda x: -x[1])[:3]
+    )
+    differ = percentiles_caption(spreads, "the slowest rank's step less the fastest's")
+    return (
+        f"{len(skew):,} steps, shown: the first and last 5 and the 5 whose ranks differ most;"
+        f" {differ};{f' slowest most often: {often};' if often else ''} every step is in"
+        " --json and --html"
+    )

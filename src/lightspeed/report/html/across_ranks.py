@@ -1,6 +1,7 @@
 """The view across the ranks of a trace analysis: each collective's waits by rank, who
-arrived last, each step compared across ranks, and the findings only a comparison
-makes."""
+arrived last, each step compared across ranks (every step's spread between its slowest
+and fastest rank on a chart; a long trace's table lists some), and the findings only a
+comparison makes (of those made a step, the few that could gain most)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ from typing import Any
 
 from lightspeed.document import Unit, Value
 from lightspeed.report.html.markup import Column, Markup, Page, findings, label, notes
+from lightspeed.report.html.trace_steps import (
+    TABLE_ENDS,
+    TABLE_SLOWEST,
+    TABLE_STEPS,
+    WEBGL_POINTS,
+)
+from lightspeed.report.steps_shown import findings_left_out, shown_findings, shown_indices
 
 # Kernel names are long; a bar's label keeps their start, numbered so that two names
 # alike in it stay two bars.
@@ -75,15 +83,59 @@ def across_ranks(page: Page, doc: Mapping[str, Any]) -> None:
                 },
             )
         )
-    parts.append(_skew_table(page, doc.get("skew") or []))
-    parts.append("<h3>Findings</h3>" + findings(doc.get("findings") or []))
+    skew = doc.get("skew") or []
+    if skew:
+        parts.append(page.chart("step-spread", _spread_figure(skew)))
+    parts.append(_skew_table(page, skew))
+    found = doc.get("findings") or []
+    kept, left = shown_findings(
+        [f.get("kind", "") for f in found],
+        [(f.get("evidence") or {}).get("max_speedup") for f in found],
+    )
+    parts.append("<h3>Findings</h3>" + findings([found[i] for i in kept]))
+    if left:
+        parts.append(notes([findings_left_out(left, "the JSON")]))
     parts.append(notes(doc.get("notes") or [], title="Not analysed"))
     page.section("Across ranks", *parts, anchor="across-ranks")
 
 
+def _spread(s: Mapping[str, Any]) -> float:
+    """The slowest rank's step less the fastest's (seconds)."""
+    times = (s.get("step_s") or {}).values()
+    return max(times) - min(times) if times else 0.0
+
+
+def _spread_figure(skew: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each step's slowest rank's time less its fastest's."""
+    return {
+        "data": [
+            {
+                "type": "scattergl" if len(skew) > WEBGL_POINTS else "scatter",
+                "mode": "markers",
+                "x": [s["step"] for s in skew],
+                "y": [_spread(s) for s in skew],
+                "marker": {"size": 3 if len(skew) > WEBGL_POINTS else 5},
+                "hovertemplate": "step %{x}: %{y:.3s}s<extra></extra>",
+            }
+        ],
+        "layout": {
+            "title": {"text": "How much longer each step took on its slowest rank"},
+            "xaxis": {"title": {"text": "step (ProfilerStep#)"}, "tickformat": "d"},
+            "yaxis": {"title": {"text": "seconds"}, "exponentformat": "SI", "rangemode": "tozero"},
+            "hovermode": "closest",
+            "height": 300,
+        },
+    }
+
+
 def _skew_table(page: Page, skew: list[Mapping[str, Any]]) -> Markup:
-    rows = []
-    for s in skew:
+    listed = shown_indices([_spread(s) for s in skew], TABLE_STEPS, TABLE_ENDS, TABLE_SLOWEST)
+    rows: list[tuple[Value | str, ...]] = []
+    for i in listed:
+        if i is None:
+            rows.append(("…",) * 5)
+            continue
+        s = skew[i]
         times = s.get("step_s") or {}
         waits = s.get("collective_wait_s") or {}
         slowest = max(times, key=times.__getitem__) if times else None
@@ -97,6 +149,13 @@ def _skew_table(page: Page, skew: list[Mapping[str, Any]]) -> Markup:
                 ", ".join(f"rank {k} ×{v}" for k, v in (s.get("last_arrivals") or {}).items()),
             )
         )
+    caption = "Each step compared across ranks."
+    if len(listed) < len(skew):
+        caption = (
+            f"Of {len(skew):,} steps compared across ranks, the first and last {TABLE_ENDS} and"
+            f" the {TABLE_SLOWEST} whose ranks differ most; every step is on the chart above"
+            " and in the JSON."
+        )
     return page.table(
         (
             Column("step", "step", numeric=True),
@@ -106,6 +165,6 @@ def _skew_table(page: Page, skew: list[Mapping[str, Any]]) -> Markup:
             Column("last", "arrived last"),
         ),
         rows,
-        caption="Each step compared across ranks.",
+        caption=caption,
         kind="skew",
     )
