@@ -148,10 +148,13 @@ def _whole_data(w: WindowAnalysis) -> dict[str, Any]:
 
 
 def _rank_section(r: RankAnalysis, step: int | None) -> Section:
-    chosen = r.whole if step is None else next((w for w in r.steps if w.step == step), None)
+    numbers = r.steps.numbers
+    chosen: WindowAnalysis | None = r.whole
+    if step is not None:  # only that step made again, not each step to find it
+        chosen = r.steps[numbers.index(step)] if step in numbers else None
     title = f"Rank {r.rank}: {r.path}"
     if chosen is None:
-        known = ", ".join(str(w.step) for w in r.steps) or "none"
+        known = ", ".join(str(n) for n in numbers) or "none"
         return Section(title, (Notes((f"no step {step} in this trace (steps: {known})",)),))
     rows: list[tuple[str, Line]] = [
         ("devices", line(_devices(r.devices))),

@@ -264,6 +264,12 @@ class StepAnalyses(Sequence[WindowAnalysis]):
         for part in range(len(self._numbers)):
             yield from self._part(part)
 
+    def results(self, analyzer: WindowAnalyzer[R]) -> Iterator[R]:
+        """Each step's result of `analyzer`, in order, made again a part at a time without
+        the rest of the step."""
+        for results in self._results:
+            yield from results[analyzer.key].values()
+
     def data(self, i: int) -> dict[str, Any]:
         """The i-th step's JSON object, `window_data(self[i])`; steps are mostly written
         in order, so each part's are made at once, from its columns."""
@@ -675,20 +681,26 @@ def step_skew(ranks: list[RankAnalysis]) -> list[StepSkew]:
     """Each step that two or more ranks recorded, compared across them."""
     if len(ranks) < 2:
         return []
-    by_step: dict[int, dict[int, WindowAnalysis]] = {}
+    # What the comparison reads of each step, made a part of steps at a time: not each
+    # step's whole analysis, which for many ranks of many steps would not fit in memory.
+    by_step: dict[int, dict[int, tuple[float, float, Any]]] = {}
     for r in ranks:
-        for w in r.steps:
-            if w.step is not None:
-                by_step.setdefault(w.step, {})[r.rank] = w
+        steps = r.steps
+        communication = (o.communication_s for o in steps.results(OVERLAP))
+        for number, step_s, communication_s, comm in zip(
+            steps.numbers, steps.step_s.tolist(), communication, steps.results(COMM), strict=True
+        ):
+            if number is not None:
+                by_step.setdefault(number, {})[r.rank] = (step_s, communication_s, comm)
     return [
         StepSkew(
             step=step,
-            step_s={rank: w.step_s for rank, w in windows.items()},
-            communication_s={rank: w.overlap.communication_s for rank, w in windows.items()},
-            collectives=match_collectives({rank: w[COMM] for rank, w in windows.items()}),
+            step_s={rank: f[0] for rank, f in facts.items()},
+            communication_s={rank: f[1] for rank, f in facts.items()},
+            collectives=match_collectives({rank: f[2] for rank, f in facts.items()}),
         )
-        for step, windows in sorted(by_step.items())
-        if len(windows) >= 2
+        for step, facts in sorted(by_step.items())
+        if len(facts) >= 2
     ]
 
 
