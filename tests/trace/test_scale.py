@@ -24,7 +24,7 @@ from lightspeed import progress
 from lightspeed import trace as lightspeed_trace
 from lightspeed.errors import TraceError
 from lightspeed.report import render_json
-from lightspeed.report.steps_shown import SHOWN_STEPS
+from lightspeed.report.steps_shown import SHOWN_STEPS, step_numbers
 from lightspeed.report.trace_report import shown_steps, trace_document
 from lightspeed.trace import intervals, load_trace
 from lightspeed.trace.analysis import TraceAnalysis, analyse_rank
@@ -224,3 +224,21 @@ def test_a_long_trace_of_two_ranks_lists_a_few_steps_and_findings_across_them(
     middle = {s for s in listed if 5 < s < 36}
     assert middle and middle <= {8, 12, 16, 20, 24, 28, 32}
     assert "slowest most often: rank 1 in 10;" in across  # steps alike on both ranks: none
+
+
+@given(st.sets(st.integers(0, 300), max_size=60))
+def test_step_numbers_in_a_line_are_runs_that_give_back_the_numbers(chosen: set[int]) -> None:
+    numbers = sorted(chosen)
+    text = step_numbers(numbers)
+    if len(numbers) <= 12:
+        assert text == ", ".join(map(str, numbers))
+        return
+    listed, count = text.rsplit(" (", 1)
+    assert count == f"{len(numbers):,} steps)"
+    if "…" in listed:
+        return  # runs left out: only the count stands for them
+    back = []
+    for run in listed.split(", "):
+        first, _, last = run.partition("–")
+        back += range(int(first), int(last or first) + 1)
+    assert back == numbers

@@ -59,6 +59,7 @@ def trace_command(
     """Read torch.profiler (Kineto) traces and say what bounds each step, with evidence."""
     from lightspeed import trace
     from lightspeed.errors import ConfigError, TraceError
+    from lightspeed.report.steps_shown import step_numbers
     from lightspeed.report.trace_report import trace_document
     from lightspeed.units import parse_size
 
@@ -80,7 +81,7 @@ def trace_command(
     if step is not None and step not in recorded:
         # What was analysed is still written.
         emit_partial(trace_document(analysis), json_path, html_path, png_path)
-        steps = ", ".join(map(str, recorded)) or "none: the trace has no ProfilerStep#N"
+        steps = step_numbers(recorded) or "none: the trace has no ProfilerStep#N"
         raise ConfigError(
             f"--step {step}: no ProfilerStep#{step} in the trace; its steps: {steps}."
         )

@@ -91,3 +91,21 @@ def findings_left_out(left: dict[str, int], where: str) -> str:
         f"… and {counts} findings, one a step: of each kind, those above could gain most;"
         f" every one is in {where}"
     )
+
+
+def step_numbers(numbers: Sequence[int]) -> str:
+    """Step numbers (sorted) for a line of text: each of a few; of more, runs of
+    consecutive numbers as `first–last`, a handful of runs at most and how many steps
+    in all (a long trace has a hundred thousand)."""
+    if len(numbers) <= SHOWN_STEPS // 2:
+        return ", ".join(map(str, numbers))
+    runs: list[tuple[int, int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], n)
+        else:
+            runs.append((n, n))
+    texts = [str(a) if a == b else f"{a}–{b}" for a, b in runs]
+    if len(texts) > 6:
+        texts = [*texts[:4], "…", *texts[-2:]]
+    return f"{', '.join(texts)} ({len(numbers):,} steps)"

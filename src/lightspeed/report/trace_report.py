@@ -39,6 +39,7 @@ from lightspeed.report.steps_shown import (
     percentiles_caption,
     shown_findings,
     shown_indices,
+    step_numbers,
 )
 from lightspeed.trace.analysis import (
     RankAnalysis,
@@ -155,7 +156,7 @@ def _rank_section(r: RankAnalysis, step: int | None) -> Section:
         chosen = r.steps[numbers.index(step)] if step in numbers else None
     title = f"Rank {r.rank}: {r.path}"
     if chosen is None:
-        known = ", ".join(str(n) for n in numbers) or "none"
+        known = step_numbers(sorted(n for n in numbers if n is not None)) or "none"
         return Section(title, (Notes((f"no step {step} in this trace (steps: {known})",)),))
     rows: list[tuple[str, Line]] = [
         ("devices", line(_devices(r.devices))),
