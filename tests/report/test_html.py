@@ -342,7 +342,9 @@ def test_a_trace_page_draws_every_step_and_lists_a_long_traces_ends_and_slowest(
         {**step, "step": 100 + i, "step_s": t, "bound": "compute" if i % 3 else "overhead"}
         for i, t in enumerate(times)
     ]
-    monkeypatch.setattr(trace_steps, "TABLE_STEPS", 12)
+    assert trace_steps.table_rows(1) == (2000, 50, 100)
+    assert trace_steps.table_rows(64) == (31, 5, 5)  # 64 ranks' tables share the rows
+    monkeypatch.setattr(trace_steps, "TABLE_STEPS", 24)
     monkeypatch.setattr(trace_steps, "TABLE_ENDS", 5)
     monkeypatch.setattr(trace_steps, "TABLE_SLOWEST", 5)
     page = trace_page(doc)

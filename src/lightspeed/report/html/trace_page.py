@@ -50,7 +50,7 @@ def trace_page(doc: Mapping[str, Any]) -> Page:
         anchor="breakdown",
     )
     for i, r in enumerate(ranks):
-        _rank_section(page, i, r)
+        _rank_section(page, i, r, len(ranks))
     if len(ranks) > 1:
         across_ranks(page, doc)
     return page
@@ -84,7 +84,7 @@ def _stacked(
     }
 
 
-def _rank_section(page: Page, index: int, r: Mapping[str, Any]) -> None:
+def _rank_section(page: Page, index: int, r: Mapping[str, Any], ranks: int) -> None:
     launches, host = r.get("launches") or {}, r.get("host") or {}
     rows: list[tuple[str, Value | str | None]] = [
         ("path", r["path"]),
@@ -139,7 +139,7 @@ def _rank_section(page: Page, index: int, r: Mapping[str, Any]) -> None:
             page.chart("timeline", timeline_figure(timeline), caption=timeline_caption(timeline))
         )
     whole_on_device = bool((r.get("temporal_breakdown") or {}).get("total_s"))
-    parts += steps_parts(page, r.get("steps") or [], on_device=whole_on_device)
+    parts += steps_parts(page, r.get("steps") or [], on_device=whole_on_device, tables=ranks)
     parts.append("<h3>Top kernels</h3>" + _kernels(page, r.get("kernels") or []))
     if matmuls and matmuls.get("points"):
         rl = matmul_roofline(matmuls)

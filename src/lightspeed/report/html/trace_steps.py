@@ -12,6 +12,7 @@ from typing import Any
 from lightspeed.document import Unit, Value
 from lightspeed.report.html.markup import Column, Markup, Page
 from lightspeed.report.steps_shown import (
+    SHOWN_STEPS,
     bound_counts,
     bounds_caption,
     percentiles_caption,
@@ -72,11 +73,22 @@ class _Step:
         )
 
 
-def steps_parts(page: Page, steps: Iterable[Mapping[str, Any]], *, on_device: bool) -> list[Markup]:
+def table_rows(tables: int = 1) -> tuple[int, int, int]:
+    """How many steps a table lists, where a page has `tables` such tables (a rank's
+    each; they share `TABLE_STEPS`): all of them up to the first figure, else the first
+    and last (the second) and the slowest (the third)."""
+    most = max(SHOWN_STEPS, TABLE_STEPS // max(1, tables))
+    share = most / TABLE_STEPS
+    return most, max(5, round(TABLE_ENDS * share)), max(5, round(TABLE_SLOWEST * share))
+
+
+def steps_parts(
+    page: Page, steps: Iterable[Mapping[str, Any]], *, on_device: bool, tables: int = 1
+) -> list[Markup]:
     """The chart of every step's time and the table of the steps, from the steps' JSON
-    objects. The table gives the device's busy and communication time where the trace
-    ran device work (`on_device`, or a step did), else the host's. Nothing for a trace
-    without steps."""
+    objects (`tables`: how many such a page has, `table_rows`). The table gives the
+    device's busy and communication time where the trace ran device work (`on_device`,
+    or a step did), else the host's. Nothing for a trace without steps."""
     found = [_Step.of(s) for s in steps]
     if not found:
         return []
@@ -85,13 +97,14 @@ def steps_parts(page: Page, steps: Iterable[Mapping[str, Any]], *, on_device: bo
     bounds = bounds_caption(s.bound for s in found)
     summary = f"{len(found):,} steps; {percentiles_caption(times)}; {bounds}"
     chart = page.chart("step-times", _figure(found), caption=summary)
-    listed = shown_indices(times, TABLE_STEPS, TABLE_ENDS, TABLE_SLOWEST)
+    most, ends, slowest = table_rows(tables)
+    listed = shown_indices(times, most, ends, slowest)
     whose = "the device's" if on_device else "the host's (the trace has no device)"
     caption = f"busy and comm: {whose} time"
     if len(listed) < len(found):
         caption = (
-            f"of {len(found):,} steps, the first and last {TABLE_ENDS} and the"
-            f" {TABLE_SLOWEST} slowest; every step is on the chart above and in the JSON;"
+            f"of {len(found):,} steps, the first and last {ends} and the {slowest}"
+            " slowest; every step is on the chart above and in the JSON;"
             f" {caption}"
         )
     table = page.table(
