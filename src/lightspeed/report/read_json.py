@@ -45,7 +45,8 @@ class OnDisk(Items):
     def _get(self, i: int) -> Any:
         start, end = int(self._starts[i]), int(self._ends[i])
         with self._opened() as f:
-            return orjson.loads(os.pread(f.fileno(), end - start, start))
+            f.seek(start)
+            return orjson.loads(f.read(end - start))
 
     def _opened(self) -> BinaryIO:
         """The file, refused (ValueError) if it changed since it was read."""
@@ -60,7 +61,8 @@ class OnDisk(Items):
             for first in range(0, len(self), _LINES_A_READ):
                 last = min(len(self), first + _LINES_A_READ) - 1
                 base = int(self._starts[first])
-                block = os.pread(f.fileno(), int(self._ends[last]) - base, base)
+                f.seek(base)
+                block = f.read(int(self._ends[last]) - base)
                 for start, end in zip(
                     self._starts[first : last + 1].tolist(),
                     self._ends[first : last + 1].tolist(),
