@@ -5,6 +5,7 @@ infinity) and atomic writes."""
 
 from __future__ import annotations
 
+import abc
 import datetime
 import json
 import math
@@ -70,8 +71,9 @@ class Items(Sequence[Any]):
     """A sequence whose i-th item is made when it is asked for (`_get(i)`, 0 ≤ i < its
     length): `items[-1]` and slices as a list has them."""
 
+    @abc.abstractmethod
     def _get(self, i: int) -> Any:
-        raise NotImplementedError
+        """The i-th item, made (0 ≤ i < its length)."""
 
     @overload
     def __getitem__(self, i: int) -> Any: ...
