@@ -376,9 +376,7 @@ def test_a_long_trace_s_view_across_ranks_draws_every_step_and_lists_a_few(
     doc["findings"] = [
         {**finding, "evidence": {**finding["evidence"], "max_speedup": g}} for g in gains
     ]
-    monkeypatch.setattr(across_ranks, "TABLE_STEPS", 12)
-    monkeypatch.setattr(across_ranks, "TABLE_ENDS", 3)
-    monkeypatch.setattr(across_ranks, "TABLE_SLOWEST", 3)
+    monkeypatch.setattr(across_ranks, "table_rows", lambda: (12, 3, 3))
     page = trace_page(doc)
     chart = next(f for f in page.figures.values() if "slowest rank" in f["layout"]["title"]["text"])
     assert chart["data"][0]["x"] == list(range(40))

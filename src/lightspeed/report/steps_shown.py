@@ -15,7 +15,12 @@ from lightspeed import units
 # last, the slowest) and summarises the rest.
 SHOWN_STEPS = 24
 _ENDS, _SLOWEST = 5, 5
-SHOWN_OF = f"{{steps:,}} steps, shown: the first and last {_ENDS} and the {_SLOWEST} slowest"
+
+
+def shown_of(steps: int, which: str = "slowest") -> str:
+    """What the terminal's list of a long trace's steps holds (`shown_indices`): `which`
+    of its steps the few besides the ends are."""
+    return f"{steps:,} steps, shown: the first and last {_ENDS} and the {_SLOWEST} {which}"
 
 
 def shown_indices(

@@ -32,13 +32,13 @@ from lightspeed.document import (
 from lightspeed.facts.hardware import hardware_to_dict
 from lightspeed.report import render_json
 from lightspeed.report.steps_shown import (
-    SHOWN_OF,
     SHOWN_STEPS,
     bounds_caption,
     findings_left_out,
     percentiles_caption,
     shown_findings,
     shown_indices,
+    shown_of,
     step_numbers,
 )
 from lightspeed.trace.analysis import (
@@ -213,7 +213,7 @@ def _steps_caption(steps: StepAnalyses) -> str | None:
     if len(steps) <= SHOWN_STEPS:
         return None
     return (
-        f"{SHOWN_OF.format(steps=len(steps))}; {percentiles_caption(steps.step_s.tolist())};"
+        f"{shown_of(len(steps))}; {percentiles_caption(steps.step_s.tolist())};"
         f" {bounds_caption(b.value for b in steps.bounds)}; every step is in --json and --html"
     )
 
@@ -347,9 +347,10 @@ def _skew_caption(skew: Sequence[StepSkew], spreads: Sequence[float]) -> str | N
     often = ", ".join(
         f"rank {r} in {n:,}" for r, n in sorted(slowest.items(), key=lambda x: -x[1])[:3]
     )
-    differ = percentiles_caption(spreads, "the slowest rank's step less the fastest's")
-    return (
-        f"{len(skew):,} steps, shown: the first and last 5 and the 5 whose ranks differ most;"
-        f" {differ};{f' slowest most often: {often};' if often else ''} every step is in"
-        " --json and --html"
-    )
+    parts = [
+        shown_of(len(skew), "whose ranks differ most"),
+        percentiles_caption(spreads, "the slowest rank's step less the fastest's"),
+        *([f"slowest most often: {often}"] if often else []),
+        "every step is in --json and --html",
+    ]
+    return "; ".join(parts)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightspeed.document import Column, Document, Fields, Notes, Section, Table, Unit, Value, line
-from lightspeed.report.steps_shown import SHOWN_OF, SHOWN_STEPS, percentiles_caption, shown_indices
+from lightspeed.report.steps_shown import SHOWN_STEPS, percentiles_caption, shown_indices, shown_of
 from lightspeed.report.trace_report import timeline_data
 from lightspeed.trace.whatif import TracePrediction
 
@@ -84,7 +84,7 @@ def _section(p: TracePrediction, steps: list[dict[str, Any]], ranks: int) -> Sec
     caption = STEP_CAPTION
     if len(steps) > SHOWN_STEPS:
         caption = (
-            f"{SHOWN_OF.format(steps=len(steps))} predicted; predicted"
+            f"{shown_of(len(steps))} predicted; predicted"
             f" {percentiles_caption(predicted)}; every step is in --json and --html. "
             + STEP_CAPTION
         )

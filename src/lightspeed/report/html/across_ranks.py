@@ -10,12 +10,7 @@ from typing import Any
 
 from lightspeed.document import Unit, Value
 from lightspeed.report.html.markup import Column, Markup, Page, findings, label, notes
-from lightspeed.report.html.trace_steps import (
-    TABLE_ENDS,
-    TABLE_SLOWEST,
-    TABLE_STEPS,
-    WEBGL_POINTS,
-)
+from lightspeed.report.html.trace_steps import markers, table_rows
 from lightspeed.report.steps_shown import findings_left_out, shown_findings, shown_indices
 
 # Kernel names are long; a bar's label keeps their start, numbered so that two names
@@ -84,9 +79,10 @@ def across_ranks(page: Page, doc: Mapping[str, Any]) -> None:
             )
         )
     skew = doc.get("skew") or []
+    spreads = [_spread(s) for s in skew]
     if skew:
-        parts.append(page.chart("step-spread", _spread_figure(skew)))
-    parts.append(_skew_table(page, skew))
+        parts.append(page.chart("step-spread", _spread_figure(skew, spreads)))
+    parts.append(_skew_table(page, skew, spreads))
     found = doc.get("findings") or []
     kept, left = shown_findings(
         [f.get("kind", "") for f in found],
@@ -105,16 +101,17 @@ def _spread(s: Mapping[str, Any]) -> float:
     return max(times) - min(times) if times else 0.0
 
 
-def _spread_figure(skew: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Each step's slowest rank's time less its fastest's."""
+def _spread_figure(skew: list[Mapping[str, Any]], spreads: list[float]) -> dict[str, Any]:
+    """Each step's slowest rank's time less its fastest's (`spreads`)."""
+    drawn = markers(len(skew))
     return {
         "data": [
             {
-                "type": "scattergl" if len(skew) > WEBGL_POINTS else "scatter",
-                "mode": "markers",
+                "type": drawn["type"],
+                "mode": drawn["mode"],
                 "x": [s["step"] for s in skew],
-                "y": [_spread(s) for s in skew],
-                "marker": {"size": 3 if len(skew) > WEBGL_POINTS else 5},
+                "y": spreads,
+                "marker": {"size": drawn["size"]},
                 "hovertemplate": "step %{x}: %{y:.3s}s<extra></extra>",
             }
         ],
@@ -128,8 +125,9 @@ def _spread_figure(skew: list[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _skew_table(page: Page, skew: list[Mapping[str, Any]]) -> Markup:
-    listed = shown_indices([_spread(s) for s in skew], TABLE_STEPS, TABLE_ENDS, TABLE_SLOWEST)
+def _skew_table(page: Page, skew: list[Mapping[str, Any]], spreads: list[float]) -> Markup:
+    most, ends, widest = table_rows()
+    listed = shown_indices(spreads, most, ends, widest)
     rows: list[tuple[Value | str, ...]] = []
     for i in listed:
         if i is None:
@@ -152,8 +150,8 @@ def _skew_table(page: Page, skew: list[Mapping[str, Any]]) -> Markup:
     caption = "Each step compared across ranks."
     if len(listed) < len(skew):
         caption = (
-            f"Of {len(skew):,} steps compared across ranks, the first and last {TABLE_ENDS} and"
-            f" the {TABLE_SLOWEST} whose ranks differ most; every step is on the chart above"
+            f"Of {len(skew):,} steps compared across ranks, the first and last {ends} and"
+            f" the {widest} whose ranks differ most; every step is on the chart above"
             " and in the JSON."
         )
     return page.table(

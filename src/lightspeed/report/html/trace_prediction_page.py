@@ -11,7 +11,7 @@ from typing import Any
 from lightspeed.document import Unit, Value
 from lightspeed.report.html.markup import Column, Page, fields, notes
 from lightspeed.report.html.trace_page import timeline_caption, timeline_figure
-from lightspeed.report.html.trace_steps import TABLE_ENDS, TABLE_SLOWEST, TABLE_STEPS
+from lightspeed.report.html.trace_steps import table_rows
 from lightspeed.report.steps_shown import shown_indices
 from lightspeed.report.trace_whatif_report import STEP_CAPTION, STEP_COLUMNS, step_cells
 
@@ -37,12 +37,13 @@ def _rank(page: Page, doc: Mapping[str, Any], which: str, index: int) -> None:
     steps = doc["steps"]
     # A long trace's table lists its first and last steps and the slowest predicted.
     predicted = [s["predicted_s"] for s in steps]
-    listed = shown_indices(predicted, TABLE_STEPS, TABLE_ENDS, TABLE_SLOWEST)
+    most, ends, slowest = table_rows()
+    listed = shown_indices(predicted, most, ends, slowest)
     rows = [("…",) * len(STEP_COLUMNS) if i is None else step_cells(steps[i]) for i in listed]
     caption = STEP_CAPTION
     if len(listed) < len(steps):
         caption = (
-            f"of {len(steps):,} steps, the first and last {TABLE_ENDS} and the {TABLE_SLOWEST}"
+            f"of {len(steps):,} steps, the first and last {ends} and the {slowest}"
             f" slowest predicted (every step is in the JSON). {caption}"
         )
     columns = tuple(Column(c.key, c.header, c.numeric) for c in STEP_COLUMNS)

@@ -144,22 +144,28 @@ def _row(s: _Step, on_device: bool) -> tuple[Value | str, ...]:
     )
 
 
+def markers(points: int) -> dict[str, Any]:
+    """A scatter trace's type and marker size for this many points: WebGL and smaller
+    markers past `WEBGL_POINTS`."""
+    many = points > WEBGL_POINTS
+    return {"type": "scattergl" if many else "scatter", "mode": "markers", "size": 3 if many else 5}
+
+
 def _figure(steps: list[_Step]) -> dict[str, Any]:
     """Each step's time against its number, a trace a bound (the most common first; the
     legend hides and shows them)."""
-    many = len(steps) > WEBGL_POINTS
-    kind, size = ("scattergl", 3) if many else ("scatter", 5)
+    drawn = markers(len(steps))
     data = []
     for bound, _ in bound_counts(s.bound for s in steps):
         mine = [s for s in steps if s.bound == bound]
         data.append(
             {
-                "type": kind,
-                "mode": "markers",
+                "type": drawn["type"],
+                "mode": drawn["mode"],
                 "name": bound,
                 "x": [s.number for s in mine],
                 "y": [s.step_s for s in mine],
-                "marker": {"color": BOUND_COLOURS.get(bound, "#444"), "size": size},
+                "marker": {"color": BOUND_COLOURS.get(bound, "#444"), "size": drawn["size"]},
                 "hovertemplate": "step %{x}: %{y:.3s}s<extra>" + bound + "</extra>",
             }
         )
