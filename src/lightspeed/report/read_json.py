@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -87,38 +87,13 @@ def load(path: str | Path) -> Any:
     list) is an `OnDisk` of them. Raises what `json.loads` raises for what is not JSON
     (a line of such a list that is not is found when it is read)."""
     target = Path(path)
-    skeleton: list[bytes] = []
-    runs: list[tuple[list[int], list[int]]] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    comma = False  # the last item read ends with a comma: another must follow
-    at = 0
     with target.open("rb") as f:
         stamp = _stamp(os.fstat(f.fileno()))
-        for line in f:
-            item = _item(line) if starts or _opens_list(skeleton) else None
-            if item is not None and (comma or not starts):
-                starts.append(at + item[0])
-                ends.append(at + item[1])
-                comma = item[2]
-            elif starts and (comma or line.strip() not in (b"]", b"],")):
-                break  # not as lightspeed writes a list: parsed whole below
-            else:
-                if starts:
-                    skeleton.append(json.dumps(f"{_MARK}{len(runs)}").encode() + b"\n")
-                    runs.append((starts, ends))
-                    starts, ends = [], []
-                skeleton.append(line)
-            at += len(line)
-        else:
-            if not starts:
-                return _with_lists(target, json.loads(b"".join(skeleton)), runs, stamp)
-    return json.loads(target.read_bytes())
-
-
-def _with_lists(
-    target: Path, doc: Any, runs: list[tuple[list[int], list[int]]], stamp: tuple[int, int, int]
-) -> Any:
+        scanned = _scan(f)
+    if scanned is None:  # not as lightspeed writes a list: read whole
+        return json.loads(target.read_bytes())
+    skeleton, runs = scanned
+    doc = json.loads(skeleton)
     if not runs:
         return doc
     lists = [
@@ -126,6 +101,35 @@ def _with_lists(
         for s, e in runs
     ]
     return _placed(doc, lists)
+
+
+def _scan(lines: Iterable[bytes]) -> tuple[bytes, list[tuple[list[int], list[int]]]] | None:
+    """The document with each list of objects a line each replaced by a mark, and each
+    such list's items' byte offsets (starts, ends); None where a list is not as
+    `render_json` writes one (an item after one without a comma, a comma after the last,
+    the file ending inside it)."""
+    skeleton: list[bytes] = []
+    runs: list[tuple[list[int], list[int]]] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    comma = False  # the last item read ends with a comma: another must follow
+    at = 0
+    for line in lines:
+        item = _item(line) if starts or _opens_list(skeleton) else None
+        if item is not None and (comma or not starts):
+            starts.append(at + item[0])
+            ends.append(at + item[1])
+            comma = item[2]
+        elif starts and (comma or line.strip() not in (b"]", b"],")):
+            return None
+        else:
+            if starts:
+                skeleton.append(json.dumps(f"{_MARK}{len(runs)}").encode() + b"\n")
+                runs.append((starts, ends))
+                starts, ends = [], []
+            skeleton.append(line)
+        at += len(line)
+    return None if starts else (b"".join(skeleton), runs)
 
 
 def _stamp(status: os.stat_result) -> tuple[int, int, int]:
