@@ -15,7 +15,7 @@ from lightspeed.hardware.catalog import catalog_id_for_device_name
 from lightspeed.hardware.resolve import local_catalog_gpu, resolve_hardware
 from lightspeed.measure.device import synchronizer
 from lightspeed.measure.shape_only import profile_shape_only
-from lightspeed.measure.step import StepSettings
+from lightspeed.measure.step import StepSettings, prepare
 from lightspeed.measure.timer import TimerConfig
 from lightspeed.measure.workload_timing import time_workload
 from lightspeed.optimize.checkpointing import checkpoint
@@ -94,6 +94,32 @@ def test_shape_only_on_cuda_sees_a_checkpoints_lower_peak() -> None:
     assert plain.memory.method == "tracked-storages"
     assert checkpointed.memory.activations_bytes < plain.memory.activations_bytes
     assert checkpointed.memory.peak_bytes < plain.memory.peak_bytes
+
+
+def test_ops_with_products_recomputed_on_cuda() -> None:
+    """On the GPU, a block's products (cuBLAS's, the fused attention) are found on fake
+    tensors of the GPU: each kind more recomputed keeps less, and a real step's
+    gradients are the plain step's."""
+    encoder = get("transformer-encoder-tiny")
+    settings = StepSettings(device=Device.CUDA)
+    hw = resolve_hardware(None, Device.CUDA)
+    kept = []
+    for spec in ("ops", "ops+1", "ops+2"):
+        memory = profile_shape_only(checkpoint(encoder, spec), hw, settings).memory
+        assert memory is not None
+        kept.append(memory.activations_bytes)
+    assert kept[0] > kept[1] > kept[2]
+    steps = []
+    for workload in (encoder, checkpoint(encoder, "ops+2")):
+        torch.manual_seed(0)
+        prepared = prepare(workload, settings)
+        torch.manual_seed(1)
+        prepared.step()
+        steps.append(dict(prepared.model.named_parameters()))
+    plain, deeper = steps
+    assert list(plain) == list(deeper)
+    for name, param in plain.items():
+        torch.testing.assert_close(deeper[name].grad, param.grad, msg=name)
 
 
 def test_scan_prediction_from_a_cuda_profile() -> None:

@@ -156,7 +156,7 @@ def test_submodules_a_step_calls_directly_keep_their_paths() -> None:
 
 
 def test_whether_a_profiler_records_is_read_from_the_pinned_torch() -> None:
-    from lightspeed.measure.torch_internals import profiler_running
+    from lightspeed.workload.torch_internals import profiler_running
 
     assert not profiler_running()
     with torch.profiler.profile():

@@ -34,7 +34,7 @@ from lightspeed.measure.costs.flop_registry import (
     aten as registry_aten,
 )
 from lightspeed.measure.costs.op_cost import OpCost, attention_causal, known_flops, op_cost
-from lightspeed.measure.torch_internals import (
+from lightspeed.workload.torch_internals import (
     bind_arguments,
     is_view,
     storage_identity,
@@ -533,7 +533,7 @@ def test_per_element_conventions(code: Any, op: OpOverloadPacket, expected: list
     assert all(cost.flops_known and cost.macs is None for cost in costs)
 
 
-# --- lightspeed.measure.torch_internals (pinned to torch 2.13) ---------------------------
+# --- lightspeed.workload.torch_internals (pinned to torch 2.13) ---------------------------
 
 
 def test_bind_arguments_names_and_defaults() -> None:

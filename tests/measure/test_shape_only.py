@@ -18,10 +18,10 @@ from lightspeed.measure.capture import capturing, without_mode_artifacts
 from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.measure.step import StepSettings, _already_on, prepare
-from lightspeed.measure.torch_internals import adopt_fake_tensors
 from lightspeed.predict.speed_of_light import at_speed_of_light
 from lightspeed.report.profile_report import profile_document
 from lightspeed.suite import get, names
+from lightspeed.workload.torch_internals import adopt_fake_tensors
 
 # A model whose shapes depend on computed values: shapes alone cannot tell them.
 NEEDS_DATA = {"deepspeech2-tiny"}  # the CTC loss reads its targets inside the operator

@@ -403,3 +403,107 @@ def test_under_torch_compile_running_statistics_are_refused(
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
     with pytest.raises(ConfigError, match="running statistics"):
         model.blocks[0](torch.randn(2, 3, 8, 8))
+
+
+# Op by op with products recomputed too (`ops+K`): the K kinds of product that keep the
+# most bytes per FLOP dropped from what is kept.
+
+
+@pytest.mark.parametrize("name", ["gpt2-tiny", "transformer-encoder-tiny"])
+@pytest.mark.parametrize("products", [1, 4])
+def test_ops_with_products_recomputed_equals_the_plain_step(name: str, products: int) -> None:
+    plain = stepped(suite.get(name))
+    assert_same_step(plain, stepped(checkpoint(suite.get(name), f"ops+{products}")))
+
+
+def test_ops_with_products_recomputed_with_dropout_and_batchnorm_equals_the_plain_step() -> None:
+    """The fake run that finds a block's products draws no random number and updates no
+    running statistic: dropout masks and BatchNorm's statistics stay the plain step's."""
+    plain, deeper = _dropout_encoder(), checkpoint(_dropout_encoder(), ["ops+2:layers.*"])
+    assert_same_step(stepped(plain), stepped(deeper))
+    op_level = stepped(checkpoint(convnet_workload("modulelist"), "ops+1"))
+    assert_same_step(stepped(convnet_workload("modulelist")), op_level)
+    assert int(op_level.model.state_dict()["blocks.0.bn.num_batches_tracked"]) == 1
+
+
+def test_each_kind_of_product_recomputed_keeps_its_outputs_less_and_costs_its_flops() -> None:
+    """gpt2-tiny's blocks, op by op with K = 0 … 5 kinds of product recomputed, in the
+    order of `recompute_order`: each kind more keeps exactly its outputs' bytes less (on
+    fake tensors) and recomputes its FLOPs (lightspeed's counts), or none: the MLP's
+    second projection, whose output no op of backward reads, is not run again (on real
+    tensors too, with bit-equal gradients: `test_ops_with_products_recomputed_…`)."""
+    from factories import FAKE_CPU
+    from lightspeed.measure.shape_only import profile_shape_only
+    from lightspeed.optimize.checkpointing import SAVED_OP_NAMES
+    from lightspeed.optimize.recompute_products import kind_of, products_in, recompute_order
+    from lightspeed.predict.carry import forward_ops
+
+    workload = suite.get("gpt2-tiny")
+    plain = profile_shape_only(workload, FAKE_CPU)
+    blocks = ["blocks.0", "blocks.1"]
+    products = {p.kind: p for p in products_in(forward_ops(plain, "blocks.0"), SAVED_OP_NAMES)}
+    order = recompute_order(products.values())
+    # FLOPs as the profile counts them (attention's too, which the order does not rank).
+    counted = {
+        kind: sum(op.flops for op in forward_ops(plain, "blocks.0") if kind_of(op) == kind)
+        for kind in order
+    }
+    assert all(counted[k] == p.flops for k, p in products.items() if p.flops)
+    assert len(order) == 5  # the QKV projection, attention, the output projection, the MLP's two
+
+    def kept_and_flops(modules: str) -> tuple[int, int]:
+        shapes = profile_shape_only(checkpoint(workload, modules), FAKE_CPU)
+        assert shapes.memory is not None
+        return shapes.memory.activations_bytes, sum(op.flops for op in shapes.ops)
+
+    kept, flops = kept_and_flops("ops")
+    not_run = []
+    for count, kind in enumerate(order, start=1):
+        deeper_kept, deeper_flops = kept_and_flops(f"ops+{count}")
+        assert kept - deeper_kept == len(blocks) * products[kind].bytes, kind
+        assert deeper_flops - flops in (0, len(blocks) * counted[kind]), kind
+        if deeper_flops == flops:
+            not_run.append(kind)
+        kept, flops = deeper_kept, deeper_flops
+    assert not_run == [("aten::mm", ((512, 512), (512, 128)))]
+
+
+def test_ops_with_products_plans_and_their_errors() -> None:
+    model = stack_of(3, nn.ModuleList)
+    plan = checkpoint_plan(model, ["ops+1:blocks.0", "ops:blocks.2"])
+    assert plan.ops == ("blocks.0", "blocks.2") and plan.products == (1, 0)
+    assert [plan.products_of(m) for m in ("blocks.0", "blocks.1", "blocks.2")] == [1, None, 0]
+    assert "1 or 0" not in plan.reason and "0 or 1 kinds of product" in plan.reason
+    assert checkpoint_plan(model, "ops").products == ()
+    with pytest.raises(ConfigError, match="with 1 and with 2 kinds of product"):
+        checkpoint_plan(model, ["ops+1:blocks.*", "ops+2:blocks.1"])
+    checkpoint_model(model, "ops+2")
+    with pytest.raises(ConfigError, match=r"ops\+2 asks 'blocks.0' to recompute 2 .* it has 1"):
+        model.blocks[0](torch.randn(5, 4))
+
+
+def test_ops_with_products_compiles_in_one_graph_once_its_products_are_found() -> None:
+    """A block's products are found by a run on fake tensors, which torch.compile does
+    not trace: found by an eager step first, the compiled step has no graph break, and
+    its gradients are the eager step's."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    plain = stack_of(3, nn.ModuleList)
+    model = copy.deepcopy(plain)
+    checkpoint_model(model, "ops+1")
+
+    def loss(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        for block in m.blocks:
+            x = torch.nn.functional.gelu(block(x))
+        return x.square().sum()
+
+    x = torch.randn(5, 4)
+    loss(model, x).backward()  # eager: the products found
+    model.zero_grad()
+    torch._dynamo.utils.counters.clear()
+    loss(plain, x).backward()
+    torch.compile(loss, backend="aot_eager")(model, x).backward()
+    assert not torch._dynamo.utils.counters["graph_break"]
+    for p, q in zip(plain.parameters(), model.parameters(), strict=True):
+        torch.testing.assert_close(q.grad, p.grad)
+    torch._dynamo.reset()

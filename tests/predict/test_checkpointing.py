@@ -39,13 +39,24 @@ def test_the_plan_is_the_cheapest_option_that_fits(
 
     assert sizes(loose.options) == sizes(weighed.options)
     assert loose.chosen == loose.plain and loose.chosen.recompute_s == 0
-    # 4 blocks: nothing, the first of two 2-block segments, full coverings by 4, 3, 2, 1,
-    # then the first 1, 2, 3 and 4 blocks op by op.
+    # 4 blocks: nothing, the first of two 2-block segments, full coverings by 4, 3, 2, 1;
+    # every block op by op with its one kind of product (its convolution) recomputed too
+    # in the first two blocks, then in all four; then the first 1, 2, 3 and 4 blocks op
+    # by op.
     specs = [o.modules for o in loose.options]
     assert specs[:2] == [(), ("blocks.0:2",)]
     assert ("blocks.0:2", "blocks.2:4") in specs and ("blocks.0:4",) in specs
+    assert specs[-6:-4] == [
+        ("ops+1:blocks.0", "ops+1:blocks.1", "ops:blocks.2", "ops:blocks.3"),
+        tuple(f"ops+1:blocks.{i}" for i in range(4)),
+    ]
     assert specs[-4:] == [tuple(f"ops:blocks.{i}" for i in range(k)) for k in range(1, 5)]
-    assert len(specs) == 10
+    assert len(specs) == 12
+    by_spec = {o.modules: o for o in loose.options}
+    # The convolutions recomputed too: less kept, more time.
+    echo, deeper = by_spec[specs[-1]], by_spec[specs[-5]]
+    assert deeper.activations_bytes < echo.activations_bytes
+    assert deeper.recompute_s > echo.recompute_s
     assert loose.sqrt_n is not None and loose.sqrt_n.modules == ("auto",)
     assert loose.sqrt_n.activations_bytes < loose.plain.activations_bytes
     lowest = min(o.peak_bytes for o in loose.options)
@@ -107,6 +118,16 @@ def test_op_level_recompute_time_from_a_profile_measured_elsewhere(
     )
     whole = next(o for o in weighed.options if o.modules == ("blocks.0:2",))
     assert first.recompute_s < whole.recompute_s
+    # ops+1: the convolution recomputed too, with its share of the time outside ops.
+    conv = [op for op in ops if op.phase is Phase.FORWARD and op.name == "aten::convolution"]
+    deeper = next(o for o in weighed.options if o.modules[:1] == ("ops+1:blocks.0",))
+    assert deeper.modules[1:] == ("ops+1:blocks.1", "ops:blocks.2", "ops:blocks.3")
+    echo = sum(cheap_forward_s(f"blocks.{i}") for i in range(4))
+    convs = [op for op in conv if op.module.startswith(("blocks.0", "blocks.1"))]
+    assert len(convs) == 2
+    assert deeper.recompute_s == pytest.approx(
+        echo + sum(op.time_s or 0.0 for op in convs) + outside * 2 / len(ops)
+    )
 
 
 def test_checkpoint_text_names_whole_modules_then_op_level_ones() -> None:
@@ -119,4 +140,12 @@ def test_checkpoint_text_names_whole_modules_then_op_level_ones() -> None:
         "blocks.0:4",
         "ops:blocks.4",
         "ops:blocks.5",
+    ]
+    assert checkpoint_modules("ops+2") == ["ops+2"]
+    assert checkpoint_modules("h.0,ops+2:h.1,h.2,ops:h.3,h.4") == [
+        "h.0",
+        "ops+2:h.1",
+        "ops+2:h.2",
+        "ops:h.3",
+        "ops:h.4",
     ]

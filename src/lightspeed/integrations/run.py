@@ -34,10 +34,10 @@ from lightspeed.integrations.sinks import (
     result_metrics,
     sink_names,
 )
-from lightspeed.measure.torch_internals import profiler_running
 from lightspeed.trace import TraceAnalysis
 from lightspeed.trace.trim import trim_trace
 from lightspeed.workflows.observe import Observation, ObserveSchedule, observe
+from lightspeed.workload.torch_internals import profiler_running
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from lightspeed.facts.records import OPTIMIZER_MODULE, OpRecord, Phase
 from lightspeed.measure.costs.op_cost import attention_causal, op_cost
 from lightspeed.measure.step import PreparedStep
 from lightspeed.measure.tensor_walk import tensors_in
-from lightspeed.measure.torch_internals import name_modules
+from lightspeed.workload.torch_internals import name_modules
 
 _GLOBAL = "Global"
 

@@ -27,7 +27,7 @@ from torch.utils import _pytree as pytree
 from lightspeed import progress
 from lightspeed.measure.device import synchronizer
 from lightspeed.measure.step import StepSettings, prepare
-from lightspeed.optimize.checkpointing import is_op_level, observing_regions
+from lightspeed.optimize.checkpointing import observing_regions, recomputed_products
 from lightspeed.workload import Workload
 
 # Rounds of (plain, checkpointed, forward) a region is timed in, after one warm-up.
@@ -42,13 +42,15 @@ class RegionCosts:
     its recompute included (what an op-level region costs: it recomputes part of its
     forward, which no profile's op says); `op_level`, the modules of the regions
     recomputed op by op, whose figure in `by_module` and `seconds` is that of a whole
-    recompute (0, or near it)."""
+    recompute (0, or near it); `products`, how many kinds of product each of those
+    recomputes too (`ops+K`)."""
 
     regions: int
     seconds: float
     by_module: dict[str, float] = dataclasses.field(default_factory=dict)
     added_by_module: dict[str, float] = dataclasses.field(default_factory=dict)
     op_level: frozenset[str] = frozenset()
+    products: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCosts:
@@ -56,7 +58,7 @@ def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCo
     module's docstring): the step runs for real, once to warm up and once observed."""
     sync = synchronizer(settings.device)
     costs: list[tuple[str, float, float]] = []
-    op_level: set[str] = set()
+    op_level: dict[str, int] = {}
     names: dict[int, str] = {}
 
     def observe(
@@ -69,8 +71,9 @@ def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCo
         cost, added = _region_cost(forward, run_checkpointed, args, kwargs, sync)
         name = names.get(id(modules[0]), "") if modules else ""
         costs.append((name, cost, added))
-        if modules and is_op_level(modules[0]):
-            op_level.add(name)
+        products = recomputed_products(modules[0]) if modules else None
+        if products is not None:
+            op_level[name] = products
         return run_checkpointed(*args, **kwargs)
 
     with progress.stage("timing checkpoint's own work, region by region"):
@@ -90,6 +93,7 @@ def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCo
         by_module=by_module,
         added_by_module=added_by_module,
         op_level=frozenset(op_level),
+        products=op_level,
     )
 
 

@@ -46,9 +46,9 @@ from lightspeed.facts.device import Device
 from lightspeed.facts.records import MEMORY_CATEGORIES, MemoryBreakdown, MemoryOverStep, Phase
 from lightspeed.measure.step import PreparedStep
 from lightspeed.measure.tensor_walk import tensors_in
-from lightspeed.measure.torch_internals import is_fake, storage_identity
 from lightspeed.optimize.checkpointing import observing_kept
 from lightspeed.workload import PhaseHook
+from lightspeed.workload.torch_internals import is_fake, storage_identity
 
 CATEGORIES = MEMORY_CATEGORIES
 _OTHER = "temporaries"

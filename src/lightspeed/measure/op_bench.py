@@ -24,9 +24,9 @@ from lightspeed.measure.capture import op_inputs
 from lightspeed.measure.device import synchronizer
 from lightspeed.measure.shape_only import fake_step
 from lightspeed.measure.step import StepSettings
-from lightspeed.measure.torch_internals import real_arguments
 from lightspeed.predict.carry import OpKey
 from lightspeed.workload import Workload
+from lightspeed.workload.torch_internals import real_arguments
 
 # Calls of each op kept for its median, after one untimed call: at least MIN_CALLS, and
 # more, up to MAX_CALLS, until the timed calls add up to MIN_TOTAL_S — a kernel of a few

@@ -39,15 +39,15 @@ from lightspeed.measure.device import require, torch_dtype
 from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.step import PreparedStep, StepSettings, guard, prepare, to_device
 from lightspeed.measure.tensor_walk import tensors_in
-from lightspeed.measure.torch_internals import (
+from lightspeed.measure.workload_timing import prepared_info
+from lightspeed.workload import Workload
+from lightspeed.workload.torch_internals import (
     DATA_DEPENDENT_ERRORS,
     adopt_fake_tensors,
     fake_tensors,
     run_real_kernel,
     without_dispatch_modes,
 )
-from lightspeed.measure.workload_timing import prepared_info
-from lightspeed.workload import Workload
 
 # Ops whose fake kernel returns other shapes or dtypes than the CPU kernel does: the
 # oneDNN LSTM's workspace (its real kernel runs, on zeros).

@@ -20,8 +20,10 @@ from torch import nn
 from lightspeed.errors import ConfigError, did_you_mean
 
 AUTO = "auto"
-# `ops`, or `ops:PATTERN`: recompute op by op (Echo) rather than whole modules.
+# `ops`, or `ops:PATTERN`: recompute op by op (Echo) rather than whole modules; `ops+K`,
+# `ops+K:PATTERN`: and K kinds of product of each too.
 OPS = "ops"
+_OP_LEVEL = re.compile(r"ops(?:\+(?P<products>\d+))?(?::(?P<pattern>.*))?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +39,8 @@ class CheckpointPlan:
     ops: the modules of `modules` recomputed op by op (Echo): the outputs of their
     matrix products, convolutions and attention kept, only the cheap ops between them
     recomputed (`optimize.checkpointing.SAVED_OPS`); each is a segment of its own.
+    products: for each of `ops`, how many kinds of its products are recomputed too
+    (`ops+K`; `optimize.recompute_products`); empty when none is.
     """
 
     modules: tuple[str, ...]
@@ -45,6 +49,7 @@ class CheckpointPlan:
     blocks: int
     reason: str
     ops: tuple[str, ...] = ()
+    products: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         flat = tuple(name for segment in self.segments for name in segment)
@@ -52,6 +57,15 @@ class CheckpointPlan:
             raise ValueError(f"segments {self.segments} must cover modules {self.modules}")
         if not set(self.ops) <= {s[0] for s in self.segments if len(s) == 1}:
             raise ValueError(f"op-level modules {self.ops} must each be a segment of one")
+        if self.products and len(self.products) != len(self.ops):
+            raise ValueError(f"products {self.products} must give one count for each of {self.ops}")
+
+    def products_of(self, module: str) -> int | None:
+        """None when `module` is recomputed whole (or not at all); else how many kinds of
+        its products are recomputed besides its cheap ops (0: op by op, Echo)."""
+        if module not in self.ops:
+            return None
+        return self.products[self.ops.index(module)] if self.products else 0
 
 
 def checkpoint_plan(model: nn.Module, modules: Sequence[str] | str = AUTO) -> CheckpointPlan:
@@ -61,29 +75,59 @@ def checkpoint_plan(model: nn.Module, modules: Sequence[str] | str = AUTO) -> Ch
     A pattern is matched (`fnmatch`) against every submodule's fully-qualified name; a
     module inside another selected one is covered by that ancestor, so `blocks.*` selects
     the direct children of `blocks`. `STACK.I:J` names a segment: blocks I to J − 1 of
-    the `nn.Sequential` STACK, recomputed as one. Raises ConfigError for a pattern that
-    matches no module, a segment of anything but a Sequential's blocks, and `auto` on a
-    model with no container of two or more blocks of one class.
+    the `nn.Sequential` STACK, recomputed as one. `ops` recomputes every block of the
+    stacks `auto` would choose op by op, `ops:PATTERN` the modules PATTERN names;
+    `ops+K` and `ops+K:PATTERN` recompute K kinds of product of each such module too
+    (`optimize.recompute_products`). Raises ConfigError for a pattern that matches no
+    module, a segment of anything but a Sequential's blocks, and `auto` on a model with
+    no container of two or more blocks of one class.
     """
     if isinstance(modules, str) and modules == AUTO:
         return _auto_plan(model)
     patterns = [modules] if isinstance(modules, str) else list(modules)
-    op_level = [p for p in patterns if p == OPS or p.startswith(f"{OPS}:")]
+    op_level = [p for p in patterns if _OP_LEVEL.fullmatch(p)]
     if not op_level:
         return _named_plan(model, patterns)
     return _with_ops(model, [p for p in patterns if p not in op_level], op_level)
 
 
+def op_level_spec(module: str, products: int = 0) -> str:
+    """How `checkpoint` names `module` recomputed op by op with `products` kinds of
+    product recomputed too: "ops:NAME" or "ops+K:NAME"."""
+    return f"{OPS}+{products}:{module}" if products else f"{OPS}:{module}"
+
+
+def parse_op_level(spec: str) -> tuple[int, str | None] | None:
+    """(K, PATTERN) of `ops+K:PATTERN` (K 0 without `+K`; PATTERN None for every block
+    of the stacks `auto` chooses); None when `spec` is not op by op."""
+    found = _OP_LEVEL.fullmatch(spec)
+    if found is None:
+        return None
+    return int(found["products"] or 0), found["pattern"]
+
+
 def _with_ops(model: nn.Module, patterns: list[str], op_level: list[str]) -> CheckpointPlan:
     """The plan of `patterns` (whole modules and segments) and of `op_level` (`ops`: every
-    block of the stacks `auto` would choose; `ops:PATTERN`: the modules PATTERN names),
-    recomputed op by op, each module on its own."""
+    block of the stacks `auto` would choose; `ops:PATTERN`: the modules PATTERN names;
+    `ops+K…`: with K kinds of product recomputed too), recomputed op by op, each module
+    on its own."""
     names: list[str] = []
-    for pattern in op_level:
-        if pattern == OPS:
-            names += [m for segment in _every_block(model) for m in segment]
+    depth: dict[str, int] = {}
+    for spec in op_level:
+        parsed = parse_op_level(spec)
+        assert parsed is not None
+        count, pattern = parsed
+        if pattern is None:
+            named = [m for segment in _every_block(model) for m in segment]
         else:
-            names += _named_plan(model, [pattern.removeprefix(f"{OPS}:")]).modules
+            named = list(_named_plan(model, [pattern]).modules)
+        for name in named:
+            if depth.setdefault(name, count) != count:
+                raise ConfigError(
+                    f"checkpoint: {name!r} is named op by op with {depth[name]} and with"
+                    f" {count} kinds of product recomputed; name it once."
+                )
+        names += named
     whole = _named_plan(model, patterns) if patterns else None
     taken = set(whole.modules) if whole else set()
     clash = [n for n in names if n in taken or any(a in taken for a in _ancestors(n))]
@@ -97,11 +141,17 @@ def _with_ops(model: nn.Module, patterns: list[str], op_level: list[str]) -> Che
     outermost = [n for n in dict.fromkeys(names) if not any(a in chosen for a in _ancestors(n))]
     units = [*(whole.segments if whole else ()), *((n,) for n in outermost)]
     units.sort(key=lambda unit: order[unit[0]])
-    reason = f"{len(outermost)} modules recomputed op by op (Echo)" + (
-        f", and {whole.reason}" if whole else ""
-    )
+    products = tuple(depth[n] for n in outermost)
+    counts = sorted(set(products))
+    reason = f"{len(outermost)} modules recomputed op by op (Echo)"
+    if counts != [0]:
+        what = " or ".join(map(str, counts))
+        reason += f", {what} kinds of product of each recomputed too"
+    reason += f", and {whole.reason}" if whole else ""
     plan = _plan(units, whole.stacks if whole else (), len(units), reason)
-    return dataclasses.replace(plan, ops=tuple(outermost))
+    return dataclasses.replace(
+        plan, ops=tuple(outermost), products=products if any(products) else ()
+    )
 
 
 def _every_block(model: nn.Module) -> list[tuple[str, ...]]:

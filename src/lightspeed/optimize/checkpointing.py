@@ -6,7 +6,9 @@ Source: Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost", with
 Modules named `ops:NAME` are recomputed op by op (Echo: Zheng et al., "Echo: Compiler-based
 GPU Memory Footprint Reduction for LSTM RNN Training", ISCA 2020): the outputs of their
 matrix products, convolutions and attention (`SAVED_OPS`) are kept and only the cheap ops
-between them run again, through PyTorch's selective activation checkpointing.
+between them run again, through PyTorch's selective activation checkpointing. With
+`ops+K:NAME` the K kinds of product that keep the most bytes per FLOP are recomputed too
+(`optimize.recompute_products`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ from lightspeed.optimize.checkpoint_plan import (
     CheckpointPlan,
     checkpoint_plan,
     merges_segments,
+)
+from lightspeed.optimize.recompute_products import (
+    Product,
+    ProductKind,
+    first_kinds,
+    product_kind,
+    region_products,
 )
 from lightspeed.workload import Workload
 
@@ -103,7 +112,8 @@ def checkpoint(workload: Workload, modules: Sequence[str] | str = AUTO) -> Workl
     `torch.utils.checkpoint.checkpoint(use_reentrant=False)`. `modules` is "auto" (the
     ⌈√N⌉ segments of the model's longest stack of repeated blocks), "ops" (every block of
     those stacks recomputed op by op, Echo) or fully-qualified module names, shell-style
-    patterns allowed, `ops:NAME` for one recomputed op by op (see `checkpoint_plan`). The
+    patterns allowed, `ops:NAME` for one recomputed op by op, `ops+K` and `ops+K:NAME`
+    with K kinds of product of each block recomputed too (see `checkpoint_plan`). The
     plan is made when the model is built, so a name that matches nothing raises then.
     Under torch.compile an op-level module's policy is handed to PyTorch's own selective
     checkpointing; a module with BatchNorm-style statistics is refused there.
@@ -145,13 +155,13 @@ def checkpoint_model(model: nn.Module, modules: Sequence[str] | str = AUTO) -> C
     for parent, segments in by_stack.items():
         stack = named[parent]
         stack.forward = _SegmentedStack(stack, segments)
-    op_level = set(plan.ops)
     for name in plan.modules:
         parent = name.rpartition(".")[0]
         # A block of a merged segment checkpoints itself only when its Sequential is not
         # what calls it (a parent looping over the Sequential as over a list).
         stack = named[parent] if parent in by_stack else None
-        named[name].forward = _CheckpointedModule(named[name], stack, name in op_level)
+        products = plan.products_of(name)
+        named[name].forward = _CheckpointedModule(named[name], name, stack, products)
     return plan
 
 
@@ -160,26 +170,65 @@ def is_op_level(module: nn.Module) -> bool:
     return bool(getattr(module.__dict__.get("forward"), "op_level", False))
 
 
+def recomputed_products(module: nn.Module) -> int | None:
+    """None unless `module` is recomputed op by op; else how many kinds of its products
+    are recomputed too (0 for `ops:`, K for `ops+K:`)."""
+    forward = module.__dict__.get("forward")
+    return forward.products if isinstance(forward, _CheckpointedModule) else None
+
+
 class _Checkpointed:
     """Base of the forwards this module installs, so a second application is refused."""
 
 
 class _CheckpointedModule(_Checkpointed):
     """A module's forward run under checkpoint; the module's own forward inside a merged
-    segment of `stack` that is checkpointed already, and when not training."""
+    segment of `stack` that is checkpointed already, and when not training. `products`:
+    None to recompute it whole, K ≥ 0 to recompute it op by op with K kinds of product
+    recomputed too."""
 
-    def __init__(self, module: nn.Module, stack: nn.Module | None, op_level: bool = False) -> None:
+    def __init__(
+        self, module: nn.Module, name: str, stack: nn.Module | None, products: int | None
+    ) -> None:
         # References, not ids, so that a deep copy of the model refers to its own copies.
         self.module = module
+        self.name = name
         self.original: Callable[..., Any] = module.forward
         self.stack = stack
-        self.op_level = op_level
+        self.products = products
+        self.op_level = products is not None
+        # The kinds of product recomputed, by the shapes, dtypes and devices of the inputs.
+        self.kinds: dict[tuple[Any, ...], frozenset[ProductKind]] = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         inside = self.stack is not None and id(self.stack) in _RUNNING_SEGMENT.get()
         if inside or not (self.module.training and torch.is_grad_enabled()):
             return self.original(*args, **kwargs)
-        return _recomputed(self.original, [self.module], *args, op_level=self.op_level, **kwargs)
+        if self.products is None:
+            return _recomputed(self.original, [self.module], *args, **kwargs)
+        kinds = self._recomputed_kinds(args, kwargs) if self.products else frozenset()
+        return _recomputed(self.original, [self.module], *args, op_level=kinds, **kwargs)
+
+    def _recomputed_kinds(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> frozenset[ProductKind]:
+        """The kinds of product this block recomputes on these inputs, found once for
+        each set of input shapes by running its forward on fake tensors."""
+        tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        key = tuple((tuple(t.shape), t.dtype, t.device.type) for t in tensors)
+        if key not in self.kinds:
+            find = self._products
+            if torch.compiler.is_compiling():  # a fake run is not traced: a graph break
+                find = torch.compiler.disable(self._products)
+            assert self.products is not None
+            self.kinds[key] = first_kinds(find(args, kwargs), self.products, self.name)
+        return self.kinds[key]
+
+    def _products(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Product]:
+        # The fake run updates the norms' statistics too: on throwaway copies.
+        norms = [m for m in self.module.modules() if _tracks_running_stats(m)]
+        with _ThrowawayRunningStats(norms):
+            return region_products(self.original, args, kwargs, SAVED_OPS)
 
 
 class _SegmentedStack(_Checkpointed):
@@ -220,24 +269,26 @@ def _recomputed(
     function: Callable[..., Any],
     owners: Sequence[nn.Module],
     *args: Any,
-    op_level: bool = False,
+    op_level: frozenset[ProductKind] | None = None,
     **kwargs: Any,
 ) -> Any:
     """`function(*args, **kwargs)` under non-reentrant checkpoint; the recompute updates
-    copies of the running statistics of the norm layers in `owners`. `op_level`: only the
-    ops that are not `SAVED_OPS` are recomputed (selective activation checkpointing)."""
+    copies of the running statistics of the norm layers in `owners`. `op_level`, when not
+    None: only the ops that are not `SAVED_OPS`, and the calls of those of the kinds it
+    holds, are recomputed (selective activation checkpointing)."""
     norms = [m for owner in owners for m in owner.modules() if _tracks_running_stats(m)]
     recompute = _ThrowawayRunningStats(norms) if norms else None
+    policy = functools.partial(_keep_products, op_level or frozenset())
 
     def contexts() -> tuple[Any, Any]:
-        if not op_level:
+        if op_level is None:
             return contextlib.nullcontext(), recompute or contextlib.nullcontext()
-        forward, again = torch_checkpoint.create_selective_checkpoint_contexts(_keep_products)
+        forward, again = torch_checkpoint.create_selective_checkpoint_contexts(policy)
         # A measurement's observers are not read under torch.compile (a context
         # variable breaks its graph), where no measurement runs.
         observer = None if torch.compiler.is_compiling() else _KEPT.get()
         if observer is not None:  # inside the caching mode: it sees each op first
-            forward = _both(forward, _Kept(observer))
+            forward = _both(forward, _Kept(observer, op_level))
         # The statistics' copies are made outside the selective mode, which would take
         # them for ops of the region that forward never ran.
         return forward, _both(recompute, again) if recompute else again
@@ -256,9 +307,9 @@ def _recomputed(
                 " which the recompute would update a second time under torch.compile;"
                 " checkpoint it without torch.compile, or compile it without checkpoint."
             )
-        if op_level:
+        if op_level is not None:
             kwargs["context_fn"] = functools.partial(
-                torch_checkpoint.create_selective_checkpoint_contexts, _keep_products
+                torch_checkpoint.create_selective_checkpoint_contexts, policy
             )
         return torch_checkpoint.checkpoint(function, *args, use_reentrant=False, **kwargs)
 
@@ -302,26 +353,43 @@ SAVED_OPS = _saved_ops()
 SAVED_OP_NAMES = frozenset(f"aten::{packet.__name__}" for packet in SAVED_OPS)
 
 
-def _keep_products(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
-    """The selective-checkpoint policy of op-level recomputation."""
+def _keeps(recomputed: frozenset[ProductKind], op: Any, args: Any, kwargs: Any) -> bool:
+    """Whether op-level recomputation keeps the output of this call of `op`."""
     packet = getattr(op, "overloadpacket", op)
-    if packet in SAVED_OPS:
+    if packet not in SAVED_OPS:
+        return False
+    return not recomputed or product_kind(op, args, kwargs) not in recomputed
+
+
+def _keep_products(
+    recomputed: frozenset[ProductKind], ctx: Any, op: Any, *args: Any, **kwargs: Any
+) -> Any:
+    """The selective-checkpoint policy of op-level recomputation, with the calls of the
+    kinds of product in `recomputed` recomputed too."""
+    if _keeps(recomputed, op, args, kwargs):
         return torch_checkpoint.CheckpointPolicy.MUST_SAVE
     return torch_checkpoint.CheckpointPolicy.PREFER_RECOMPUTE
 
 
 class _Kept(TorchDispatchMode):
-    """Hands the outputs of `SAVED_OPS` to an observer as the forward makes them."""
+    """Hands the outputs op-level recomputation keeps to an observer as the forward makes
+    them."""
 
-    def __init__(self, observer: Callable[[Sequence[torch.Tensor]], None]) -> None:
+    def __init__(
+        self,
+        observer: Callable[[Sequence[torch.Tensor]], None],
+        recomputed: frozenset[ProductKind],
+    ) -> None:
         super().__init__()
         self.observer = observer
+        self.recomputed = recomputed
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
     ) -> Any:
-        out = func(*args, **(kwargs or {}))
-        if getattr(func, "overloadpacket", None) in SAVED_OPS:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if _keeps(self.recomputed, func, args, kwargs):
             self.observer([t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)])
         return out
 

@@ -96,16 +96,24 @@ def forward_s(profile: Profile, module: str, *, leaving_out: frozenset[str] = fr
     """Seconds of `module`'s forward (and its submodules') in the measured step: its ops'
     times and their share, by count, of the time outside ops, leaving out ops named in
     `leaving_out` ("aten::mm", ...)."""
-    inside = [
+    return ops_s(profile, [op for op in forward_ops(profile, module) if op.name not in leaving_out])
+
+
+def forward_ops(profile: Profile, module: str) -> list[OpRecord]:
+    """The ops of `module`'s forward (and its submodules') in the measured step."""
+    return [
         op
         for op in profile.ops
-        if op.phase is Phase.FORWARD
-        and (op.module == module or op.module.startswith(module + "."))
-        and op.name not in leaving_out
+        if op.phase is Phase.FORWARD and (op.module == module or op.module.startswith(module + "."))
     ]
-    ops_s = sum(op.time_s or 0.0 for op in inside)
+
+
+def ops_s(profile: Profile, ops: Sequence[OpRecord]) -> float:
+    """Seconds of some of the profile's ops: their times, and their share, by count, of
+    the time outside ops."""
     outside = profile.unattributed_s or 0.0
-    return ops_s + (outside * len(inside) / len(profile.ops) if profile.ops else 0.0)
+    share = outside * len(ops) / len(profile.ops) if profile.ops else 0.0
+    return sum(op.time_s or 0.0 for op in ops) + share
 
 
 def carry_over(

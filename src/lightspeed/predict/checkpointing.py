@@ -6,9 +6,12 @@ The step's blocks are those of its stacks of repeated blocks
 For each stack the planner weighs these options: nothing; the first k segments of
 ⌈√N⌉-block segments (k = 1 … ⌈√N⌉); every block covered by segments of s blocks, for
 each s from 1 to N (an `nn.ModuleList`, whose blocks its parent's forward calls, only
-s = 1); and op-level recomputation (Echo, `ops:BLOCK`) of the first k blocks, k = 1 … N:
+s = 1); op-level recomputation (Echo, `ops:BLOCK`) of the first k blocks, k = 1 … N:
 the outputs of their matrix products, convolutions and attention kept, the cheap ops
-between them recomputed. Chen et al.'s √N plan (`checkpoint(workload,
+between them recomputed; and every block op by op with K of its kinds of product
+recomputed too (`ops+K:BLOCK`, `optimize.recompute_products`), K = 1 … the fewest kinds a
+block has, in every block, or in the first half of them and K − 1 in the rest (the
+memory budgets between two depths). Chen et al.'s √N plan (`checkpoint(workload,
 "auto")`) is one of them, so the choice is never worse than it on the figures the planner
 weighs:
 
@@ -25,6 +28,7 @@ weighs:
   checkpoint adds to the block's plain forward and backward), and for a profile measured
   elsewhere it is its forward's ops that are not kept
   (`optimize.checkpointing.SAVED_OP_NAMES`), with their share of the time outside ops.
+  `ops+K:BLOCK` adds to that its K kinds of product as the profile measured them.
 
 Every combination of the stacks' options is weighed when there are at most
 `_MAX_COMBINATIONS`; beyond that each stack keeps only nothing and full coverage. The
@@ -49,9 +53,12 @@ from lightspeed.optimize.checkpoint_plan import (
     OPS,
     checkpoint_plan,
     merges_segments,
+    op_level_spec,
+    parse_op_level,
     repeated_stacks,
 )
 from lightspeed.optimize.checkpointing import SAVED_OP_NAMES, checkpoint
+from lightspeed.optimize.recompute_products import profiled_products, recomputed_products_s
 from lightspeed.predict.carry import forward_s
 from lightspeed.predict.shapes import shape_settings
 from lightspeed.predict.whatif import kernels_here
@@ -136,8 +143,16 @@ def checkpoint_options(profile: Profile, workload: Workload) -> CheckpointOption
         )
     blocks = [block for _, names, _ in stacks for block in names]
     block_s = _block_seconds(profile, workload, blocks)
-    block_s |= _block_seconds(profile, workload, [f"{OPS}:{block}" for block in blocks])
-    per_stack = [_stack_options(stack, names, merges) for stack, names, merges in stacks]
+    block_s |= _block_seconds(profile, workload, [op_level_spec(block) for block in blocks])
+    per_stack = [
+        _stack_options(stack, names, merges, _kinds_of_product(profile, names))
+        for stack, names, merges in stacks
+    ]
+    for stack_options in per_stack:
+        for _, keys in stack_options:
+            for key in keys:
+                if key not in block_s:  # `ops+K:BLOCK`: op by op, and K kinds of product
+                    block_s[key] = _deeper_s(profile, key, block_s)
     if math.prod(len(o) for o in per_stack) > _MAX_COMBINATIONS:
         per_stack = [[options[0], options[-1]] for options in per_stack]
     memory = _Memory(workload, profile)
@@ -209,10 +224,12 @@ def _stacks(model: nn.Module) -> list[tuple[str, list[str], bool]]:
 _StackOption = tuple[tuple[str, ...], tuple[str, ...]]
 
 
-def _stack_options(stack: str, blocks: list[str], merges: bool) -> list[_StackOption]:
+def _stack_options(stack: str, blocks: list[str], merges: bool, kinds: int) -> list[_StackOption]:
     """Nothing, first the partial √N coverings, then full coverings by segment size;
-    full coverage with single blocks last; then op-level recomputation of the first k
-    blocks, for each k."""
+    full coverage with single blocks last; then every block op by op with K of its
+    `kinds` of product recomputed too (K = 1 … kinds), and with K in the first half of
+    the blocks and K − 1 in the rest; then op-level recomputation of the first k
+    blocks, for each k (the last option: every block op by op)."""
     n = len(blocks)
     options: list[_StackOption] = [((), ())]
     if not merges:
@@ -222,10 +239,33 @@ def _stack_options(stack: str, blocks: list[str], merges: bool) -> list[_StackOp
         for k in range(1, math.ceil(n / size)):
             options.append(_segments(stack, blocks, size, k * size))
         options += [_segments(stack, blocks, s, n) for s in range(n, 0, -1)]
+    for products in range(1, kinds + 1):
+        for deeper in sorted({(n + 1) // 2, n}):
+            specs = tuple(
+                op_level_spec(block, products if i < deeper else products - 1)
+                for i, block in enumerate(blocks)
+            )
+            options.append((specs, specs))
     for cover in range(1, n + 1):
-        ops = tuple(f"{OPS}:{block}" for block in blocks[:cover])
+        ops = tuple(op_level_spec(block) for block in blocks[:cover])
         options.append((ops, ops))
     return options
+
+
+def _kinds_of_product(profile: Profile, blocks: list[str]) -> int:
+    """The fewest kinds of product (`optimize.recompute_products`) any of `blocks` has
+    in the profile's forward: how many an `ops+K` option of their stack may recompute."""
+    return min(len(profiled_products(profile, block, SAVED_OP_NAMES)) for block in blocks)
+
+
+def _deeper_s(profile: Profile, spec: str, block_s: dict[str, float]) -> float:
+    """Seconds `ops+K:BLOCK` adds: what `ops:BLOCK` adds, and its K kinds of product."""
+    parsed = parse_op_level(spec)
+    assert parsed is not None
+    products, block = parsed
+    assert block is not None
+    seconds = recomputed_products_s(profile, block, products, SAVED_OP_NAMES)
+    return block_s[op_level_spec(block)] + seconds
 
 
 def _segments(stack: str, blocks: list[str], size: int, cover: int) -> _StackOption:

@@ -143,16 +143,21 @@ def _changed(
 def checkpoint_modules(text: str) -> str | list[str]:
     """What `--checkpoint TEXT` (`predict`'s `checkpoint`) names, as
     `optimize.checkpoint` takes it: "auto" (the √N segment plan), "ops" (every block of
-    those stacks recomputed op by op, Echo), or comma-separated module names, shell-style
-    patterns or `STACK.I:J` segments recomputed whole, then `ops:` and the modules
-    recomputed op by op ("ops:h.0,h.1", "blocks.0:4,ops:blocks.4")."""
+    those stacks recomputed op by op, Echo; "ops+K" with K kinds of product of each
+    recomputed too), or comma-separated module names, shell-style patterns or `STACK.I:J`
+    segments recomputed whole, then `ops:` (or `ops+K:`) and the modules recomputed op by
+    op ("ops:h.0,h.1", "blocks.0:4,ops:blocks.4", "ops+2:h.0,h.1,ops:h.2")."""
+    from lightspeed.optimize.checkpoint_plan import parse_op_level
+
     if text == "auto":
         return "auto"
     names: list[str] = []
-    op_level = False
+    prefix = ""  # after an op-level name, the "ops:" or "ops+K:" the names that follow take
     for name in text.split(","):
-        op_level = op_level or name.startswith("ops:")
-        names.append(name if not op_level or name.startswith("ops:") else f"ops:{name}")
+        parsed = parse_op_level(name)
+        if parsed is not None and parsed[1] is not None:
+            prefix = name[: len(name) - len(parsed[1])]
+        names.append(name if parsed is not None or not prefix else f"{prefix}{name}")
     return names
 
 
@@ -223,6 +228,7 @@ def _checkpoint_hooks(
     not fit here)."""
     from lightspeed.measure.checkpoint_cost import checkpoint_costs
     from lightspeed.optimize.checkpointing import SAVED_OP_NAMES
+    from lightspeed.optimize.recompute_products import recomputed_products_s
 
     if not (time_kernels and kernels_here(profile)):
         return 0.0, (), (f"{_HOOKS_LEFT_OUT}: it is timed only where the profile was measured",)
@@ -241,13 +247,15 @@ def _checkpoint_hooks(
         costs = checkpoint_costs(changed, settings)
     except OutOfMemoryError as exc:
         return 0.0, (), (f"{_HOOKS_LEFT_OUT}: the changed step does not fit here ({exc})",)
-    # An op-level region recomputes only its cheap ops, which the changed step's ops
-    # count already: its own work is all it adds, less those ops as measured.
+    # An op-level region recomputes only its cheap ops (and, `ops+K`, K kinds of its
+    # products), which the changed step's ops count already: its own work is all it
+    # adds, less those ops as measured.
     seconds = costs.seconds + sum(
         max(
             costs.added_by_module.get(m, 0.0)
             - costs.by_module.get(m, 0.0)
-            - forward_s(profile, m, leaving_out=SAVED_OP_NAMES),
+            - forward_s(profile, m, leaving_out=SAVED_OP_NAMES)
+            - recomputed_products_s(profile, m, costs.products.get(m, 0), SAVED_OP_NAMES),
             0.0,
         )
         for m in costs.op_level

@@ -37,7 +37,7 @@ from torch._ops import OpOverload, OpOverloadPacket
 
 from lightspeed.measure.costs.flop_registry import aten
 from lightspeed.measure.tensor_walk import tensors_in
-from lightspeed.measure.torch_internals import (
+from lightspeed.workload.torch_internals import (
     storage_identity,
     written_arguments,
 )

@@ -27,7 +27,7 @@ import torch
 from torch._ops import OpOverload
 
 from lightspeed.measure.costs.flop_registry import ShapeArgs, aten, numel, register_flops
-from lightspeed.measure.torch_internals import bind_arguments
+from lightspeed.workload.torch_internals import bind_arguments
 
 
 def attention_forward_flops(query: torch.Size, key_length: int, qk_dim: int, v_dim: int) -> int:

@@ -43,7 +43,7 @@ from lightspeed.measure.costs import (
 from lightspeed.measure.costs.bytes_moved import bytes_moved
 from lightspeed.measure.costs.flop_registry import flop_rule
 from lightspeed.measure.costs.flops_attention import attention_causal
-from lightspeed.measure.torch_internals import bind_arguments, is_view, torch_flop_formula
+from lightspeed.workload.torch_internals import bind_arguments, is_view, torch_flop_formula
 
 __all__ = ["OpCost", "attention_causal", "is_metadata_only", "known_flops", "op_cost"]
 

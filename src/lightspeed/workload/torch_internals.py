@@ -1,4 +1,5 @@
-"""The private PyTorch APIs the cost model needs, in one place; pinned against torch 2.13.
+"""The private PyTorch APIs the cost model and op-level recomputation need, in one place
+(below `optimize` and `measure`, which both use it); pinned against torch 2.13.
 
 Everything here reads something torch does not promise to keep: an operator's schema
 (`OpOverload._schema`, its `Argument.alias_info` / `is_out`), `OpOverload.is_view`, a
