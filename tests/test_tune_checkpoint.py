@@ -15,7 +15,7 @@ from lightspeed.facts.profile import Profile
 from lightspeed.facts.tuning import CandidateKind, Equivalence, Verdict
 from lightspeed.report.profile_json import load_profile
 from lightspeed.report.render_terminal import render_text
-from lightspeed.report.tune_report import tune_document
+from lightspeed.report.tune_report import plan_kind, tune_document
 from lightspeed.workflows import tune as tune_module
 from lightspeed.workflows.profile import profile_shapes
 from lightspeed.workflows.tune import tune
@@ -43,6 +43,12 @@ def test_the_modules_named_resolve_as_predict_reads_them() -> None:
     assert named("blocks.*") == ("blocks.0", "blocks.1", "blocks.2", "blocks.3")
     assert named("blocks.3,stem") == ("stem", "blocks.3")  # in model order
     assert named("blocks.1:3,head") == ("blocks.1:3", "head")
+    assert named("stem,ops+1:blocks.[01],ops:blocks.2") == (
+        "stem",
+        "ops+1:blocks.0",
+        "ops+1:blocks.1",
+        "ops:blocks.2",
+    )
     looped = tune_module.checkpointed_modules(convnet_workload("modulelist"), "auto")
     assert looped == ("blocks.0", "blocks.1", "blocks.2", "blocks.3")
     # A model that is itself the stack: no STACK.I:J names its segments.
@@ -133,3 +139,8 @@ def test_the_planners_options_are_reported(
     assert len(doc.data["checkpoint_plans"]) == len(plans)
     html = render_html(render_json.render(doc))
     assert "Checkpoint plans weighed" in html and "ops:blocks.0" in html
+    # Blocks with their convolution recomputed too, a kind of their own in the table.
+    deeper = next(p for p in plans if p.modules and p.modules[-1] == "ops+1:blocks.3")
+    assert plan_kind(deeper.modules) == "ops + products" and "ops + products" in text
+    assert plan_kind(("stem", "ops+1:blocks.3")) == "whole + ops + products"
+    assert plan_kind(("stem", "ops:blocks.3")) == "whole + ops"

@@ -47,11 +47,12 @@ def predict_command(
     checkpoint: str | None = typer.Option(
         None,
         "--checkpoint",
-        metavar="auto|ops[:MODULES]|MODULES",
+        metavar="auto|ops[+K][:MODULES]|MODULES",
         help="Predict activation checkpointing: 'auto' (the √N segment plan), 'ops' (every"
         " block of those stacks recomputed op by op: products, convolutions and attention"
-        " kept, the cheap ops between them recomputed; 'ops:MODULES' for named modules),"
-        " or module names or patterns, comma-separated (blocks.*).",
+        " kept, the cheap ops between them recomputed; 'ops:MODULES' for named modules;"
+        " 'ops+K' with each block's K kinds of product that keep the most bytes per FLOP"
+        " recomputed too), or module names or patterns, comma-separated (blocks.*).",
     ),
     hardware: str | None = typer.Option(
         None,

@@ -48,9 +48,10 @@ def tune_command(
     checkpoint: str | None = typer.Option(
         None,
         "--checkpoint",
-        metavar="auto|ops[:MODULES]|MODULES",
+        metavar="auto|ops[+K][:MODULES]|MODULES",
         help="The modules the checkpoint candidate wraps, as predict --checkpoint takes them:"
-        " 'auto' (the √N segment plan), 'ops' or 'ops:MODULES' (recomputed op by op), or"
+        " 'auto' (the √N segment plan), 'ops' or 'ops:MODULES' (recomputed op by op;"
+        " 'ops+K' with K kinds of product of each block recomputed too), or"
         " module names or patterns, comma-separated (blocks.*); by default the planner"
         " chooses them (to fit --memory-budget, or to halve the activations kept).",
     ),

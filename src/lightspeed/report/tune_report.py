@@ -7,6 +7,7 @@ The column headings, captions and titles are the HTML report's too
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 from lightspeed.document import (
@@ -129,7 +130,8 @@ PLANS_CAPTION = (
     "every option the planner weighed for the checkpoint candidate: peak and activations"
     " kept from the step run on fake tensors, recompute time"
     " from the profile and checkpoint's own work timed here; whole: blocks or segments"
-    " recomputed whole; ops: op by op, products, convolutions and attention kept"
+    " recomputed whole; ops: op by op, products, convolutions and attention kept;"
+    " ops + products: op by op, with some kinds of product recomputed too (ops+K)"
 )
 
 
@@ -148,11 +150,18 @@ def plans_table(plans: list[dict[str, Any]]) -> Table:
 
 
 def plan_kind(modules: list[str] | tuple[str, ...]) -> str:
-    """How a plan recomputes: nothing, whole, ops, or both."""
-    ops = sum(1 for m in modules if m.startswith("ops:"))
+    """How a plan recomputes: nothing, whole, ops, or both; "ops + products" where some
+    op-level modules recompute products too (`ops+K:`)."""
     if not modules:
         return "nothing"
-    return "ops" if ops == len(modules) else "whole" if not ops else "whole + ops"
+    found = [_OP_LEVEL.match(m) for m in modules]
+    ops = sum(1 for f in found if f)
+    how = "ops" if ops == len(modules) else "whole" if not ops else "whole + ops"
+    return how.replace("ops", "ops + products") if any(f and f[1] for f in found) else how
+
+
+# `ops:NAME` or `ops+K:NAME`: a module recomputed op by op (K kinds of product too).
+_OP_LEVEL = re.compile(r"ops(\+\d+)?:")
 
 
 def plan_cells(plan: dict[str, Any]) -> tuple[Value | str, ...]:

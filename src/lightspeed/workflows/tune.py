@@ -53,7 +53,12 @@ from lightspeed.facts.tuning import (
 )
 from lightspeed.measure.equivalence import gradients_match, loss_curves_match
 from lightspeed.measure.shape_only import profile_shape_only
-from lightspeed.optimize.checkpoint_plan import checkpoint_plan, merges_segments
+from lightspeed.optimize.checkpoint_plan import (
+    checkpoint_plan,
+    merges_segments,
+    op_level_spec,
+    parse_op_level,
+)
 from lightspeed.optimize.checkpointing import checkpoint
 from lightspeed.optimize.encodings import gist
 from lightspeed.optimize.padding import padding_suggestions
@@ -190,7 +195,8 @@ def checkpointed_modules(workload: Workload, text: str) -> tuple[str, ...]:
     """The modules `text` (what `lightspeed predict --checkpoint` takes: "auto", "ops",
     "ops:MODULES" or comma-separated names, patterns and STACK.I:J segments) has
     `optimize.checkpoint` wrap in `workload`'s model, written out: module names,
-    `ops:NAME` for a module recomputed op by op, and STACK.I:J for a run of a
+    `ops:NAME` for a module recomputed op by op (`ops+K:NAME` with K kinds of product
+    recomputed too), and STACK.I:J for a run of a
     Sequential's blocks recomputed as one (a model that is itself the Sequential has its
     blocks named one by one), in model order. Raises ConfigError where
     `text` names no module (or `auto` finds no stack of blocks)."""
@@ -201,7 +207,7 @@ def checkpointed_modules(workload: Workload, text: str) -> tuple[str, ...]:
     op_level = set(plan.ops)
     for segment in plan.segments:
         if segment[0] in op_level:
-            found.append(f"ops:{segment[0]}")
+            found.append(op_level_spec(segment[0], plan.products_of(segment[0]) or 0))
             continue
         stack, _, first = segment[0].rpartition(".")
         # STACK.I:J cannot name the model itself (""): its blocks are named one by one.
@@ -423,7 +429,7 @@ def _checkpoint(
         raise ConfigError("the step fits the budget as it is: nothing to checkpoint.")
     changed = checkpoint(workload, modules)
     # Whole modules first: after `ops:`, `--checkpoint` reads every name as op by op.
-    text = ",".join(sorted(modules, key=lambda m: m.startswith("ops:")))
+    text = ",".join(sorted(modules, key=lambda m: parse_op_level(m) is not None))
     predicted = predict(baseline, workload=workload, checkpoint=text)
     return [
         _Trial(
