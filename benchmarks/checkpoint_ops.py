@@ -37,7 +37,7 @@ MB = 2**20
 
 
 def is_op_level(option: CheckpointOption) -> bool:
-    return any(m.startswith("ops:") for m in option.modules)
+    return any(m.startswith("ops") for m in option.modules)
 
 
 def name(option: CheckpointOption) -> str:

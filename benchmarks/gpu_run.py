@@ -21,8 +21,10 @@ back:
 6. `checkpoint-ops`: `benchmarks/checkpoint_ops.py --device cuda`, the checkpoint plans
    with and without op-level recomputation, peaks predicted and measured;
 7. `mincut`: `benchmarks/recompute_vs_compile.py --device cuda`, per model: the min-cut
-   partitioner's memory budgets and the op-level policy, all compiled by Inductor, timed
-   in turns, with each step's allocator peak;
+   partitioner's memory budgets and the op-level policies (op by op, and with products
+   recomputed too), all compiled by Inductor, timed in turns, with each step's allocator
+   peak; then `table`, the transformer encoder's kept bytes and recomputed FLOPs of the
+   same variants on the GPU;
 8. `calibrate`: `lightspeed hw calibrate --device cuda --json` (matmul peaks in bf16,
    fp16, TF32 and fp32; memory bandwidth);
 9. `ddp`: `benchmarks/predict_data_parallel.py`, 2 processes over gloo on the CPU,
@@ -59,8 +61,18 @@ WORKLOADS = ("gpt2-small", "bert-base", "resnet50")
 DRY_WORKLOADS = ("mlp-tiny",)
 CPU_ORDER = {"resnet50": 0, "bert-base": 1, "gpt2-small": 2}
 # The memory budgets `mincut` times beside the op-level policy, per model: the least
-# memory with nothing recomputed (0.8), and budgets that recompute attention.
-MINCUT_BUDGETS = {"transformer-encoder": "0.8,0.6,0.5,0.3", "gpt2-small": "0.8,0.5"}
+# memory with nothing recomputed (0.8), and budgets that recompute attention; and the
+# op-level plans with products recomputed too (`ops+K`) it times beside them.
+MINCUT_BUDGETS = {"transformer-encoder": "0.8,0.5,0.3", "gpt2-small": "0.8,0.5"}
+MINCUT_DEEPER = {
+    "transformer-encoder": (
+        "ops+1:encoder.layers.[0-2],ops:encoder.layers.[3-5]",
+        "ops+1:encoder.layers.[0-3],ops:encoder.layers.[45]",
+        "ops+1",
+        "ops+2:encoder.layers.[01],ops+1:encoder.layers.[2-5]",
+    ),
+    "gpt2-small": (),
+}
 CUDA_TEST_FILES = (
     "tests/test_cuda.py",
     "tests/measure/test_memory.py",
@@ -152,11 +164,20 @@ def plan(work: Path, *, dry_run: bool) -> list[Step]:
                     f"mincut-{model}",
                     [py, str(HERE / "recompute_vs_compile.py"), "--device", "cuda",
                      "--models", model, "--no-table", "--interleave", "--budgets", budgets,
-                     "--rounds", "20"],
-                    200,
+                     "--rounds", "20", "--ops", *MINCUT_DEEPER[model]],
+                    300,
                     "base",
                 )
                 for model, budgets in MINCUT_BUDGETS.items()
+            ),
+            Step(
+                "table-transformer-encoder",
+                [py, str(HERE / "recompute_vs_compile.py"), "--device", "cuda",
+                 "--models", "transformer-encoder", "--table-budgets",
+                 MINCUT_BUDGETS["transformer-encoder"],
+                 "--ops", *MINCUT_DEEPER["transformer-encoder"]],
+                200,
+                "base",
             ),
             Step(
                 "calibrate",

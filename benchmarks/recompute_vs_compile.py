@@ -40,11 +40,12 @@ import argparse
 import contextlib
 import dataclasses
 import functools
+import math
 import platform
 import statistics
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -58,7 +59,8 @@ from lightspeed.measure.device import synchronizer
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
 from lightspeed.measure.tensor_walk import tensors_in
-from lightspeed.optimize.checkpointing import checkpoint
+from lightspeed.optimize.checkpointing import checkpoint, recomputed_products
+from lightspeed.predict.whatif import checkpoint_modules
 from lightspeed.suite import get
 from lightspeed.workload import Workload
 
@@ -83,7 +85,8 @@ class ProductFlops(TorchDispatchMode):
     (`_scaled_dot_product_flash_attention_for_cpu`), which a partitioner may recompute."""
 
     # A partitioned graph runs a recomputed random op (attention with dropout) inside
-    # run_and_save_rng_state or run_with_rng_state: the op inside is counted.
+    # run_and_save_rng_state or run_with_rng_state (graphsafe_run_with_rng_state on a
+    # GPU): the op inside is counted.
     supports_higher_order_operators = True
 
     def __init__(self) -> None:
@@ -98,6 +101,9 @@ class ProductFlops(TorchDispatchMode):
             self._count(args[0], args[1:], kwargs, out[1])
         elif name == "run_with_rng_state":
             self._count(args[1], args[2:], kwargs, out)
+        elif name == "graphsafe_run_with_rng_state":  # on a GPU
+            rest = {key: value for key, value in kwargs.items() if key != "rng_state"}
+            self._count(args[0], args[1:], rest, out)
         else:
             self._count(func, args, kwargs, out)
         return out
@@ -176,11 +182,12 @@ def partitioned_backend(
             # The forward's own inputs (parameters, the batch) are not activations.
             forward_input = node.name.startswith(("tangents", "primals"))
             if node.op == "placeholder" and not forward_input and isinstance(value, torch.Tensor):
-                size = value.numel() * value.element_size()
+                shape = concrete(value.shape)
+                size = math.prod(shape) * value.element_size()
                 saved += size
                 if saved_by_kind is not None:
                     kind = "".join(c for c in node.name if not c.isdigit()).rstrip("_")
-                    key = (kind, tuple(value.shape), str(value.dtype).removeprefix("torch."))
+                    key = (kind, shape, str(value.dtype).removeprefix("torch."))
                     saved_by_kind[key] = saved_by_kind.get(key, 0) + size
         kept.append(saved)
         return counted(gm, inputs)
@@ -190,6 +197,12 @@ def partitioned_backend(
         bw_compiler=backward,
         partition_fn=functools.partial(min_cut_rematerialization_partition, compiler="inductor"),
     )
+
+
+def concrete(shape: torch.Size) -> tuple[int, ...]:
+    """A shape in ints: a symbolic size (a recomputed random op's saved RNG state, whose
+    length the partitioner leaves symbolic) at the value it was traced with."""
+    return tuple(d.node.hint if isinstance(d, torch.SymInt) else int(d) for d in shape)
 
 
 def compiled_loss(prepared: Any, backend: Any, reset: bool = True, tag: str = "") -> None:
@@ -203,6 +216,14 @@ def compiled_loss(prepared: Any, backend: Any, reset: bool = True, tag: str = ""
         loss = distinct(loss, tag)
     loss = torch.compile(loss, backend=backend)
     prepared.workload = dataclasses.replace(prepared.workload, loss=loss)
+
+
+def found_eagerly(prepared: PreparedStep) -> None:
+    """One eager step of a model with blocks that recompute products too (`ops+K`): each
+    finds its products on fake tensors, which torch.compile would not trace (a graph
+    break at every block)."""
+    if any(recomputed_products(m) for m in prepared.model.modules()):
+        prepared.step()
 
 
 def distinct(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:
@@ -231,6 +252,7 @@ def compiled_figures(
     flops: list[int] = []
     torch.manual_seed(0)
     prepared = prepare(workload, settings)
+    found_eagerly(prepared)
     with memory_budget(budget):
         compiled_loss(prepared, partitioned_backend(kept, flops, saved_by_kind))
         torch._dynamo.utils.counters.clear()
@@ -274,6 +296,7 @@ def interleaved(
         for label, (workload, budget) in variants.items():
             torch.manual_seed(0)
             prepared[label] = prepare(workload, settings)
+            found_eagerly(prepared[label])
             with memory_budget(budget):  # read as the step compiles
                 compiled_loss(prepared[label], "inductor", reset=False, tag=str(len(prepared)))
                 prepared[label].step()
@@ -393,6 +416,20 @@ def main() -> None:
         help="also list where the partitioner at BUDGET and the op-level policy save"
         " different tensors",
     )
+    parser.add_argument(
+        "--ops",
+        nargs="*",
+        default=[],
+        metavar="PLAN",
+        help="op-level plans with products recomputed too, as --checkpoint takes them"
+        " ('ops+2', 'ops+2:encoder.layers.[01],ops+1:encoder.layers.[2-5]'): each in the"
+        " table and, with --interleave, timed in turns with the budgets",
+    )
+    parser.add_argument(
+        "--table-budgets",
+        default=",".join(map(str, BUDGETS)),
+        help="the budgets the table gives (comma-separated)",
+    )
     parser.add_argument("--device", default="cpu", choices=[d.value for d in Device])
     parser.add_argument(
         "--no-table",
@@ -410,10 +447,16 @@ def main() -> None:
         base = workload_of(name, batch)
         print(f"\n### {name}, batch {base.batch_size}\n")
         if not args.no_table:
-            table(base, whole, ops, settings, args.saved)
+            budgets = tuple(float(b) for b in args.table_budgets.split(","))
+            table(base, whole, ops, settings, args.saved, args.ops, budgets)
         if args.interleave:
             variants = {f"budget {b}": (base, float(b)) for b in args.budgets.split(",")}
             variants["op-level policy"] = (checkpoint(base, ops), 1.0)
+            for text in args.ops:
+                variants[f"op-level policy: {text}"] = (
+                    checkpoint(base, checkpoint_modules(text)),
+                    1.0,
+                )
             found = interleaved(variants, args.rounds, settings)
             print(
                 f"\n| compiled by Inductor, in turns ({args.rounds} rounds) | step"
@@ -449,18 +492,28 @@ def table(
     ops: str | list[str],
     settings: StepSettings,
     saved: float | None,
+    deeper: Sequence[str] = (),
+    budgets: tuple[float, ...] = BUDGETS,
 ) -> None:
     """Print each variant's kept bytes, recomputed FLOPs and (eager) peak, and with
-    `saved` where the partitioner at that budget and the op-level policy differ."""
+    `saved` where the partitioner at that budget and the op-level policy differ.
+    `deeper`: op-level plans with products recomputed too (`ops+K`), as `--checkpoint`
+    writes them, each given eager and compiled."""
     print("| variant | kept | recomputed | peak (eager) |")
     print("|---|---|---|---|")
     plain_kept, plain_peak, plain_flops = eager_figures(base, settings)
     rows: list[tuple[str, int, float, int | None]] = [("eager, plain", plain_kept, 0.0, plain_peak)]
-    for label, modules in ((f"eager, whole: {whole}", whole), (f"eager, op by op: {ops}", ops)):
+    eager = [(f"eager, whole: {whole}", whole), (f"eager, op by op: {ops}", ops)]
+    eager += [(f"eager, op by op: {text}", checkpoint_modules(text)) for text in deeper]
+    for label, modules in eager:
         kept, peak, flops = eager_figures(checkpoint(base, modules), settings)
         rows.append((label, kept, flops - plain_flops, peak))
-    compiled = [(f"compiled, min-cut, budget {budget}", base, budget) for budget in BUDGETS]
+    compiled = [(f"compiled, min-cut, budget {budget}", base, budget) for budget in budgets]
     compiled.append(("compiled, min-cut, op by op", checkpoint(base, ops), 1.0))
+    compiled += [
+        (f"compiled, min-cut, op by op: {text}", checkpoint(base, checkpoint_modules(text)), 1.0)
+        for text in deeper
+    ]
     broken = False
     for label, workload, budget in compiled:
         found = compiled_figures(workload, budget, settings)

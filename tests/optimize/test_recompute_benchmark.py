@@ -48,3 +48,24 @@ def test_distinct_compiles_each_variant_apart() -> None:
 def test_distinct_calls_the_function() -> None:
     model, x = torch.nn.Linear(3, 4), torch.ones(2, 3)
     assert torch.equal(recompute_vs_compile.distinct(_loss, "a")(model, x), _loss(model, x))
+
+
+def test_a_compiled_plan_recomputing_products_is_measured_in_whole_bytes() -> None:
+    """With every kind of product recomputed (the attention too, whose RNG state the
+    partitioner saves with a symbolic length), the compiled graphs keep fewer bytes, a
+    whole number, and run more FLOPs than op by op alone."""
+    from lightspeed.measure.step import StepSettings
+    from lightspeed.optimize.checkpointing import checkpoint
+
+    workload = recompute_vs_compile.workload_of("transformer-encoder-tiny", 2)
+    figures = {}
+    for plan in ("ops", "ops+5"):
+        found = recompute_vs_compile.compiled_figures(
+            checkpoint(workload, plan), 1.0, StepSettings()
+        )
+        assert found is not None
+        figures[plan] = found
+    (kept, flops), (deeper_kept, deeper_flops) = figures["ops"], figures["ops+5"]
+    assert isinstance(deeper_kept, int) and 0 < deeper_kept < kept
+    assert deeper_flops > flops
+    torch._dynamo.reset()
