@@ -369,15 +369,17 @@ def test_op_level_plans() -> None:
         checkpoint_plan(model, "ops:nothing")
 
 
-def test_op_level_recompute_compiles_in_one_graph() -> None:
+@pytest.mark.parametrize("plan", ["ops", "ops+1"])
+def test_op_level_recompute_compiles_in_one_graph(plan: str) -> None:
     """Under torch.compile the policy is handed to PyTorch's own selective checkpointing
-    (no graph break), and the step's gradients are the eager step's."""
+    (no graph break), and the step's gradients are the eager step's. With products
+    recomputed too (`ops+1`), a block's products are found by a run on fake tensors,
+    which torch.compile does not trace: found by an eager step first."""
     torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
     torch.manual_seed(0)
     plain = stack_of(3, nn.ModuleList)
     model = copy.deepcopy(plain)
-    checkpoint_model(model, "ops")
+    checkpoint_model(model, plan)
 
     def loss(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
         for block in m.blocks:
@@ -385,6 +387,10 @@ def test_op_level_recompute_compiles_in_one_graph() -> None:
         return x.square().sum()
 
     x = torch.randn(5, 4)
+    if plan != "ops":
+        loss(model, x).backward()  # eager: the products found
+        model.zero_grad()
+    torch._dynamo.utils.counters.clear()
     loss(plain, x).backward()
     torch.compile(loss, backend="aot_eager")(model, x).backward()
     assert not torch._dynamo.utils.counters["graph_break"]
@@ -480,30 +486,3 @@ def test_ops_with_products_plans_and_their_errors() -> None:
     checkpoint_model(model, "ops+2")
     with pytest.raises(ConfigError, match=r"ops\+2 asks 'blocks.0' to recompute 2 .* it has 1"):
         model.blocks[0](torch.randn(5, 4))
-
-
-def test_ops_with_products_compiles_in_one_graph_once_its_products_are_found() -> None:
-    """A block's products are found by a run on fake tensors, which torch.compile does
-    not trace: found by an eager step first, the compiled step has no graph break, and
-    its gradients are the eager step's."""
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    plain = stack_of(3, nn.ModuleList)
-    model = copy.deepcopy(plain)
-    checkpoint_model(model, "ops+1")
-
-    def loss(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        for block in m.blocks:
-            x = torch.nn.functional.gelu(block(x))
-        return x.square().sum()
-
-    x = torch.randn(5, 4)
-    loss(model, x).backward()  # eager: the products found
-    model.zero_grad()
-    torch._dynamo.utils.counters.clear()
-    loss(plain, x).backward()
-    torch.compile(loss, backend="aot_eager")(model, x).backward()
-    assert not torch._dynamo.utils.counters["graph_break"]
-    for p, q in zip(plain.parameters(), model.parameters(), strict=True):
-        torch.testing.assert_close(q.grad, p.grad)
-    torch._dynamo.reset()
