@@ -71,7 +71,7 @@ MINCUT_DEEPER = {
         "ops+1",
         "ops+2:encoder.layers.[01],ops+1:encoder.layers.[2-5]",
     ),
-    "gpt2-small": (),
+    "gpt2-small": ("ops+1", "ops+2"),
 }
 CUDA_TEST_FILES = (
     "tests/test_cuda.py",
