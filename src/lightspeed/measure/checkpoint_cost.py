@@ -40,17 +40,21 @@ class RegionCosts:
     the `regions` it entered; `by_module`, each region's, by the name of the (first)
     module it runs; `added_by_module`, all a region adds to its plain forward and backward,
     its recompute included (what an op-level region costs: it recomputes part of its
-    forward, which no profile's op says); `op_level`, the modules of the regions
-    recomputed op by op, whose figure in `by_module` and `seconds` is that of a whole
-    recompute (0, or near it); `products`, how many kinds of product each of those
-    recomputes too (`ops+K`)."""
+    forward, which no profile's op says); `products`, by module, the regions recomputed
+    op by op (`op_level`), whose figure in `by_module` and `seconds` is that of a whole
+    recompute (0, or near it), and how many kinds of product each recomputes too
+    (`ops+K`)."""
 
     regions: int
     seconds: float
     by_module: dict[str, float] = dataclasses.field(default_factory=dict)
     added_by_module: dict[str, float] = dataclasses.field(default_factory=dict)
-    op_level: frozenset[str] = frozenset()
     products: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def op_level(self) -> frozenset[str]:
+        """The modules of the regions recomputed op by op."""
+        return frozenset(self.products)
 
 
 def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCosts:
@@ -92,7 +96,6 @@ def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCo
         seconds=sum(cost for _, cost, _ in costs),
         by_module=by_module,
         added_by_module=added_by_module,
-        op_level=frozenset(op_level),
         products=op_level,
     )
 

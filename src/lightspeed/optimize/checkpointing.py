@@ -165,11 +165,6 @@ def checkpoint_model(model: nn.Module, modules: Sequence[str] | str = AUTO) -> C
     return plan
 
 
-def is_op_level(module: nn.Module) -> bool:
-    """Whether `module` is recomputed op by op (`ops:` in `checkpoint`)."""
-    return bool(getattr(module.__dict__.get("forward"), "op_level", False))
-
-
 def recomputed_products(module: nn.Module) -> int | None:
     """None unless `module` is recomputed op by op; else how many kinds of its products
     are recomputed too (0 for `ops:`, K for `ops+K:`)."""
@@ -196,7 +191,6 @@ class _CheckpointedModule(_Checkpointed):
         self.original: Callable[..., Any] = module.forward
         self.stack = stack
         self.products = products
-        self.op_level = products is not None
         # The kinds of product recomputed, by the shapes, dtypes and devices of the inputs.
         self.kinds: dict[tuple[Any, ...], frozenset[ProductKind]] = {}
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -71,12 +73,12 @@ def flops_of(kind: ProductKind, output_shape: Sequence[int]) -> int:
     op = name.removeprefix("aten::")
     first = 1 if op in ("addmm", "_addmm_activation", "baddbmm") else 0
     if op in _CONVOLUTIONS and len(shapes) > 1:
-        depth = _numel(shapes[1][1:])
+        depth = math.prod(shapes[1][1:])
     elif op in _PRODUCTS and len(shapes) > first and shapes[first]:
         depth = shapes[first][-1]
     else:
         return 0
-    return 2 * depth * _numel(output_shape)
+    return 2 * depth * math.prod(output_shape)
 
 
 _PRODUCTS = frozenset({"mm", "addmm", "_addmm_activation", "bmm", "baddbmm", "_scaled_mm"})
@@ -105,12 +107,18 @@ def recompute_order(products: Iterable[Product]) -> list[ProductKind]:
 def first_kinds(products: Sequence[Product], count: int, where: str) -> frozenset[ProductKind]:
     """The first `count` kinds of `recompute_order(products)`. Raises ConfigError when
     the block `where` has fewer."""
-    if count > len(products):
+    _check_count(count, len(products), where)
+    return frozenset(recompute_order(products)[:count])
+
+
+def _check_count(count: int, kinds: int, where: str) -> None:
+    """Raise ConfigError when `ops+count` asks more kinds of product than the block
+    `where` has."""
+    if count > kinds:
         raise ConfigError(
             f"checkpoint: ops+{count} asks {where!r} to recompute {count} kinds of product,"
-            f" and it has {len(products)}; give at most ops+{len(products)}."
+            f" and it has {kinds}; give at most ops+{kinds}."
         )
-    return frozenset(recompute_order(products)[:count])
 
 
 def products_in(ops: Iterable[OpRecord], names: frozenset[str]) -> list[Product]:
@@ -122,7 +130,7 @@ def products_in(ops: Iterable[OpRecord], names: frozenset[str]) -> list[Product]
             continue
         kind = kind_of(op)
         size = sum(
-            _numel(shape) * getattr(torch, dtype).itemsize
+            math.prod(shape) * getattr(torch, dtype).itemsize
             for shape, dtype in zip(op.output_shapes, op.output_dtypes, strict=True)
         )
         flops = flops_of(kind, op.output_shapes[0]) if op.output_shapes else 0
@@ -130,22 +138,31 @@ def products_in(ops: Iterable[OpRecord], names: frozenset[str]) -> list[Product]
     return list(found.values())
 
 
-def profiled_products(profile: Profile, module: str, names: frozenset[str]) -> list[Product]:
-    """The products whose op is in `names` that `module`'s forward (and its submodules')
-    calls in the profile's step, one per kind."""
-    return products_in(forward_ops(profile, module), names)
+def products_seconds(profile: Profile, module: str, names: frozenset[str]) -> list[float]:
+    """Seconds `ops+K:module` recomputes in products, for K = 0, 1, … up to the kinds of
+    product (ops in `names`) its forward calls in the profile's step: the first K kinds'
+    ops and their share of the time outside ops by count."""
+    ops = forward_ops(profile, module)
+    by_kind: dict[ProductKind, list[OpRecord]] = defaultdict(list)
+    for op in ops:
+        by_kind[kind_of(op)].append(op)
+    seconds = [0.0]
+    for kind in recompute_order(products_in(ops, names)):
+        seconds.append(seconds[-1] + ops_s(profile, by_kind[kind]))
+    return seconds
 
 
 def recomputed_products_s(
     profile: Profile, module: str, products: int, names: frozenset[str]
 ) -> float:
     """Seconds the first `products` kinds of `module`'s products (those whose op is in
-    `names`) take in the profile's forward, as `ops+K:module` recomputes them: their ops,
-    and their share of the time outside ops by count."""
+    `names`) take in the profile's forward, as `ops+K:module` recomputes them
+    (`products_seconds`)."""
     if not products:
         return 0.0
-    kinds = first_kinds(profiled_products(profile, module, names), products, module)
-    return ops_s(profile, [op for op in forward_ops(profile, module) if kind_of(op) in kinds])
+    seconds = products_seconds(profile, module, names)
+    _check_count(products, len(seconds) - 1, module)
+    return seconds[products]
 
 
 def region_products(
@@ -183,7 +200,7 @@ class _Recorder(TorchDispatchMode):
             size = sum(t.numel() * t.element_size() for t in outputs)
             kind = product_kind(func, args, kwargs)
             flops = flops_of(kind, outputs[0].shape) if outputs else 0
-            random = torch.Tag.nondeterministic_seeded in func.tags
+            random = _draws_random(func._schema.name)
             _add(self.found, Product(kind, size, flops, self.calls, random))
         self.calls += 1
         return out
@@ -218,10 +235,3 @@ def _draws_random(name: str) -> bool:
 def _tensors(value: Any) -> list[torch.Tensor]:
     """The tensors in an op's arguments or outputs, in order (as a profile lists them)."""
     return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
-
-
-def _numel(shape: Sequence[int]) -> int:
-    count = 1
-    for d in shape:
-        count *= d
-    return count

@@ -54,11 +54,10 @@ from lightspeed.optimize.checkpoint_plan import (
     checkpoint_plan,
     merges_segments,
     op_level_spec,
-    parse_op_level,
     repeated_stacks,
 )
 from lightspeed.optimize.checkpointing import SAVED_OP_NAMES, checkpoint
-from lightspeed.optimize.recompute_products import profiled_products, recomputed_products_s
+from lightspeed.optimize.recompute_products import products_seconds
 from lightspeed.predict.carry import forward_s
 from lightspeed.predict.shapes import shape_settings
 from lightspeed.predict.whatif import kernels_here
@@ -144,15 +143,16 @@ def checkpoint_options(profile: Profile, workload: Workload) -> CheckpointOption
     blocks = [block for _, names, _ in stacks for block in names]
     block_s = _block_seconds(profile, workload, blocks)
     block_s |= _block_seconds(profile, workload, [op_level_spec(block) for block in blocks])
+    # `ops+K:BLOCK`: what op by op adds, and its first K kinds of product.
+    products_s = {block: products_seconds(profile, block, SAVED_OP_NAMES) for block in blocks}
+    for block, seconds in products_s.items():
+        for k in range(1, len(seconds)):
+            block_s[op_level_spec(block, k)] = block_s[op_level_spec(block)] + seconds[k]
+    # An `ops+K` option of a stack may recompute as many kinds as its fewest has.
     per_stack = [
-        _stack_options(stack, names, merges, _kinds_of_product(profile, names))
+        _stack_options(stack, names, merges, min(len(products_s[b]) - 1 for b in names))
         for stack, names, merges in stacks
     ]
-    for stack_options in per_stack:
-        for _, keys in stack_options:
-            for key in keys:
-                if key not in block_s:  # `ops+K:BLOCK`: op by op, and K kinds of product
-                    block_s[key] = _deeper_s(profile, key, block_s)
     if math.prod(len(o) for o in per_stack) > _MAX_COMBINATIONS:
         per_stack = [[options[0], options[-1]] for options in per_stack]
     memory = _Memory(workload, profile)
@@ -250,22 +250,6 @@ def _stack_options(stack: str, blocks: list[str], merges: bool, kinds: int) -> l
         ops = tuple(op_level_spec(block) for block in blocks[:cover])
         options.append((ops, ops))
     return options
-
-
-def _kinds_of_product(profile: Profile, blocks: list[str]) -> int:
-    """The fewest kinds of product (`optimize.recompute_products`) any of `blocks` has
-    in the profile's forward: how many an `ops+K` option of their stack may recompute."""
-    return min(len(profiled_products(profile, block, SAVED_OP_NAMES)) for block in blocks)
-
-
-def _deeper_s(profile: Profile, spec: str, block_s: dict[str, float]) -> float:
-    """Seconds `ops+K:BLOCK` adds: what `ops:BLOCK` adds, and its K kinds of product."""
-    parsed = parse_op_level(spec)
-    assert parsed is not None
-    products, block = parsed
-    assert block is not None
-    seconds = recomputed_products_s(profile, block, products, SAVED_OP_NAMES)
-    return block_s[op_level_spec(block)] + seconds
 
 
 def _segments(stack: str, blocks: list[str], size: int, cover: int) -> _StackOption:

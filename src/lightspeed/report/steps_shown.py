@@ -4,7 +4,9 @@ time and each bound's count; JSON and HTML keep every step."""
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -32,8 +34,8 @@ def shown_indices(
     n = len(times)
     if n <= most:
         return list(range(n))
-    by_time = sorted(range(n), key=lambda i: times[i], reverse=True)
-    keep = sorted({*range(ends), *range(n - ends, n), *by_time[:slowest]})
+    longest = heapq.nlargest(slowest, range(n), key=times.__getitem__)
+    keep = sorted({*range(ends), *range(n - ends, n), *longest})
     shown: list[int | None] = []
     for before, i in zip([-1, *keep], keep, strict=False):
         if i > before + 1:
@@ -54,10 +56,7 @@ def percentiles_caption(times: Sequence[float], what: str = "step time") -> str:
 
 def bound_counts(bounds: Iterable[str]) -> list[tuple[str, int]]:
     """Each bound (its value) and how many steps it bounds, the most common first."""
-    counts: dict[str, int] = {}
-    for b in bounds:
-        counts[b] = counts.get(b, 0) + 1
-    return sorted(counts.items(), key=lambda x: -x[1])
+    return Counter(bounds).most_common()
 
 
 def bounds_caption(bounds: Iterable[str]) -> str:

@@ -11,6 +11,7 @@ string keys.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -340,13 +341,9 @@ def _skew_caption(skew: Sequence[StepSkew], spreads: Sequence[float]) -> str | N
     step time between ranks and which rank is slowest how often."""
     if len(skew) <= SHOWN_STEPS:
         return None
-    slowest: dict[int, int] = {}
-    for s, spread in zip(skew, spreads, strict=True):
-        if spread > 0:  # a step as long on every rank has no slowest
-            slowest[s.slowest] = slowest.get(s.slowest, 0) + 1
-    often = ", ".join(
-        f"rank {r} in {n:,}" for r, n in sorted(slowest.items(), key=lambda x: -x[1])[:3]
-    )
+    # A step as long on every rank has no slowest.
+    slowest = Counter(s.slowest for s, spread in zip(skew, spreads, strict=True) if spread > 0)
+    often = ", ".join(f"rank {r} in {n:,}" for r, n in slowest.most_common(3))
     parts = [
         shown_of(len(skew), "whose ranks differ most"),
         percentiles_caption(spreads, "the slowest rank's step less the fastest's"),
