@@ -132,7 +132,7 @@ def test_counting_tells_listeners_the_fraction_done() -> None:
     ):
         advance()
         advance()
-    assert seen == [(1, 2), (2, 2)]
+    assert seen == [(0, 2), (1, 2), (2, 2)]
     assert progress.counted() is None
 
 

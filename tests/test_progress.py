@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import select
 import subprocess
@@ -28,6 +29,57 @@ def test_stages_nest_and_are_told_to_listeners() -> None:
     with progress.stage("nobody listening"):
         pass
     assert len(seen) == 4
+
+
+def test_a_stage_relabelled_and_a_count_advanced_by_many_are_told() -> None:
+    seen: list[tuple[tuple[str, ...], tuple[int, int] | None]] = []
+    with (
+        progress.listening(lambda stages: seen.append((stages, progress.counted()))),
+        progress.stage("reading: 0 of 2 traces"),
+        progress.counting(10) as advance,
+    ):
+        advance(4)
+        progress.relabel("reading: 1 of 2 traces")
+    assert seen == [
+        (("reading: 0 of 2 traces",), None),
+        (("reading: 0 of 2 traces",), (0, 10)),
+        (("reading: 0 of 2 traces",), (4, 10)),
+        (("reading: 1 of 2 traces",), (4, 10)),
+        ((), None),
+    ]
+
+
+def _a_workers_stage(detached: bool) -> None:
+    if detached:
+        progress.detach()
+    with progress.stage("a worker's"):
+        pass
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_detached_forked_process_tells_its_parents_listeners_nothing(tmp_path: Path) -> None:
+    told = tmp_path / "told"
+
+    def listener(stages: tuple[str, ...]) -> None:
+        with told.open("a") as f:
+            f.write(f"{os.getpid()} {'/'.join(stages)}\n")
+
+    fork = multiprocessing.get_context("fork")
+    workers = []
+    with progress.listening(listener), progress.stage("the parent's"):
+        for detached in (False, True):
+            workers.append(fork.Process(target=_a_workers_stage, args=(detached,)))
+            workers[-1].start()
+            workers[-1].join()
+    # Undetached, a worker calls the listeners it inherited (a display's: it would draw
+    # from there); detached, it tells them nothing.
+    here, undetached = os.getpid(), workers[0].pid
+    assert told.read_text().splitlines() == [
+        f"{here} the parent's",
+        f"{undetached} the parent's/a worker's",
+        f"{undetached} the parent's",
+        f"{here} ",
+    ]
 
 
 def run_in_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:

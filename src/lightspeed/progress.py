@@ -43,20 +43,39 @@ def listening(listener: Listener) -> Iterator[None]:
         _listeners.remove(listener)
 
 
-@contextlib.contextmanager
-def counting(total: int) -> Iterator[Callable[[], None]]:
-    """Count `total` units of work (a bench's workload rounds) while the block runs;
-    it gets a function to call after each unit. Listeners read `counted()`."""
-    _count[:] = [0, total]
+def relabel(description: str) -> None:
+    """Give the innermost open stage a new `description` (a count in it moved on:
+    "reading: 3 of 8 traces"); nothing when no stage is open."""
+    if _open:
+        _open[-1] = description
+        _tell()
 
-    def advance() -> None:
-        _count[0] += 1
+
+@contextlib.contextmanager
+def counting(total: int) -> Iterator[Callable[..., None]]:
+    """Count `total` units of work (a bench's workload rounds) while the block runs;
+    it gets a function to call after each unit (`advance()`, or `advance(n)` after n of
+    them). Listeners read `counted()`."""
+    _count[:] = [0, total]
+    _tell()  # (0, total): a count drawn before this one is not shown as this one's
+
+    def advance(units: int = 1) -> None:
+        _count[0] += units
         _tell()
 
     try:
         yield advance
     finally:
         _count.clear()
+
+
+def detach() -> None:
+    """In a forked process: forget the listeners and stages its parent had open. The
+    parent's listeners draw the parent's display; called from here, two processes
+    would draw on one terminal line."""
+    _listeners.clear()
+    _open.clear()
+    _count.clear()
 
 
 def counted() -> tuple[int, int] | None:

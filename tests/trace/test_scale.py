@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from unittest.mock import patch
@@ -125,9 +126,28 @@ def test_ranks_read_by_a_pool_are_the_ranks_read_one_by_one(tmp_path: Path) -> N
     files = [trace("hta-recsys-128ranks-sampled-rank0"), trace("hta-recsys-128ranks-sampled-rank1")]
     files.append(_many_steps(tmp_path / "worker-rank7.json", 3))
     alone = lightspeed_trace.analyse(files, workers=1)
-    pooled = lightspeed_trace.analyse(files, workers=2)
+    told = tmp_path / "told.jsonl"
+    with progress.listening(_written_to(told)):
+        pooled = lightspeed_trace.analyse(files, workers=2)
     assert [r.rank for r in pooled.ranks] == [0, 1, 7]
     assert _document(pooled) == _document(alone)
+    # Only this process draws: the workers' MB and ranks reach it through shared counts.
+    lines = [json.loads(line) for line in told.read_text().splitlines()]
+    assert {pid for pid, _, _ in lines} == {os.getpid()}
+    last = {stages[-1]: count for _, stages, count in lines if stages}
+    assert last["reading: 3 of 3 traces, MB"] == [3, 3]  # a tiny file counts one MB
+    assert last["analysing the ranks"] == [3, 3]
+
+
+def _written_to(path: Path) -> Callable[[tuple[str, ...]], None]:
+    """A progress listener appending its process, the stages and the count to `path`
+    (a forked process's calls would land there too)."""
+
+    def listener(stages: tuple[str, ...]) -> None:
+        with path.open("a") as told:
+            told.write(json.dumps([os.getpid(), stages, progress.counted()]) + "\n")
+
+    return listener
 
 
 def test_two_traces_of_one_rank_are_refused_by_the_pool_as_by_one_reader(tmp_path: Path) -> None:
@@ -159,8 +179,13 @@ def test_ranks_read_on_a_dask_cluster_are_the_ranks_read_one_by_one(tmp_path: Pa
     files = [trace("hta-recsys-128ranks-sampled-rank0"), trace("hta-recsys-128ranks-sampled-rank1")]
     files.append(_many_steps(tmp_path / "worker-rank7.json", 3))
     alone = lightspeed_trace.analyse(files, workers=1)
-    on_dask = lightspeed_trace.analyse(files, workers=2, executor="dask")
+    told = tmp_path / "told.jsonl"
+    with progress.listening(_written_to(told)):
+        on_dask = lightspeed_trace.analyse(files, workers=2, executor="dask")
     assert _document(on_dask) == _document(alone)
+    lines = [json.loads(line) for line in told.read_text().splitlines()]
+    last = {stages[-1]: count for _, stages, count in lines if stages}
+    assert last["reading the traces"] == last["analysing the ranks"] == [3, 3]
 
 
 def test_an_unknown_executor_is_one_line(run_cli: RunCli) -> None:

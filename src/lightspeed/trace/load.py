@@ -53,7 +53,7 @@ def load_trace(
         parallel = can_fork() and size >= PARALLEL_MIN_BYTES
     with (
         progress.stage(f"reading {path.name}, MB"),
-        progress.counting(max(1, math.ceil(size / MB))) as advance,
+        progress.counting(mb_to_read(path)) as advance,
     ):
         read_mb = [0]
 
@@ -139,6 +139,11 @@ def can_fork() -> bool:
     # A forked child inherits only the calling thread; torch's thread pools (loaded by
     # `observe()` and the profile) would be left half-copied.
     return "fork" in multiprocessing.get_all_start_methods() and "torch" not in sys.modules
+
+
+def mb_to_read(path: Path) -> int:
+    """The MB (10**6 bytes, at least one) that reading `path` counts as it goes."""
+    return max(1, math.ceil(_size(path) / MB))
 
 
 def _size(path: Path) -> int:

@@ -23,10 +23,11 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
+from multiprocessing.sharedctypes import SynchronizedArray
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lightspeed import units
+from lightspeed import progress, units
 from lightspeed.errors import ConfigError, LightspeedError, TraceError
 from lightspeed.trace.analysis import (
     RankAnalysis,
@@ -40,6 +41,7 @@ from lightspeed.trace.events import Trace
 from lightspeed.trace.load import (
     can_fork,
     load_trace,
+    mb_to_read,
     no_cycle_collection,
     rank_of,
     release_free_memory,
@@ -139,13 +141,14 @@ def analyse_in_pool(
     """`files` (each one rank's trace) read and analysed by `workers` forked processes
     (see the module's docstring); the same result as reading them one by one. Forks:
     the caller checks that this process can (`load.can_fork`)."""
-    with _forked(files, workers, _worker, include_last_step) as pipes:
-        ranks, timeline_step = _by_rank(
-            [item for pipe in pipes for item in _received(pipe)], timeline_step
-        )
+    with _forked(files, workers, _worker, include_last_step) as (pipes, counts):
+        with _reading_told(files, counts) as tell:
+            read = [item for pipe in pipes for item in _awaited(pipe, tell)]
+        ranks, timeline_step = _by_rank(read, timeline_step)
         for pipe in pipes:
             pipe.send(timeline_step)
-        analysed = [restored(r) for pipe in pipes for r in _received(pipe)]
+        with _told(lambda: "analysing the ranks", len(files), lambda: counts[_ANALYSED]) as tell:
+            analysed = [restored(r) for pipe in pipes for r in _awaited(pipe, tell)]
     by_rank = sorted(analysed, key=lambda r: r.rank)
     return combine_ranks(by_rank, [ranks[r.rank][2] for r in by_rank])
 
@@ -178,11 +181,15 @@ def map_ranks(
 
 
 def _mapped(
-    share: Sequence[tuple[int, Path]], fn: Callable[[Trace], _T], *, parallel: bool | None
+    share: Sequence[tuple[int, Path]],
+    fn: Callable[[Trace], _T],
+    *,
+    parallel: bool | None,
+    counts: _Counts | None = None,
 ) -> list[tuple[int, str, _T]]:
     """`fn` of each file of `share` (each with its position), read one at a time
     (`parallel` as `load_trace` takes it) and let go before the next: each rank, path
-    and result."""
+    and result. Each file done is counted in `counts` (a worker's), as read."""
     done = []
     for position, path in share:
         trace = _load_ranked((position, str(path)), parallel=parallel)
@@ -191,6 +198,8 @@ def _mapped(
             done.append((trace.rank, trace.path, fn(trace)))
         del trace
         release_free_memory()
+        if counts is not None:
+            _add(counts, _READ)
     return done
 
 
@@ -198,29 +207,45 @@ def _mapped_in_pool(
     files: Sequence[Path], fn: Callable[[Trace], _T], workers: int
 ) -> list[tuple[int, str, _T]]:
     """`map_ranks`' work by `workers` forked processes: each rank, path and result."""
-    with _forked(files, workers, _map_worker, fn) as pipes:
-        return [item for pipe in pipes for item in _received(pipe)]
+    with (
+        _forked(files, workers, _map_worker, fn) as (pipes, counts),
+        _reading_told(files, counts) as tell,
+    ):
+        return [item for pipe in pipes for item in _awaited(pipe, tell)]
+
+
+# What the workers count as they go, for the parent's progress line: MB read (as
+# `load_trace` counts them), traces read, ranks analysed. Shared memory, not the pipes:
+# the parent waits on one worker's pipe at a time.
+_Counts = SynchronizedArray  # of three int64
+_MB, _READ, _ANALYSED = range(3)
+# How often the parent, waiting on a worker, tells its progress again (seconds).
+_POLL_S = 0.2
 
 
 @contextlib.contextmanager
 def _forked(
     files: Sequence[Path], workers: int, target: Callable[..., None], *args: Any
-) -> Iterator[list[Connection]]:
-    """`workers` forked processes, each running `target(pipe, pipes, share, *args)` on
-    its share of `files` (each with its position); the parent's ends of their pipes,
-    closed, and the processes ended, on leaving."""
+) -> Iterator[tuple[list[Connection], _Counts]]:
+    """`workers` forked processes, each running `target(pipe, pipes, counts, share,
+    *args)` on its share of `files` (each with its position); the parent's ends of their
+    pipes and the counts they add to (`_MB`, `_READ`, `_ANALYSED`). The pipes are closed,
+    and the processes ended, on leaving."""
     context = multiprocessing.get_context("fork")
     shares = [list(enumerate(files))[i::workers] for i in range(workers)]
     ends = [context.Pipe() for _ in shares]
     pipes: list[Connection] = [here for here, _ in ends]
+    counts = context.Array("q", 3)
     processes = []
     for share, (_, there) in zip(shares, ends, strict=True):
-        process = context.Process(target=target, args=(there, pipes, share, *args), daemon=True)
+        process = context.Process(
+            target=target, args=(there, pipes, counts, share, *args), daemon=True
+        )
         process.start()
         there.close()
         processes.append(process)
     try:
-        yield pipes
+        yield pipes, counts
     finally:
         for pipe in pipes:
             pipe.close()
@@ -228,6 +253,73 @@ def _forked(
             process.join(timeout=5)
             if process.is_alive():
                 process.kill()
+
+
+def _add(counts: _Counts, which: int, units: int = 1) -> None:
+    with counts.get_lock():
+        counts[which] += units
+
+
+@contextlib.contextmanager
+def _told_from_here(counts: _Counts) -> Iterator[None]:
+    """In a worker, while the block runs: nothing drawn from here (the parent draws;
+    `progress.detach`), and the MB its reads count added to `counts[_MB]`."""
+    progress.detach()
+    seen = [0]
+
+    def relay(stages: tuple[str, ...]) -> None:
+        count = progress.counted()
+        done = 0 if count is None else count[0]
+        if done < seen[0]:  # the next file's count
+            seen[0] = 0
+        if done > seen[0]:
+            _add(counts, _MB, done - seen[0])
+            seen[0] = done
+
+    with progress.listening(relay):
+        yield
+
+
+@contextlib.contextmanager
+def _told(
+    label: Callable[[], str], total: int, done: Callable[[], int]
+) -> Iterator[Callable[[], None]]:
+    """A progress stage `label()` counting `done()` of `total` units while the block
+    runs. The block gets the function that tells both again, to call while it waits."""
+    with progress.stage(label()), progress.counting(total) as advance:
+        shown_label, shown_done = label(), 0
+
+        def tell() -> None:
+            nonlocal shown_label, shown_done
+            text, now = label(), min(done(), total)
+            if text != shown_label:
+                shown_label = text
+                progress.relabel(text)
+            if now > shown_done:
+                advance(now - shown_done)
+                shown_done = now
+
+        yield tell
+
+
+def _reading_told(
+    files: Sequence[Path], counts: _Counts
+) -> contextlib.AbstractContextManager[Callable[[], None]]:
+    """`_told` of the workers reading `files`: how many are read, and the MB."""
+    n = len(files)
+    return _told(
+        lambda: f"reading: {counts[_READ]} of {n} traces, MB",
+        sum(map(mb_to_read, files)),
+        lambda: counts[_MB],
+    )
+
+
+def _awaited(pipe: Connection, tell: Callable[[], None]) -> list[Any]:
+    """`_received(pipe)`, telling the progress again while the worker works."""
+    while not pipe.poll(_POLL_S):
+        tell()
+    tell()
+    return _received(pipe)
 
 
 def _send_error(pipe: Connection, exc: Exception) -> None:
@@ -241,16 +333,19 @@ def _send_error(pipe: Connection, exc: Exception) -> None:
 def _map_worker(
     pipe: Connection,
     parents: list[Connection],
+    counts: _Counts,
     share: list[tuple[int, Path]],
     fn: Callable[[Trace], Any],
 ) -> None:
     """In a worker: read the share's files one at a time, apply `fn` to each, send the
-    ranks, paths and results (or the error raised). `parents` as `_worker` takes them."""
+    ranks, paths and results (or the error raised). `parents` and `counts` as `_worker`
+    takes them."""
     for end in parents:
         end.close()
     try:
         # A worker is a daemon process, which may not fork the reader's second one.
-        pipe.send(("ok", _mapped(share, fn, parallel=False)))
+        with _told_from_here(counts):
+            pipe.send(("ok", _mapped(share, fn, parallel=False, counts=counts)))
     except Exception as exc:
         _send_error(pipe, exc)
     finally:
@@ -295,27 +390,35 @@ def _received(pipe: Connection) -> list[Any]:
 def _worker(
     pipe: Connection,
     parents: list[Connection],
+    counts: _Counts,
     share: list[tuple[int, Path]],
     include_last_step: bool,
 ) -> None:
     """In a worker: read the share's files, send each rank and its step windows, wait
     for the timeline step, send each rank's analysis. `parents`: the parent's ends of
     every worker's pipe, copied by the fork, closed here so that the parent closing its
-    end is the end of this one's (an error elsewhere stops every worker)."""
+    end is the end of this one's (an error elsewhere stops every worker). What it has
+    done is added to `counts` as it goes."""
     for end in parents:
         end.close()
     try:
-        traces = [_load_ranked((position, str(path))) for position, path in share]
-        release_free_memory()
-        pipe.send(("ok", [_step_info(trace) for trace in traces]))
-        timeline_step = pipe.recv()
-        with no_cycle_collection():
-            analysed = [
-                _portable_analysis(
-                    trace, timeline_step=timeline_step, include_last_step=include_last_step
-                )
-                for trace in traces
-            ]
+        with _told_from_here(counts):
+            traces = []
+            for position, path in share:
+                traces.append(_load_ranked((position, str(path))))
+                _add(counts, _READ)
+            release_free_memory()
+            pipe.send(("ok", [_step_info(trace) for trace in traces]))
+            timeline_step = pipe.recv()
+            analysed = []
+            with no_cycle_collection():
+                for trace in traces:
+                    analysed.append(
+                        _portable_analysis(
+                            trace, timeline_step=timeline_step, include_last_step=include_last_step
+                        )
+                    )
+                    _add(counts, _ANALYSED)
         pipe.send(("ok", analysed))
     except EOFError:  # the parent stopped waiting
         return
@@ -381,16 +484,19 @@ def analyse_on_dask(
     try:
         loaded = client.map(_load_ranked, list(enumerate(map(str, files))), pure=False)
         ranks, timeline_step = _by_rank(
-            client.gather(client.map(_step_info, loaded)), timeline_step
+            _gathered(client, client.map(_step_info, loaded), "reading the traces"),
+            timeline_step,
         )
-        analysed = client.gather(
+        analysed = _gathered(
+            client,
             client.map(
                 _portable_analysis,
                 loaded,
                 timeline_step=timeline_step,
                 include_last_step=include_last_step,
                 pure=False,
-            )
+            ),
+            "analysing the ranks",
         )
         del loaded
     finally:
@@ -399,6 +505,17 @@ def analyse_on_dask(
             cluster.close()
     by_rank = sorted((restored(r) for r in analysed), key=lambda r: r.rank)
     return combine_ranks(by_rank, [ranks[r.rank][2] for r in by_rank])
+
+
+def _gathered(client: Any, futures: list[Any], label: str) -> list[Any]:
+    """The results of Dask `futures`, in order (the first error raised), with a progress
+    stage `label` counting them as they complete."""
+    from distributed import as_completed
+
+    with progress.stage(label), progress.counting(len(futures)) as advance:
+        for _ in as_completed(futures):
+            advance()
+    return list(client.gather(futures))
 
 
 def _load_ranked(position_path: tuple[int, str], parallel: bool | None = False) -> Trace:
