@@ -27,6 +27,7 @@ from lightspeed.errors import TraceError
 from lightspeed.report import render_json
 from lightspeed.report.steps_shown import SHOWN_STEPS, step_numbers
 from lightspeed.report.trace_report import shown_steps, trace_document
+from lightspeed.trace import analysis as lightspeed_analysis
 from lightspeed.trace import intervals, load_trace
 from lightspeed.trace.analysis import TraceAnalysis, analyse_rank
 from lightspeed.trace.events import TimeOrder
@@ -204,6 +205,19 @@ def test_reading_a_trace_counts_its_megabytes(tmp_path: Path) -> None:
     assert total > 1 and counts[-1] == (total, total)
     assert [done for done, _ in counts] == sorted(done for done, _ in counts)
     assert any("reading long.json, MB" in stages for stages, _ in seen)
+
+
+def test_analysing_a_traces_steps_counts_them_a_lot_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lightspeed_analysis, "STEPS_AT_ONCE", 128)
+    trace = load_trace(_many_steps(tmp_path / "long.json", 300), parallel=False)
+    seen: list[tuple[tuple[str, ...], tuple[int, int] | None]] = []
+    with progress.listening(lambda stages: seen.append((stages, progress.counted()))):
+        analysed = analyse_rank(trace, parallel=False)
+    assert len(analysed.steps) == 300
+    counts = [count for stages, count in seen if stages == ("analysing the steps",) and count]
+    assert counts == [(0, 300), (128, 300), (256, 300), (300, 300)]
 
 
 def test_a_trace_too_large_for_the_memory_allowed_is_refused_before_it_is_read(

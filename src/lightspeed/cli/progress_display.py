@@ -69,9 +69,15 @@ def shown(json_to_stdout: bool) -> Iterator[None]:
     task = display.add_task("starting", total=None)
 
     def show(stages: tuple[str, ...]) -> None:
+        nonlocal task
         count = progress.counted()
         if count is not None:
             display.update(task, completed=count[0], total=count[1])
+        elif display.tasks[0].total is not None:
+            # A count has ended: a new task without one (rich keeps a task's total).
+            description = display.tasks[0].description
+            display.remove_task(task)
+            task = display.add_task(description, total=None)
         if stages:
             display.update(task, description=" › ".join(stages), refresh=True)
 

@@ -9,6 +9,7 @@ are taken from their results, and the diagnosis names the window's bound.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import multiprocessing
 import os
@@ -19,6 +20,7 @@ from typing import Any, TypeVar, overload
 
 import numpy as np
 
+from lightspeed import progress
 from lightspeed.document import findings_data
 from lightspeed.rules import SKEW_SHARE, Bound, Finding, FindingKind, max_speedup
 from lightspeed.trace.breakdown import (
@@ -564,7 +566,7 @@ def analyse_rank(
         path=trace.path,
         devices=trace.device_names,
         whole=whole_analysis,
-        steps=_in_two(ctx, windows) if parallel else _analysed(ctx, windows),
+        steps=_steps_told(ctx, windows, parallel),
         notes=_notes(trace, steps),
         last_step_left_out=left_out,
         timeline=step_timeline(ctx, steps, spans, timeline_step),
@@ -617,23 +619,38 @@ STEPS_TOGETHER = 16
 STEPS_A_PART = 1024
 
 
-def _analysed(ctx: TraceContext, windows: Sequence[_Window]) -> StepAnalyses:
-    """The windows' analyses, a few thousand at a time, each lot packed as it is done."""
-    return StepAnalyses.joined(
-        [
-            analyse_steps(
-                [
-                    WindowContext(ctx, w, rows, device_span_us=span, inside=True)
-                    for w, rows, span in windows[first : first + STEPS_AT_ONCE]
-                ]
+def _steps_told(ctx: TraceContext, windows: list[_Window], parallel: bool) -> StepAnalyses:
+    """The windows analysed (`_in_two` with `parallel`, else `_analysed`), the steps
+    analysed here counted as progress: a long trace's steps take seconds."""
+    with progress.stage("analysing the steps"):
+        return _in_two(ctx, windows) if parallel else _analysed(ctx, windows, told=True)
+
+
+def _analysed(ctx: TraceContext, windows: Sequence[_Window], *, told: bool = False) -> StepAnalyses:
+    """The windows' analyses, a few thousand at a time, each lot packed as it is done;
+    with `told`, each lot counted as progress."""
+    lots = []
+    with contextlib.ExitStack() as stack:
+        advance = stack.enter_context(progress.counting(len(windows))) if told else None
+        for first in range(0, len(windows), STEPS_AT_ONCE):
+            lot = windows[first : first + STEPS_AT_ONCE]
+            lots.append(
+                analyse_steps(
+                    [
+                        WindowContext(ctx, w, rows, device_span_us=span, inside=True)
+                        for w, rows, span in lot
+                    ]
+                )
             )
-            for first in range(0, len(windows), STEPS_AT_ONCE)
-        ]
-    )
+            if advance is not None:
+                advance(len(lot))
+    return StepAnalyses.joined(lots)
 
 
 def _second_half(start: int) -> StepAnalyses:
-    """In the forked process: the shared windows from `start` on, analysed."""
+    """In the forked process: the shared windows from `start` on, analysed (its
+    parent draws the progress)."""
+    progress.detach()
     assert _SHARED is not None
     ctx, windows = _SHARED
     return _analysed(ctx, windows[start:])
@@ -649,7 +666,7 @@ def _in_two(ctx: TraceContext, windows: list[_Window]) -> StepAnalyses:
     try:
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
             theirs = pool.submit(_second_half, half)
-            mine = _analysed(ctx, windows[:half])
+            mine = _analysed(ctx, windows[:half], told=True)
             try:
                 rest = theirs.result()
             except BrokenProcessPool:  # killed (out of memory?): its share is done here

@@ -263,12 +263,13 @@ def _add(counts: _Counts, which: int, units: int = 1) -> None:
 @contextlib.contextmanager
 def _told_from_here(counts: _Counts) -> Iterator[None]:
     """In a worker, while the block runs: nothing drawn from here (the parent draws;
-    `progress.detach`), and the MB its reads count added to `counts[_MB]`."""
+    `progress.detach`), and the MB its reads count (a count in a stage "…, MB") added to
+    `counts[_MB]`."""
     progress.detach()
     seen = [0]
 
     def relay(stages: tuple[str, ...]) -> None:
-        count = progress.counted()
+        count = progress.counted() if stages and stages[-1].endswith(", MB") else None
         done = 0 if count is None else count[0]
         if done < seen[0]:  # the next file's count
             seen[0] = 0
