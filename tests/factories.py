@@ -3,8 +3,11 @@ from a test module or from conftest."""
 
 from __future__ import annotations
 
+import os
+import select
 from collections.abc import Callable
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import settings
@@ -247,3 +250,25 @@ def rnn_tagger_workload() -> Workload:
         return nn.functional.cross_entropy(model(batch[0]).flatten(0, 1), batch[1].flatten())
 
     return Workload(name="rnn-tagger", model=_Tagger, batch=batch, loss=loss, batch_size=2)
+
+
+def run_in_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run `args` with stdout and stderr on a pseudo-terminal; (status, all output)."""
+    pty = pytest.importorskip("pty")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: its stdio is the terminal
+        os.execvpe(args[0], args, env)
+    out = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], 60)
+        if not ready:
+            break
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        out += data
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")

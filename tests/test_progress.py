@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import select
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from factories import run_in_terminal
 from lightspeed import progress
 
 LIGHTSPEED = [sys.executable, "-m", "lightspeed"]
@@ -80,28 +80,6 @@ def test_a_detached_forked_process_tells_its_parents_listeners_nothing(tmp_path:
         f"{undetached} the parent's",
         f"{here} ",
     ]
-
-
-def run_in_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """Run `args` with stdout and stderr on a pseudo-terminal; (status, all output)."""
-    pty = pytest.importorskip("pty")
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: its stdio is the terminal
-        os.execvpe(args[0], args, env)
-    out = b""
-    while True:
-        ready, _, _ = select.select([fd], [], [], 60)
-        if not ready:
-            break
-        try:
-            data = os.read(fd, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        out += data
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from kineto import KinetoTrace
 from trace_paths import trace
 
-from factories import RunCli
+from factories import RunCli, run_in_terminal
 from lightspeed import progress
 from lightspeed import trace as lightspeed_trace
 from lightspeed.errors import TraceError
@@ -138,6 +139,20 @@ def test_ranks_read_by_a_pool_are_the_ranks_read_one_by_one(tmp_path: Path) -> N
     last = {stages[-1]: count for _, stages, count in lines if stages}
     assert last["reading: 3 of 3 traces, MB"] == [3, 3]  # a tiny file counts one MB
     assert last["analysing the ranks"] == [3, 3]
+
+
+@pytest.mark.skipif(
+    sys.platform == "win32" or (os.cpu_count() or 1) < 2, reason="needs a terminal, two cores"
+)
+def test_a_terminal_sees_the_pool_read_and_analyse_the_ranks(tmp_path: Path) -> None:
+    for rank in range(2):
+        _many_steps(tmp_path / f"rank{rank}.json", 30)
+    out = tmp_path.parent / f"{tmp_path.name}-out.json"
+    command = [sys.executable, "-m", "lightspeed", "trace", str(tmp_path), "--json", str(out)]
+    code, shown = run_in_terminal(command, {**os.environ, "TERM": "xterm", "COLUMNS": "160"})
+    assert code == 0 and out.exists()
+    for stage in ("in 2 processes", "reading: 2 of 2 traces, MB", "analysing the ranks"):
+        assert stage in shown
 
 
 def _written_to(path: Path) -> Callable[[tuple[str, ...]], None]:
