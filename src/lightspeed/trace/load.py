@@ -32,6 +32,8 @@ _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 # Below this many bytes on disk a second process costs more than it saves.
 PARALLEL_MIN_BYTES = 1 << 20
 MB = 10**6  # the unit of reading progress
+# How a stage whose count is MB read ends: "reading trace.json, MB".
+IN_MB = ", MB"
 
 KeyedPart = tuple[tuple[int, int], Part]
 
@@ -52,7 +54,7 @@ def load_trace(
     if parallel is None:
         parallel = can_fork() and size >= PARALLEL_MIN_BYTES
     with (
-        progress.stage(f"reading {path.name}, MB"),
+        progress.stage(f"reading {path.name}{IN_MB}"),
         progress.counting(mb_to_read(path)) as advance,
     ):
         read_mb = [0]

@@ -39,6 +39,7 @@ from lightspeed.trace.analysis import (
 )
 from lightspeed.trace.events import Trace
 from lightspeed.trace.load import (
+    IN_MB,
     can_fork,
     load_trace,
     mb_to_read,
@@ -263,13 +264,13 @@ def _add(counts: _Counts, which: int, units: int = 1) -> None:
 @contextlib.contextmanager
 def _told_from_here(counts: _Counts) -> Iterator[None]:
     """In a worker, while the block runs: nothing drawn from here (the parent draws;
-    `progress.detach`), and the MB its reads count (a count in a stage "…, MB") added to
-    `counts[_MB]`."""
+    `progress.detach`), and the MB its reads count (a count in a stage ending `IN_MB`)
+    added to `counts[_MB]`."""
     progress.detach()
     seen = [0]
 
     def relay(stages: tuple[str, ...]) -> None:
-        count = progress.counted() if stages and stages[-1].endswith(", MB") else None
+        count = progress.counted() if stages and stages[-1].endswith(IN_MB) else None
         done = 0 if count is None else count[0]
         if done < seen[0]:  # the next file's count
             seen[0] = 0
@@ -309,7 +310,7 @@ def _reading_told(
     """`_told` of the workers reading `files`: how many are read, and the MB."""
     n = len(files)
     return _told(
-        lambda: f"reading: {counts[_READ]} of {n} traces, MB",
+        lambda: f"reading: {counts[_READ]} of {n} traces{IN_MB}",
         sum(map(mb_to_read, files)),
         lambda: counts[_MB],
     )
