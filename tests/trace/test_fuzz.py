@@ -18,8 +18,10 @@ from trace_paths import trace
 
 from factories import RunCli, examples
 from lightspeed.errors import TraceError
+from lightspeed.report import render_json
+from lightspeed.report.trace_report import trace_document
 from lightspeed.trace.analysis import analyse_traces
-from lightspeed.trace.load import load_traces
+from lightspeed.trace.load import load_trace, load_traces
 from lightspeed.trace.names import short_kernel_name
 
 SOURCE = gzip.decompress(trace("hta-a100-cuda-event-sync").read_bytes())
@@ -170,6 +172,33 @@ def test_non_finite_times_and_kernels_without_launches(tmp_path: Path) -> None:
     assert any("could not be read" in note for note in rank.notes)
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_bytes_that_are_not_utf8_are_read_as_u_fffd_and_counted(
+    tmp_path: Path, parallel: bool
+) -> None:
+    # A kernel's name cut inside a character, as a profiler can write it: the trace reads
+    # as its twin that holds U+FFFD there, with a note; read by one process or two.
+    kernel = next(e for e in DOCUMENT["traceEvents"] if e.get("cat") == "kernel")
+    name = json.dumps(kernel["name"]).encode()
+    assert SOURCE.count(name) >= 1 and name[-2:-1].isascii()
+    documents = []
+    for folder, replaced in (("bad", b"\xe2\x82"), ("twin", "\ufffd".encode())):
+        path = tmp_path / folder / "t.json"
+        path.parent.mkdir()
+        path.write_bytes(SOURCE.replace(name, name[:-2] + replaced + b'"', 1))
+        traces = load_traces([path]) if not parallel else [load_trace(path, parallel=True)]
+        assert traces[0].not_utf8 == (folder == "bad")  # counted once, by one of two readers
+        assert sum("\ufffd" in n for n in traces[0].names) == 1
+        data = json.loads(render_json.dumps_utf8(trace_document(analyse_traces(traces)).data))
+        documents.append(data)
+    bad, twin = documents
+    (note,) = set(bad["ranks"][0].pop("notes")) - set(twin["ranks"][0].pop("notes"))
+    assert note.startswith("1 byte sequence of the file is not UTF-8 text")
+    for document in documents:
+        document["ranks"][0].pop("path")
+    assert bad == twin
+
+
 def test_kernel_names_are_shortened_for_reports() -> None:
     assert short_kernel_name("void at::native::f<float, 4>(int, float*)") == "at::native::f"
     long = short_kernel_name("k" * 5_000_000)
@@ -184,6 +213,7 @@ def test_binary_data_is_one_line_and_exit_2(tmp_path: Path, name: str, run_cli: 
     assert code == 2
     (line,) = err.strip().splitlines()
     assert line.startswith("lightspeed: error: ") and str(path) in line
+    assert "not UTF-8 text; is it a profiler trace, not a binary file?" in line
 
 
 @pytest.mark.timeout(120)  # a hang guard; the time is in docs/benchmarks.md

@@ -689,6 +689,13 @@ def _notes(trace: Trace, steps: list[StepWindow]) -> list[str]:
         notes.append("no ProfilerStep#N annotations: the whole trace is analysed as one step")
     if trace.malformed:
         notes.append(f"{trace.malformed} events could not be read (wrong types or values)")
+    if trace.not_utf8:
+        many = trace.not_utf8 > 1
+        notes.append(
+            f"{trace.not_utf8} byte sequence{'s' * many} of the file {'are' if many else 'is'}"
+            " not UTF-8 text: read as U+FFFD (\ufffd) in the names or values holding"
+            f" {'them' if many else 'it'}"
+        )
     if not trace.device_names and len(trace.table(Kind.KERNEL)):
         notes.append("no deviceProperties: the GPU model is unknown")
     return notes

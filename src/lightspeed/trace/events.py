@@ -181,7 +181,8 @@ class Trace:
 
     `rank` and `world_size` come from `distributedInfo` (None when absent).
     `devices` from `deviceProperties`. `skipped` counts the events of categories
-    no analysis reads, and `malformed` the events that could not be read at all.
+    no analysis reads, `malformed` the events that could not be read at all, and
+    `not_utf8` the byte sequences of the file that were not UTF-8 (read as U+FFFD).
     `op_shapes` holds, for the CPU ops named in SHAPED_OPS (by row of the CPU-op
     table), their `Input Dims` and `Input type` as the trace wrote them (present when
     it was recorded with `record_shapes=True`), unchecked.
@@ -197,6 +198,7 @@ class Trace:
     malformed: int
     event_count: int
     op_shapes: Mapping[int, tuple[Any, Any]] = dataclasses.field(default_factory=dict)
+    not_utf8: int = 0
 
     def table(self, kind: Kind) -> EventTable:
         return self.tables[kind]

@@ -7,11 +7,15 @@ holds one chunk and one event, never the document. Every other top-level value
 (`deviceProperties`, `distributedInfo`, …) is small and is decoded whole.
 
 Decoding only builds dicts, lists, strings and numbers: trace content is never
-evaluated.
+evaluated. Bytes that are not UTF-8 (a name cut in the middle of a character, as
+profilers have written) are read as U+FFFD and counted (`TraceStream.not_utf8`), so one
+bad name does not cost the trace; a file that is not JSON and has them is called what
+it likely is, a binary file.
 """
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
@@ -37,6 +41,19 @@ _SEPARATORS = re.compile(r"[ \t\n\r,]*")
 _LAST_BOUNDARY = re.compile(r"(?s:.*)(\}[ \t\n\r]*,[ \t\n\r]*\{)")
 _GZIP_MAGIC = b"\x1f\x8b"
 _EVENTS_KEY = "traceEvents"
+# Byte sequences that were not UTF-8, read as U+FFFD in this process so far: a stream
+# counts its own as the difference (a process reads one file at a time).
+_NOT_UTF8 = [0]
+
+
+def _replaced_and_counted(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    _NOT_UTF8[0] += 1
+    return "\ufffd", exc.end
+
+
+codecs.register_error("lightspeed.trace", _replaced_and_counted)
 
 
 class TraceStream:
@@ -66,6 +83,9 @@ class TraceStream:
         self._run = 0
         self._chunk = chunk_chars
         self._decoder = json.JSONDecoder()
+        # Byte sequences of the file that were not UTF-8, read as U+FFFD (complete
+        # once the events are read).
+        self.not_utf8 = 0
 
     def events(self) -> Iterator[Any]:
         """Each element of the events array, decoded, in file order."""
@@ -106,6 +126,7 @@ class TraceStream:
                 self._fail("nests arrays or objects thousands of levels deep", reader)
             if reader.next_char() != "":
                 self._fail("has data after the end of the JSON document", reader)
+            self.not_utf8 = fh.not_utf8
 
     def _object(self, reader: _Reader) -> Iterator[Key_Batch]:
         reader.pos += 1
@@ -215,6 +236,11 @@ class TraceStream:
 
     def _fail(self, what: str, reader: _Reader | None = None) -> Any:
         where = "" if reader is None else f" (near character {reader.offset})"
+        if reader is not None and reader.fh.not_utf8:
+            raise TraceError(
+                f"{self.path}: {what}{where}, and {reader.fh.not_utf8:,} of its byte sequences"
+                " are not UTF-8 text; is it a profiler trace, not a binary file?"
+            )
         raise TraceError(f"{self.path}: {what}{where}; is it a complete profiler trace?")
 
 
@@ -317,7 +343,8 @@ def _open_text(path: Path) -> _SafeText:
         raise TraceError(f"{path}: cannot be read ({exc.strerror}).") from None
     magic = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
     binary: Any = gzip.GzipFile(fileobj=raw) if magic == _GZIP_MAGIC else raw
-    return _SafeText(io.TextIOWrapper(binary, encoding="utf-8"), path, raw)
+    text = io.TextIOWrapper(binary, encoding="utf-8", errors="lightspeed.trace")
+    return _SafeText(text, path, raw)
 
 
 class _SafeText(io.TextIOBase):
@@ -327,6 +354,12 @@ class _SafeText(io.TextIOBase):
         self.inner = inner
         self.path = path
         self.raw = raw
+        self._not_utf8_before = _NOT_UTF8[0]
+
+    @property
+    def not_utf8(self) -> int:
+        """Byte sequences read so far that were not UTF-8 (read as U+FFFD)."""
+        return _NOT_UTF8[0] - self._not_utf8_before
 
     def position(self) -> int:
         """Bytes of the file read so far (ahead of what is decoded by a buffer)."""
@@ -339,8 +372,6 @@ class _SafeText(io.TextIOBase):
             raise TraceError(
                 f"{self.path}: the gzip data is truncated or corrupt ({exc})."
             ) from None
-        except UnicodeDecodeError:
-            raise TraceError(f"{self.path}: is not UTF-8 text (a binary file?).") from None
 
     def close(self) -> None:
         self.inner.close()

@@ -68,16 +68,16 @@ def load_trace(
             with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
                 other = pool.submit(keyed_parts, path, (1, 2), chunk_chars)
                 try:
-                    mine, metadata = _keyed_parts(path, (0, 2), chunk_chars, on_read)
+                    mine, metadata, not_utf8 = _keyed_parts(path, (0, 2), chunk_chars, on_read)
                     theirs = other.result()
                 except SplitFailed:
                     other.cancel()
                 else:
                     if theirs is not None:
                         parts = sorted(mine + theirs, key=lambda kp: kp[0])
-                        return _trace(path, [p for _, p in parts], metadata)
-        mine, metadata = _keyed_parts(path, None, chunk_chars, on_read)
-        return _trace(path, [p for _, p in mine], metadata)
+                        return _trace(path, [p for _, p in parts], metadata, not_utf8)
+        mine, metadata, not_utf8 = _keyed_parts(path, None, chunk_chars, on_read)
+        return _trace(path, [p for _, p in mine], metadata, not_utf8)
 
 
 def keyed_parts(path: Path, share: tuple[int, int], chunk_chars: int) -> list[KeyedPart] | None:
@@ -93,11 +93,13 @@ def _keyed_parts(
     share: tuple[int, int] | None,
     chunk_chars: int,
     on_read: Callable[[int], None] | None = None,
-) -> tuple[list[KeyedPart], dict[str, Any]]:
+) -> tuple[list[KeyedPart], dict[str, Any], int]:
+    """This share's parts of `path` (all of them with None), its top-level values, and
+    the byte sequences of the whole file that were not UTF-8 (every share reads it all)."""
     stream = TraceStream(path, chunk_chars, on_read, typed=True)
     with no_cycle_collection():
         parts = [(key, build_part(batch)) for key, batch in stream.keyed_batches(share)]
-    return parts, stream.metadata
+    return parts, stream.metadata, stream.not_utf8
 
 
 @contextlib.contextmanager
@@ -115,14 +117,14 @@ def no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _trace(path: Path, parts: list[Part], metadata: dict[str, Any]) -> Trace:
+def _trace(path: Path, parts: list[Part], metadata: dict[str, Any], not_utf8: int) -> Trace:
     events = metadata.get("traceEvents")
     if events is not None and not isinstance(events, list):
         raise TraceError(f"{path}: traceEvents is {a_kind(events)}, not an array of events.")
     trace = merge_parts(parts, str(path), metadata)
     if trace.event_count == 0:
         raise TraceError(f"{path}: holds no trace events; is it a profiler trace?")
-    return trace
+    return dataclasses.replace(trace, not_utf8=not_utf8) if not_utf8 else trace
 
 
 def release_free_memory() -> None:
