@@ -20,6 +20,7 @@ import gzip
 import io
 import json
 import re
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,15 +42,20 @@ _SEPARATORS = re.compile(r"[ \t\n\r,]*")
 _LAST_BOUNDARY = re.compile(r"(?s:.*)(\}[ \t\n\r]*,[ \t\n\r]*\{)")
 _GZIP_MAGIC = b"\x1f\x8b"
 _EVENTS_KEY = "traceEvents"
-# Byte sequences that were not UTF-8, read as U+FFFD in this process so far: a stream
-# counts its own as the difference (a process reads one file at a time).
-_NOT_UTF8 = [0]
+# Byte sequences that were not UTF-8, read as U+FFFD by this thread so far: a stream
+# counts its own as the difference (a thread reads one stream at a time).
+_DECODED = threading.local()
+
+
+def _not_utf8_so_far() -> int:
+    found: int = getattr(_DECODED, "not_utf8", 0)
+    return found
 
 
 def _replaced_and_counted(exc: UnicodeError) -> tuple[str, int]:
     if not isinstance(exc, UnicodeDecodeError):
         raise exc
-    _NOT_UTF8[0] += 1
+    _DECODED.not_utf8 = _not_utf8_so_far() + 1
     return "\ufffd", exc.end
 
 
@@ -354,12 +360,12 @@ class _SafeText(io.TextIOBase):
         self.inner = inner
         self.path = path
         self.raw = raw
-        self._not_utf8_before = _NOT_UTF8[0]
+        self._not_utf8_before = _not_utf8_so_far()
 
     @property
     def not_utf8(self) -> int:
         """Byte sequences read so far that were not UTF-8 (read as U+FFFD)."""
-        return _NOT_UTF8[0] - self._not_utf8_before
+        return _not_utf8_so_far() - self._not_utf8_before
 
     def position(self) -> int:
         """Bytes of the file read so far (ahead of what is decoded by a buffer)."""
