@@ -58,11 +58,11 @@ from lightspeed.measure.costs.op_cost import op_cost
 from lightspeed.measure.device import synchronizer
 from lightspeed.measure.shape_only import profile_shape_only
 from lightspeed.measure.step import PreparedStep, StepSettings, prepare
-from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.optimize.checkpointing import checkpoint, recomputed_products
 from lightspeed.predict.whatif import checkpoint_modules
 from lightspeed.suite import get
 from lightspeed.workload import Workload
+from lightspeed.workload.tensor_walk import tensors_in
 
 # Each model: its batch, and its whole-module and op-level plans as `checkpoint` takes them.
 MODELS: dict[str, tuple[int, str | list[str], str | list[str]]] = {

@@ -20,8 +20,8 @@ from torch.utils.module_tracker import ModuleTracker
 from lightspeed.facts.records import OPTIMIZER_MODULE, OpRecord, Phase
 from lightspeed.measure.costs.op_cost import attention_causal, op_cost
 from lightspeed.measure.step import PreparedStep
-from lightspeed.measure.tensor_walk import tensors_in
-from lightspeed.workload.torch_internals import name_modules
+from lightspeed.workload.tensor_walk import tensors_in
+from lightspeed.workload.torch_internals import name_modules, op_name
 
 _GLOBAL = "Global"
 
@@ -60,7 +60,7 @@ class _OpCapture(TorchDispatchMode):
         self.records.append(
             OpRecord(
                 index=len(self.records),
-                name=func._schema.name,
+                name=op_name(func),
                 module=self._module(),
                 phase=self.phase,
                 input_shapes=input_shapes,

@@ -62,7 +62,7 @@ def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCo
     module's docstring): the step runs for real, once to warm up and once observed."""
     sync = synchronizer(settings.device)
     costs: list[tuple[str, float, float]] = []
-    op_level: dict[str, int] = {}
+    products_by_module: dict[str, int] = {}
     names: dict[int, str] = {}
 
     def observe(
@@ -77,7 +77,7 @@ def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCo
         costs.append((name, cost, added))
         products = recomputed_products(modules[0]) if modules else None
         if products is not None:
-            op_level[name] = products
+            products_by_module[name] = products
         return run_checkpointed(*args, **kwargs)
 
     with progress.stage("timing checkpoint's own work, region by region"):
@@ -96,7 +96,7 @@ def checkpoint_costs(checkpointed: Workload, settings: StepSettings) -> RegionCo
         seconds=sum(cost for _, cost, _ in costs),
         by_module=by_module,
         added_by_module=added_by_module,
-        products=op_level,
+        products=products_by_module,
     )
 
 

@@ -22,8 +22,8 @@ from lightspeed.errors import ConfigError, WorkloadError
 from lightspeed.facts.tuning import LoaderOptions, LoaderRun
 from lightspeed.measure.device import require, torch_dtype
 from lightspeed.measure.step import PreparedStep, guard, to_device
-from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.workload import Workload
+from lightspeed.workload.tensor_walk import tensors_in
 
 __all__ = ["batches", "build_loader", "queued", "step_on", "time_loader"]
 

@@ -45,9 +45,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from lightspeed.facts.device import Device
 from lightspeed.facts.records import MEMORY_CATEGORIES, MemoryBreakdown, MemoryOverStep, Phase
 from lightspeed.measure.step import PreparedStep
-from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.optimize.checkpointing import observing_kept
 from lightspeed.workload import PhaseHook
+from lightspeed.workload.tensor_walk import tensors_in
 from lightspeed.workload.torch_internals import is_fake, storage_identity
 
 CATEGORIES = MEMORY_CATEGORIES

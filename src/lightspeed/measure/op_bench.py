@@ -26,7 +26,7 @@ from lightspeed.measure.shape_only import fake_step
 from lightspeed.measure.step import StepSettings
 from lightspeed.predict.carry import OpKey
 from lightspeed.workload import Workload
-from lightspeed.workload.torch_internals import real_arguments
+from lightspeed.workload.torch_internals import op_name, real_arguments
 
 # Calls of each op kept for its median, after one untimed call: at least MIN_CALLS, and
 # more, up to MAX_CALLS, until the timed calls add up to MIN_TOTAL_S — a kernel of a few
@@ -72,7 +72,7 @@ class _OpTimer(TorchDispatchMode):
     ) -> Any:
         kwargs = kwargs or {}
         if func.namespace not in ("profiler", "prim"):
-            key = op_key(func._schema.name, args, kwargs)
+            key = op_key(op_name(func), args, kwargs)
             if key not in self.times and self._wanted(key):
                 timed = self._time(func, args, kwargs)
                 if timed is not None:

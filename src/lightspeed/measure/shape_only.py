@@ -38,13 +38,14 @@ from lightspeed.measure.capture import capturing, without_mode_artifacts
 from lightspeed.measure.device import require, torch_dtype
 from lightspeed.measure.memory import measure_memory
 from lightspeed.measure.step import PreparedStep, StepSettings, guard, prepare, to_device
-from lightspeed.measure.tensor_walk import tensors_in
 from lightspeed.measure.workload_timing import prepared_info
 from lightspeed.workload import Workload
+from lightspeed.workload.tensor_walk import tensors_in
 from lightspeed.workload.torch_internals import (
     DATA_DEPENDENT_ERRORS,
     adopt_fake_tensors,
     fake_tensors,
+    op_name,
     run_real_kernel,
     without_dispatch_modes,
 )
@@ -157,9 +158,10 @@ class _RealKernelsWhereNeeded(TorchDispatchMode):
         kwargs: Mapping[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        if func._schema.name in _FAKE_DTYPES_DIFFER:
+        name = op_name(func)
+        if name in _FAKE_DTYPES_DIFFER:
             return _layer_norm_with_real_dtypes(func, args, kwargs)
-        if func._schema.name not in _FAKE_RESULTS_DIFFER:
+        if name not in _FAKE_RESULTS_DIFFER:
             try:
                 return func(*args, **kwargs)
             except _NO_FAKE_RESULT:

@@ -22,7 +22,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils import _pytree as pytree
 from torch.utils import checkpoint as torch_checkpoint
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -41,6 +40,7 @@ from lightspeed.optimize.recompute_products import (
     region_products,
 )
 from lightspeed.workload import Workload
+from lightspeed.workload.tensor_walk import tensors_in
 
 __all__ = [
     "CheckpointPlan",
@@ -208,8 +208,7 @@ class _CheckpointedModule(_Checkpointed):
     ) -> frozenset[ProductKind]:
         """The kinds of product this block recomputes on these inputs, found once for
         each set of input shapes by running its forward on fake tensors."""
-        tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-        key = tuple((tuple(t.shape), t.dtype, t.device.type) for t in tensors)
+        key = tuple((tuple(t.shape), t.dtype, t.device.type) for t in tensors_in((args, kwargs)))
         if key not in self.kinds:
             find = self._products
             if torch.compiler.is_compiling():  # a fake run is not traced: a graph break
@@ -384,7 +383,7 @@ class _Kept(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if _keeps(self.recomputed, func, args, kwargs):
-            self.observer([t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)])
+            self.observer(list(tensors_in(out)))
         return out
 
 

@@ -31,14 +31,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
-from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from lightspeed.errors import ConfigError
 from lightspeed.facts.profile import Profile
 from lightspeed.facts.records import OpRecord
 from lightspeed.predict.carry import forward_ops, ops_s
-from lightspeed.workload.torch_internals import fake_tensors, is_fake
+from lightspeed.workload.tensor_walk import tensors_in
+from lightspeed.workload.torch_internals import fake_tensors, is_fake, op_name
 
 # ("aten::mm", ((2048, 512), (512, 1536))): an op and its tensor inputs' shapes.
 ProductKind = tuple[str, tuple[tuple[int, ...], ...]]
@@ -60,8 +60,8 @@ class Product:
 
 def product_kind(op: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> ProductKind:
     """The kind of one call of an aten op, from its arguments (shapes as Python ints)."""
-    shapes = tuple(tuple(int(d) for d in t.shape) for t in _tensors((tuple(args), kwargs)))
-    return op._schema.name, shapes
+    shapes = tuple(tuple(int(d) for d in t.shape) for t in tensors_in((args, kwargs)))
+    return op_name(op), shapes
 
 
 def flops_of(kind: ProductKind, output_shape: Sequence[int]) -> int:
@@ -172,7 +172,7 @@ def region_products(
     is in `saved`, found by running it once on fake tensors (no kernel runs, no memory is
     taken; the RNG is left as it was)."""
     recorder = _Recorder(saved)
-    already_fake = any(is_fake(t) for t in _tensors((tuple(args), kwargs)))
+    already_fake = any(is_fake(t) for t in tensors_in((args, kwargs)))
     with torch.random.fork_rng(devices=[]):
         if already_fake:  # a shape-only step: the tensors belong to its own fake mode
             with recorder:
@@ -196,11 +196,11 @@ class _Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if func.overloadpacket in self.saved:
-            outputs = _tensors(out)
+            outputs = list(tensors_in(out))
             size = sum(t.numel() * t.element_size() for t in outputs)
             kind = product_kind(func, args, kwargs)
             flops = flops_of(kind, outputs[0].shape) if outputs else 0
-            random = _draws_random(func._schema.name)
+            random = _draws_random(op_name(func))
             _add(self.found, Product(kind, size, flops, self.calls, random))
         self.calls += 1
         return out
@@ -230,8 +230,3 @@ def _draws_random(name: str) -> bool:
         torch.Tag.nondeterministic_seeded in getattr(packet, overload).tags
         for overload in packet.overloads()
     )
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    """The tensors in an op's arguments or outputs, in order (as a profile lists them)."""
-    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]

@@ -147,7 +147,7 @@ def checkpoint_modules(text: str) -> str | list[str]:
     recomputed too), or comma-separated module names, shell-style patterns or `STACK.I:J`
     segments recomputed whole, then `ops:` (or `ops+K:`) and the modules recomputed op by
     op ("ops:h.0,h.1", "blocks.0:4,ops:blocks.4", "ops+2:h.0,h.1,ops:h.2")."""
-    from lightspeed.optimize.checkpoint_plan import parse_op_level
+    from lightspeed.optimize.checkpoint_plan import op_level_spec, parse_op_level
 
     if text == "auto":
         return "auto"
@@ -156,7 +156,7 @@ def checkpoint_modules(text: str) -> str | list[str]:
     for name in text.split(","):
         parsed = parse_op_level(name)
         if parsed is not None and parsed[1] is not None:
-            prefix = name[: len(name) - len(parsed[1])]
+            prefix = op_level_spec("", parsed[0])
         names.append(name if parsed is not None or not prefix else f"{prefix}{name}")
     return names
 

@@ -9,11 +9,10 @@ are taken from their results, and the diagnosis names the window's bound.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import dataclasses
 import multiprocessing
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar, overload
@@ -619,31 +618,33 @@ STEPS_TOGETHER = 16
 STEPS_A_PART = 1024
 
 
+def _uncounted(steps: int) -> None:
+    """Steps analysed where no progress is told (a forked half, its fallback here)."""
+
+
 def _steps_told(ctx: TraceContext, windows: list[_Window], parallel: bool) -> StepAnalyses:
     """The windows analysed (`_in_two` with `parallel`, else `_analysed`), the steps
     analysed here counted as progress: a long trace's steps take seconds."""
     with progress.stage("analysing the steps"):
-        return _in_two(ctx, windows) if parallel else _analysed(ctx, windows, told=True)
+        if parallel:
+            return _in_two(ctx, windows)
+        with progress.counting(len(windows)) as advance:
+            return _analysed(ctx, windows, advance)
 
 
-def _analysed(ctx: TraceContext, windows: Sequence[_Window], *, told: bool = False) -> StepAnalyses:
-    """The windows' analyses, a few thousand at a time, each lot packed as it is done;
-    with `told`, each lot counted as progress."""
+def _analysed(
+    ctx: TraceContext, windows: Sequence[_Window], advance: Callable[[int], None] = _uncounted
+) -> StepAnalyses:
+    """The windows' analyses, a few thousand at a time, each lot packed as it is done
+    and its steps counted (`advance`)."""
     lots = []
-    with contextlib.ExitStack() as stack:
-        advance = stack.enter_context(progress.counting(len(windows))) if told else None
-        for first in range(0, len(windows), STEPS_AT_ONCE):
-            lot = windows[first : first + STEPS_AT_ONCE]
-            lots.append(
-                analyse_steps(
-                    [
-                        WindowContext(ctx, w, rows, device_span_us=span, inside=True)
-                        for w, rows, span in lot
-                    ]
-                )
-            )
-            if advance is not None:
-                advance(len(lot))
+    for first in range(0, len(windows), STEPS_AT_ONCE):
+        lot = windows[first : first + STEPS_AT_ONCE]
+        contexts = [
+            WindowContext(ctx, w, rows, device_span_us=span, inside=True) for w, rows, span in lot
+        ]
+        lots.append(analyse_steps(contexts))
+        advance(len(lot))
     return StepAnalyses.joined(lots)
 
 
@@ -666,7 +667,8 @@ def _in_two(ctx: TraceContext, windows: list[_Window]) -> StepAnalyses:
     try:
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
             theirs = pool.submit(_second_half, half)
-            mine = _analysed(ctx, windows[:half], told=True)
+            with progress.counting(half) as advance:
+                mine = _analysed(ctx, windows[:half], advance)
             try:
                 rest = theirs.result()
             except BrokenProcessPool:  # killed (out of memory?): its share is done here

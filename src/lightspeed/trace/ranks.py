@@ -267,16 +267,17 @@ def _told_from_here(counts: _Counts) -> Iterator[None]:
     `progress.detach`), and the MB its reads count (a count in a stage ending `IN_MB`)
     added to `counts[_MB]`."""
     progress.detach()
-    seen = [0]
+    seen = 0
 
     def relay(stages: tuple[str, ...]) -> None:
+        nonlocal seen
         count = progress.counted() if stages and stages[-1].endswith(IN_MB) else None
         done = 0 if count is None else count[0]
-        if done < seen[0]:  # the next file's count
-            seen[0] = 0
-        if done > seen[0]:
-            _add(counts, _MB, done - seen[0])
-            seen[0] = done
+        if done < seen:  # the next file's count
+            seen = 0
+        if done > seen:
+            _add(counts, _MB, done - seen)
+            seen = done
 
     with progress.listening(relay):
         yield

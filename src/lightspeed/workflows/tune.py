@@ -204,10 +204,10 @@ def checkpointed_modules(workload: Workload, text: str) -> tuple[str, ...]:
     plan = checkpoint_plan(model, checkpoint_modules(text))
     named = dict(model.named_modules())
     found = []
-    op_level = set(plan.ops)
     for segment in plan.segments:
-        if segment[0] in op_level:
-            found.append(op_level_spec(segment[0], plan.products_of(segment[0]) or 0))
+        products = plan.products_of(segment[0])
+        if products is not None:
+            found.append(op_level_spec(segment[0], products))
             continue
         stack, _, first = segment[0].rpartition(".")
         # STACK.I:J cannot name the model itself (""): its blocks are named one by one.

@@ -31,6 +31,12 @@ from torch.utils.module_tracker import ModuleTracker
 TorchFlopFormula = Callable[..., int]
 
 
+def op_name(func: OpOverload) -> str:
+    """The aten op's name as a profile records it ("aten::mm"), from its schema."""
+    name: str = func._schema.name
+    return name
+
+
 def bind_arguments(
     func: OpOverload, args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> dict[str, Any]:

@@ -36,7 +36,7 @@ import torch
 from torch._ops import OpOverload, OpOverloadPacket
 
 from lightspeed.measure.costs.flop_registry import aten
-from lightspeed.measure.tensor_walk import tensors_in
+from lightspeed.workload.tensor_walk import tensors_in
 from lightspeed.workload.torch_internals import (
     storage_identity,
     written_arguments,
