@@ -41,6 +41,33 @@ def test_module_path_from_tracker_names() -> None:
     assert module_path({"Global", "MSELoss"}, "Net") == "MSELoss"
 
 
+def test_of_active_siblings_the_last_entered_is_the_innermost() -> None:
+    # In the backward, modules left long ago stay active beside the one running; and a
+    # module and its only child (one output tensor) are entered child first.
+    parents = {"Global", "Net", "Net.a", "Net.b"}
+    assert module_path(parents, "Net", {"Net": 0, "Net.a": 1, "Net.b": 2}) == "b"
+    assert module_path(parents, "Net", {"Net": 0, "Net.a": 2, "Net.b": 1}) == "a"
+    child_first = {"Net.s.0": 5, "Net.s": 6, "Net": 7}
+    assert module_path({"Global", "Net", "Net.s", "Net.s.0"}, "Net", child_first) == "s.0"
+
+
+def test_two_like_layers_backward_their_own_products() -> None:
+    # The encoder's layers are alike: each one's backward runs the same products.
+    ops = capture_step(prepare(get("transformer-encoder-tiny"), StepSettings()))
+    products = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+    def backward_flops(layer: str) -> int:
+        return sum(
+            o.flops
+            for o in ops
+            if o.phase is Phase.BACKWARD
+            and o.name in products
+            and o.module.startswith(f"encoder.layers.{layer}")
+        )
+
+    assert backward_flops("0") == backward_flops("1") > 0
+
+
 def test_capture_records_modules_phases_and_exact_linear_flops() -> None:
     prepared = prepare(_mlp_workload(), StepSettings())
     prepared.step()  # warm: optimizer state exists

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.module_tracker import ModuleTracker
 
 from lightspeed.facts.records import OPTIMIZER_MODULE, OpRecord, Phase
 from lightspeed.measure.costs.op_cost import attention_causal, op_cost
 from lightspeed.measure.step import PreparedStep
 from lightspeed.workload.tensor_walk import tensors_in
-from lightspeed.workload.torch_internals import name_modules, op_name
+from lightspeed.workload.torch_internals import OrderedModuleTracker, name_modules, op_name
 
 _GLOBAL = "Global"
 
@@ -29,7 +28,7 @@ _GLOBAL = "Global"
 class _OpCapture(TorchDispatchMode):
     """Records an OpRecord for every op dispatched while it is active."""
 
-    def __init__(self, tracker: ModuleTracker, root_name: str) -> None:
+    def __init__(self, tracker: OrderedModuleTracker, root_name: str) -> None:
         super().__init__()
         self.tracker = tracker
         self.root_name = root_name
@@ -81,7 +80,7 @@ class _OpCapture(TorchDispatchMode):
     def _module(self) -> str:
         if self.phase is Phase.OPTIMIZER:
             return OPTIMIZER_MODULE
-        return module_path(self.tracker.parents, self.root_name)
+        return module_path(self.tracker.parents, self.root_name, self.tracker.entered)
 
 
 def op_inputs(arguments: Any) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]]:
@@ -105,8 +104,12 @@ def channels_last(arguments: Any) -> bool | None:
     return None
 
 
-def module_path(parents: set[str], root_name: str) -> str:
-    """The fully qualified path, from the model root, of the innermost active module.
+def module_path(parents: set[str], root_name: str, entered: Mapping[str, int] | None = None) -> str:
+    """The fully qualified path, from the model root, of the innermost active module:
+    of the active modules none of whose submodules is active, the last entered
+    (`entered`, `OrderedModuleTracker`'s numbers), else the deepest. (In the backward a
+    module and its only child, whose outputs are one tensor, are entered child first,
+    so the last entered alone would be the parent.)
 
     `parents` holds ModuleTracker's names ("Root", "Root.layers.0", "Global"); the model
     root becomes "" and its submodules their FQN ("layers.0"). A module outside the
@@ -115,7 +118,9 @@ def module_path(parents: set[str], root_name: str) -> str:
     named = [p for p in parents if p != _GLOBAL]
     if not named:
         return ""
-    innermost = max(named, key=lambda name: (name.count("."), len(name)))
+    leaves = [n for n in named if not any(other.startswith(n + ".") for other in named)]
+    order = entered or {}
+    innermost = max(leaves, key=lambda name: (order.get(name, -1), name.count("."), len(name)))
     if innermost == root_name:
         return ""
     if innermost.startswith(root_name + "."):
@@ -171,7 +176,7 @@ def capture_forward(model: torch.nn.Module, *inputs: Any) -> list[OpRecord]:
 def capturing(target: PreparedStep | torch.nn.Module) -> Iterator[_OpCapture]:
     """Module tracking and op capture, both removed on exit even when the step raises."""
     model = target if isinstance(target, torch.nn.Module) else target.model
-    tracker = ModuleTracker()
+    tracker = OrderedModuleTracker()
     root_name = type(model).__name__
     name_modules(tracker, model, root_name)
     with tracker:

@@ -4,7 +4,7 @@
 Everything here reads something torch does not promise to keep: an operator's schema
 (`OpOverload._schema`, its `Argument.alias_info` / `is_out`), `OpOverload.is_view`, a
 storage's `_cdata` identity, `torch.utils.flop_counter.flop_registry` (not in that
-module's `__all__`), `ModuleTracker._known_modules`, the fake tensors of
+module's `__all__`), `ModuleTracker._known_modules` and `_get_append_fn`, the fake tensors of
 `torch._subclasses.fake_tensor` (shapes, dtypes and storages with no data) and
 `torch.utils._python_dispatch._disable_current_modes`, and whether a profiler records
 (`torch.autograd.profiler._is_profiler_enabled`). When a torch upgrade breaks one
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -111,6 +112,30 @@ def torch_flop_formula(packet: OpOverloadPacket) -> TorchFlopFormula | None:
 def torch_flop_packets() -> frozenset[OpOverloadPacket]:
     """The aten ops torch.utils.flop_counter counts (its registry's OpOverloadPacket keys)."""
     return frozenset(key for key in flop_counter.flop_registry if isinstance(key, OpOverloadPacket))
+
+
+class OrderedModuleTracker(ModuleTracker):
+    """torch's ModuleTracker that also numbers each entry into a module (`entered`, by
+    the tracker's name), forward or backward, so that of several modules active at once
+    the innermost is the last entered. `parents` is a set, and in the backward it holds
+    modules that were left long before (an encoder layer's dropouts, of both layers,
+    while the first layer's backward runs): a rule on the names alone picks among
+    siblings of one depth by the set's order, which changes with the interpreter's hash
+    seed. Overrides the private `_get_append_fn`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered: dict[str, int] = {}
+        self._entries = itertools.count()
+
+    def _get_append_fn(self, name: str, is_bw: bool) -> Callable[..., None]:
+        append: Callable[..., None] = super()._get_append_fn(name, is_bw)
+
+        def fn(*args: Any) -> None:
+            self.entered[name] = next(self._entries)
+            append(*args)
+
+        return fn
 
 
 def name_modules(tracker: ModuleTracker, model: torch.nn.Module, root_name: str) -> None:
